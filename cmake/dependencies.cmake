@@ -1,0 +1,17 @@
+# Debian's CMake config for hiredis is broken; pkg-config finds it reliably.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis)
+find_package(CLI11 CONFIG QUIET)
+find_path(CLI11_INCLUDE_DIR CLI/CLI.hpp REQUIRED)
+find_path(FMT_INCLUDE_DIR fmt/format.h REQUIRED)
+
+# Link hiredis statically: it is small, and a static link avoids loading it.
+find_library(HIREDIS_STATIC libhiredis.a PATHS ${HIREDIS_LIBRARY_DIRS})
+add_library(rlock_hiredis INTERFACE)
+# Always include <hiredis/hiredis.h>, never the bare header.
+target_include_directories(rlock_hiredis INTERFACE /usr/include)
+if(HIREDIS_STATIC AND NOT RLOCK_SANITIZE)
+  target_link_libraries(rlock_hiredis INTERFACE ${HIREDIS_STATIC})
+else()
+  target_link_libraries(rlock_hiredis INTERFACE ${HIREDIS_LINK_LIBRARIES})
+endif()

@@ -1,0 +1,19 @@
+# Compiler settings shared by every target, as INTERFACE libraries.
+add_library(rlock_settings INTERFACE)
+target_compile_options(rlock_settings INTERFACE
+  -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wsign-conversion
+  -Wnon-virtual-dtor -Wold-style-cast -Wcast-align -Wnull-dereference
+  -Wformat=2 -Wimplicit-fallthrough)
+if(RLOCK_WERROR)
+  target_compile_options(rlock_settings INTERFACE -Werror)
+endif()
+target_compile_definitions(rlock_settings INTERFACE _GNU_SOURCE FMT_HEADER_ONLY
+  RLOCK_VERSION="${PROJECT_VERSION}")
+if(RLOCK_SANITIZE)
+  target_compile_options(rlock_settings INTERFACE -fsanitize=address,undefined -fno-omit-frame-pointer
+    -fno-sanitize-recover=undefined)
+  target_link_options(rlock_settings INTERFACE -fsanitize=address,undefined)
+else()
+  # Start-up is paid by every cron job: no libstdc++ to load and relocate.
+  target_link_options(rlock_settings INTERFACE -static-libstdc++ -static-libgcc)
+endif()

@@ -1,0 +1,482 @@
+#include "cli/main.hpp"
+
+#include "cli/config_file.hpp"
+#include "commands/commands.hpp"
+#include "error.hpp"
+#include "exit_code.hpp"
+#include "lock/validity.hpp"
+#include "log.hpp"
+#include "proc/signals.hpp"
+#include "redis/url.hpp"
+#include "util/file.hpp"
+#include "util/text.hpp"
+
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include <cstdlib>
+#include <exception>
+#include <system_error>
+
+#include <unistd.h>
+
+namespace rlock::cli {
+
+namespace {
+
+using util::Millis;
+
+// Every option as text, straight from CLI11, the environment or the config file.
+struct Raw {
+  std::string url, connect_timeout, timeout, prefix, config;
+  bool quiet = false, verbose = false;
+  std::string key;
+  std::vector<std::string> keys;
+  std::string pattern = "*";
+  std::string ttl, wait;
+  bool no_wait = false;
+  std::string conflict_exit_code;
+  std::string command;
+  std::vector<std::string> child;
+  std::string signal, kill_after, lost_exit_code, max_hold;
+  std::string token_file, token_env;
+  bool json = false, force = false;
+};
+
+// Where a setting's value came from, for error messages and exit codes.
+enum class Source { unset, argv, env, config };
+
+// A setting that the environment and the config file may give when argv does not.
+struct Setting {
+  std::string name;  // long option name
+  CLI::Option* option;
+  std::string* text;  // one of these two
+  bool* flag;
+  Source source = Source::unset;
+};
+
+struct Parsed {
+  CLI::App* command = nullptr;
+  std::vector<Setting> settings;
+};
+
+[[noreturn]] void usage(const std::string& message) { throw Error(exit_code::k_usage, message); }
+
+std::string env_name(const std::string& option) {
+  std::string name = "RLOCK_";
+  for (char c : option) name += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return name;
+}
+
+Setting* find_setting(Parsed& p, const std::string& name) {
+  for (Setting& s : p.settings) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+// The setting a command surely registered.
+Setting& get(Parsed& p, const std::string& name) {
+  if (Setting* s = find_setting(p, name)) return *s;
+  throw Error(exit_code::k_internal, fmt::format("no setting {}", name));
+}
+
+// The text that names a setting in an error: the option, the variable, or the config file.
+std::string origin(const Setting& s) {
+  switch (s.source) {
+    case Source::env: return env_name(s.name);
+    case Source::config: return fmt::format("{} (config file)", s.name);
+    default: return "--" + s.name;
+  }
+}
+
+[[noreturn]] void bad_setting(const Setting& s, const std::string& why) {
+  throw Error(s.source == Source::config ? exit_code::k_config : exit_code::k_usage,
+              fmt::format("{}: {}", origin(s), why));
+}
+
+bool parse_bool(const Setting& s, const std::string& text) {
+  std::string v = text;
+  for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (v == "1" || v == "true" || v == "yes" || v == "on") return true;
+  if (v == "0" || v == "false" || v == "no" || v == "off" || v.empty()) return false;
+  bad_setting(s, fmt::format("'{}' is not true or false", text));
+}
+
+void assign(Setting& s, const std::string& value, Source source) {
+  s.source = source;
+  if (s.flag) {
+    *s.flag = parse_bool(s, value);
+  } else {
+    *s.text = value;
+  }
+}
+
+// Fills the settings argv left unset: the environment first, then the config file.
+void layer_settings(Parsed& p, const std::string& config_path, bool config_required) {
+  for (Setting& s : p.settings) {
+    if (s.option->count() > 0) s.source = Source::argv;
+  }
+  for (Setting& s : p.settings) {
+    if (s.source != Source::unset) continue;
+    const char* value = std::getenv(env_name(s.name).c_str());
+    if (!value && s.name == "url") value = std::getenv("REDIS_URL");
+    if (value) assign(s, value, Source::env);
+  }
+  if (config_path.empty()) return;
+  std::string text;
+  try {
+    text = util::read_small_file(config_path, 1 << 20);
+  } catch (const std::system_error& e) {
+    if (!config_required && e.code() == std::errc::no_such_file_or_directory) return;
+    throw Error(exit_code::k_config, fmt::format("cannot read config file {}: {}", config_path, e.code().message()));
+  } catch (const std::length_error&) {
+    throw Error(exit_code::k_config, fmt::format("config file {} is too large", config_path));
+  }
+  static const std::vector<std::string> k_known = {
+      "url",  "connect-timeout", "timeout",     "prefix",     "quiet",          "verbose",  "ttl",
+      "wait", "conflict-exit-code", "signal", "kill-after", "lost-exit-code", "max-hold", "token-env"};
+  for (const auto& [name, value] : parse_config(text, config_path)) {
+    if (std::find(k_known.begin(), k_known.end(), name) == k_known.end()) {
+      throw Error(exit_code::k_config, fmt::format("{}: unknown setting '{}'", config_path, name));
+    }
+    Setting* s = find_setting(p, name);
+    if (s && s->source == Source::unset) assign(*s, value, Source::config);
+  }
+}
+
+// The config file to read: --config, RLOCK_CONFIG, then the default paths (which may be absent).
+std::pair<std::string, bool> config_path(const Raw& raw) {
+  if (!raw.config.empty()) return {raw.config, true};
+  if (const char* env = std::getenv("RLOCK_CONFIG"); env && *env) return {env, true};
+  const char* xdg = std::getenv("XDG_CONFIG_HOME");
+  const char* home = std::getenv("HOME");
+  std::string user_path;
+  if (xdg && *xdg) user_path = std::string(xdg) + "/rlock/config.toml";
+  else if (home && *home) user_path = std::string(home) + "/.config/rlock/config.toml";
+  if (!user_path.empty() && ::access(user_path.c_str(), F_OK) == 0) return {user_path, false};
+  return {"/etc/rlock/config.toml", false};
+}
+
+Millis duration_of(Parsed& p, const std::string& name, const std::string& text, Millis fallback, bool allow_zero) {
+  Setting* s = find_setting(p, name);
+  if (!s || s->source == Source::unset) return fallback;
+  std::string why;
+  auto d = util::parse_duration(text, &why);
+  if (!d) bad_setting(*s, fmt::format("'{}' is not a duration: {} (use e.g. 500ms, 30s, 5m, 1h30m)", text, why));
+  if (!allow_zero && d->count() <= 0) bad_setting(*s, "must be more than zero");
+  return *d;
+}
+
+int exit_code_setting(Parsed& p, const std::string& name, const std::string& text, int fallback) {
+  Setting* s = find_setting(p, name);
+  if (!s || s->source == Source::unset) return fallback;
+  long long v = 0;
+  if (!util::parse_int(text, 0, 255, v)) bad_setting(*s, fmt::format("'{}' is not an exit code in 0-255", text));
+  return static_cast<int>(v);
+}
+
+void check_key(const std::string& key) {
+  if (key.empty()) usage("the lock KEY is empty");
+  for (char c : key) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) usage("the lock KEY contains a control character");
+  }
+}
+
+commands::ConnectOptions connect_options(Parsed& p, const Raw& raw) {
+  commands::ConnectOptions c;
+  Setting& url = get(p, "url");
+  c.endpoint = redis::parse_url(url.source == Source::unset ? "redis://127.0.0.1:6379" : raw.url);
+  if (c.endpoint.password.empty()) {
+    const char* pw = std::getenv("RLOCK_PASSWORD");
+    if (!pw || !*pw) pw = std::getenv("REDISCLI_AUTH");
+    if (pw && *pw) c.endpoint.password = pw;
+  } else if (url.source == Source::argv) {
+    log::warning("a password in a --url on the command line is visible to every user in ps; use "
+                 "REDISCLI_AUTH or RLOCK_PASSWORD");
+  }
+  c.timeouts.connect = duration_of(p, "connect-timeout", raw.connect_timeout, c.timeouts.connect, false);
+  c.timeouts.command = duration_of(p, "timeout", raw.timeout, c.timeouts.command, false);
+  if (Setting* s = find_setting(p, "prefix"); s && s->source != Source::unset) {
+    if (raw.prefix.find_first_of("{}") != std::string::npos) {
+      bad_setting(*s, "must not contain { or } (rlock adds the Cluster hash tag itself)");
+    }
+    c.prefix = raw.prefix;
+  }
+  return c;
+}
+
+commands::TakeOptions take_options(Parsed& p, const Raw& raw) {
+  commands::TakeOptions t;
+  check_key(raw.key);
+  t.key = raw.key;
+  t.ttl = duration_of(p, "ttl", raw.ttl, t.ttl, false);
+  if (t.ttl < lock::validity::k_min_ttl) {
+    bad_setting(get(p, "ttl"),
+                fmt::format("must be at least {}", util::format_duration(lock::validity::k_min_ttl)));
+  }
+  if (raw.no_wait) {
+    t.wait = Millis(0);
+  } else if (get(p, "wait").source != Source::unset) {
+    t.wait = duration_of(p, "wait", raw.wait, Millis(0), true);
+  }
+  t.conflict_exit_code = exit_code_setting(p, "conflict-exit-code", raw.conflict_exit_code, t.conflict_exit_code);
+  return t;
+}
+
+std::string join_command(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const std::string& a : argv) {
+    if (!out.empty()) out += ' ';
+    bool plain = !a.empty() && a.find_first_of(" \t\n'\"\\$`*?;&|<>()") == std::string::npos;
+    out += plain ? a : "'" + a + "'";
+  }
+  return out;
+}
+
+commands::RunOptions run_options(Parsed& p, const Raw& raw) {
+  commands::RunOptions r;
+  r.connect = connect_options(p, raw);
+  r.take = take_options(p, raw);
+  bool has_c = p.command->get_option("--command")->count() > 0;
+  if (has_c && !raw.child.empty()) usage("give the command either after -- or with -c, not both");
+  if (has_c) {
+    if (raw.command.empty()) usage("-c needs a shell command");
+    r.argv = {"/bin/sh", "-c", raw.command};
+    r.display_command = raw.command;
+  } else {
+    if (raw.child.empty()) usage("missing command: rlock run KEY -- COMMAND [ARG...] or rlock run KEY -c 'COMMAND'");
+    r.argv = raw.child;
+    r.display_command = join_command(raw.child);
+  }
+  if (Setting& s = get(p, "signal"); s.source != Source::unset) {
+    auto sig = proc::parse_signal(raw.signal);
+    if (!sig) bad_setting(s, fmt::format("'{}' is not a signal name or number", raw.signal));
+    r.stop_signal = *sig;
+  }
+  r.lost_exit_code = exit_code_setting(p, "lost-exit-code", raw.lost_exit_code, r.lost_exit_code);
+  if (get(p, "max-hold").source != Source::unset) {
+    r.max_hold = duration_of(p, "max-hold", raw.max_hold, Millis(0), false);
+  }
+  // The child must be gone before the lease can expire: --kill-after must fit in the TTL.
+  Millis limit = lock::validity::max_kill_after(r.take.ttl);
+  Setting& kill = get(p, "kill-after");
+  if (kill.source == Source::unset) {
+    r.kill_after = std::min(r.kill_after, limit);
+  } else {
+    r.kill_after = duration_of(p, "kill-after", raw.kill_after, r.kill_after, true);
+    if (r.kill_after > limit) {
+      bad_setting(kill, fmt::format("{} is too long for a TTL of {}: the child could outlive the lock; use at most "
+                                     "{} or a longer --ttl",
+                                     util::format_duration(r.kill_after), util::format_duration(r.take.ttl),
+                                     util::format_duration(limit)));
+    }
+  }
+  return r;
+}
+
+commands::TokenSource token_source(Parsed& p, const Raw& raw) {
+  commands::TokenSource t;
+  t.file = raw.token_file;
+  if (get(p, "token-env").source != Source::unset) {
+    if (raw.token_env.empty()) bad_setting(get(p, "token-env"), "empty variable name");
+    t.env = raw.token_env;
+  }
+  return t;
+}
+
+// Registers an option that the environment and the config file may also set.
+CLI::Option* setting(Parsed& p, CLI::App* app, const std::string& flags, const std::string& name, std::string& target,
+                     const std::string& help) {
+  CLI::Option* o = app->add_option(flags, target, help);
+  p.settings.push_back({name, o, &target, nullptr});
+  return o;
+}
+
+CLI::Option* flag_setting(Parsed& p, CLI::App* app, const std::string& flags, const std::string& name, bool& target,
+                          const std::string& help) {
+  CLI::Option* o = app->add_flag(flags, target, help);
+  p.settings.push_back({name, o, nullptr, &target});
+  return o;
+}
+
+void add_common(Parsed& p, CLI::App* app, Raw& raw) {
+  app->set_version_flag("-V,--version", "rlock " RLOCK_VERSION);
+  setting(p, app, "-u,--url", "url", raw.url,
+          "Redis URL: redis://[user[:pass]@]host[:port][/db] or unix:///path.sock[?db=N] "
+          "(default redis://127.0.0.1:6379)")
+      ->type_name("URL");
+  setting(p, app, "--connect-timeout", "connect-timeout", raw.connect_timeout, "connect timeout (default 1s)")
+      ->type_name("D");
+  setting(p, app, "--timeout", "timeout", raw.timeout, "per-command timeout (default 2s)")->type_name("D");
+  setting(p, app, "--prefix", "prefix", raw.prefix, "key namespace (default rlock:)")->type_name("P");
+  app->add_option("--config", raw.config, "TOML config file (default $XDG_CONFIG_HOME/rlock/config.toml)")
+      ->type_name("F");
+  flag_setting(p, app, "-q,--quiet", "quiet", raw.quiet, "print nothing but errors");
+  flag_setting(p, app, "-v,--verbose", "verbose", raw.verbose, "print a timestamped timeline on stderr");
+}
+
+void add_take(Parsed& p, CLI::App* app, Raw& raw) {
+  app->add_option("KEY", raw.key, "the lock's name")->required();
+  setting(p, app, "-t,--ttl", "ttl", raw.ttl, "lease length (default 30s)")->type_name("D");
+  CLI::Option* wait = setting(p, app, "-w,--wait", "wait", raw.wait, "wait at most D (default: forever)");
+  wait->type_name("D");
+  app->add_flag("-n,--no-wait", raw.no_wait, "fail at once if the lock is held (same as -w 0)")->excludes(wait);
+  setting(p, app, "-E,--conflict-exit-code", "conflict-exit-code", raw.conflict_exit_code,
+          "exit code when the lock is busy (default 75)")
+      ->type_name("N");
+}
+
+void add_token_source(Parsed& p, CLI::App* app, Raw& raw) {
+  app->add_option("--token-file", raw.token_file, "read the token from F")->type_name("F");
+  setting(p, app, "--token-env", "token-env", raw.token_env, "read the token from variable NAME (default RLOCK_TOKEN)")
+      ->type_name("NAME");
+}
+
+int dispatch(Parsed& p, Raw& raw) {
+  auto [path, required] = config_path(raw);
+  layer_settings(p, path, required);
+  if (raw.verbose) log::set_level(log::Level::verbose);
+  else if (raw.quiet) log::set_level(log::Level::quiet);
+
+  const std::string name = p.command->get_name();
+  if (name == "run") return commands::run(run_options(p, raw));
+  if (name == "acquire") {
+    commands::AcquireOptions o;
+    o.connect = connect_options(p, raw);
+    o.take = take_options(p, raw);
+    o.token_file = raw.token_file;
+    o.json = raw.json;
+    if (!o.token_file.empty() && o.json) usage("--token-file and --json exclude each other");
+    return commands::acquire(o);
+  }
+  if (name == "release") {
+    commands::ReleaseOptions o;
+    check_key(raw.key);
+    o.connect = connect_options(p, raw);
+    o.key = raw.key;
+    o.force = raw.force;
+    o.token = token_source(p, raw);
+    return commands::release(o);
+  }
+  if (name == "extend") {
+    commands::ExtendOptions o;
+    check_key(raw.key);
+    o.connect = connect_options(p, raw);
+    o.key = raw.key;
+    o.token = token_source(p, raw);
+    o.ttl = duration_of(p, "ttl", raw.ttl, o.ttl, false);
+    return commands::extend(o);
+  }
+  if (name == "status") {
+    commands::StatusOptions o;
+    for (const std::string& k : raw.keys) check_key(k);
+    o.connect = connect_options(p, raw);
+    o.keys = raw.keys;
+    o.json = raw.json;
+    return commands::status(o);
+  }
+  commands::ListOptions o;
+  o.connect = connect_options(p, raw);
+  o.pattern = raw.pattern.empty() ? "*" : raw.pattern;
+  o.json = raw.json;
+  return commands::list(o);
+}
+
+int parse_and_run(int argc, char** argv) {
+  Raw raw;
+  CLI::App app{"rlock: a lock for shell scripts, cron jobs and CI, held in Redis.", "rlock"};
+  app.set_version_flag("-V,--version", "rlock " RLOCK_VERSION);
+  app.require_subcommand(1);
+  app.footer("Run 'rlock COMMAND --help' for a command's options; 'man rlock' for the whole story.");
+
+  std::vector<Parsed> parsed(6);
+  CLI::App* run = app.add_subcommand("run", "take KEY, run a command while renewing it, release it");
+  parsed[0].command = run;
+  add_take(parsed[0], run, raw);
+  run->add_option("-c,--command", raw.command, "run S with /bin/sh -c instead of a command after --")
+      ->type_name("S");
+  setting(parsed[0], run, "--signal", "signal", raw.signal, "signal sent to the child when the lock is lost (default TERM)")
+      ->type_name("SIG");
+  setting(parsed[0], run, "--kill-after", "kill-after", raw.kill_after, "then SIGKILL after D (default 5s)")
+      ->type_name("D");
+  setting(parsed[0], run, "--lost-exit-code", "lost-exit-code", raw.lost_exit_code,
+          "exit code when the lock was lost (default 76)")
+      ->type_name("N");
+  setting(parsed[0], run, "--max-hold", "max-hold", raw.max_hold, "stop the child as if lost after D")
+      ->type_name("D");
+  run->add_option("COMMAND", raw.child, "the command and its arguments, after --");
+  add_common(parsed[0], run, raw);
+
+  CLI::App* acquire = app.add_subcommand("acquire", "take KEY and keep it after rlock exits; print the token");
+  parsed[1].command = acquire;
+  add_take(parsed[1], acquire, raw);
+  acquire->add_option("--token-file", raw.token_file, "write the token to F (mode 0600) instead of stdout")
+      ->type_name("F");
+  acquire->add_flag("--json", raw.json, "print key, token, fence and TTL as JSON");
+  add_common(parsed[1], acquire, raw);
+
+  CLI::App* release = app.add_subcommand("release", "give KEY back (token from --token-file or $RLOCK_TOKEN)");
+  parsed[2].command = release;
+  release->add_option("KEY", raw.key, "the lock's name")->required();
+  add_token_source(parsed[2], release, raw);
+  release->add_flag("--force", raw.force, "remove the lock without its token and print who held it");
+  add_common(parsed[2], release, raw);
+
+  CLI::App* extend = app.add_subcommand("extend", "reset KEY's TTL (token from --token-file or $RLOCK_TOKEN)");
+  parsed[3].command = extend;
+  extend->add_option("KEY", raw.key, "the lock's name")->required();
+  setting(parsed[3], extend, "-t,--ttl", "ttl", raw.ttl, "new TTL (default 30s)")->type_name("D");
+  add_token_source(parsed[3], extend, raw);
+  add_common(parsed[3], extend, raw);
+
+  CLI::App* status = app.add_subcommand("status", "who holds KEY: host, pid, user, command, since, TTL, fence");
+  parsed[4].command = status;
+  status->add_option("KEY", raw.keys, "locks to show (default: every held lock)");
+  status->add_flag("--json", raw.json, "print JSON (an object for one KEY, else an array)");
+  add_common(parsed[4], status, raw);
+
+  CLI::App* list = app.add_subcommand("list", "the held locks under the prefix (SCAN)");
+  parsed[5].command = list;
+  list->add_option("PATTERN", raw.pattern, "glob on lock names (default *)");
+  list->add_flag("--json", raw.json, "print a JSON array");
+  add_common(parsed[5], list, raw);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) {
+      app.exit(e);
+      return exit_code::k_ok;
+    }
+    std::string message = e.what();
+    if (auto nl = message.find('\n'); nl != std::string::npos) message.resize(nl);
+    usage(fmt::format("{} (see rlock --help)", message));
+  }
+  for (Parsed& p : parsed) {
+    if (p.command->parsed()) return dispatch(p, raw);
+  }
+  usage("no command given (see rlock --help)");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return parse_and_run(argc, argv);
+  } catch (const Error& e) {
+    log::error(e.what());
+    return e.exit_code();
+  } catch (const std::system_error& e) {
+    log::error(e.what());
+    return exit_code::k_system;
+  } catch (const std::bad_alloc&) {
+    log::error("out of memory");
+    return exit_code::k_system;
+  } catch (const std::exception& e) {
+    log::error(fmt::format("internal error: {}", e.what()));
+    return exit_code::k_internal;
+  }
+}
+
+}  // namespace rlock::cli

@@ -1,0 +1,123 @@
+#include "commands/commands.hpp"
+
+#include "commands/common.hpp"
+#include "error.hpp"
+#include "exit_code.hpp"
+#include "log.hpp"
+#include "util/file.hpp"
+#include "util/random.hpp"
+#include "util/text.hpp"
+
+#include <unistd.h>
+
+#include <fmt/core.h>
+
+#include <system_error>
+#include <thread>
+
+namespace rlock::commands {
+
+namespace {
+
+void print(const std::string& text) {
+  std::string line = text + "\n";
+  if (::write(STDOUT_FILENO, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+    throw Error(exit_code::k_system, "cannot write to standard output");
+  }
+}
+
+}  // namespace
+
+int acquire(const AcquireOptions& options) {
+  redis::Connection connection(options.connect.endpoint, options.connect.timeouts);
+  lock::ConnectionNode node(connection);
+  lock::LockName name = lock_name(options.connect, options.take.key);
+  std::vector<lock::Hold> holds = enclosing_holds();
+  std::vector<std::string> enclosing =
+      lock::tokens_for(holds, options.connect.endpoint.identity(), name.lock_key());
+  std::string token = util::random_token();
+  lock::Holder holder = this_holder(fmt::format("rlock acquire {}", options.take.key));
+
+  lock::Attempt a = take_lock(node, name, options.take, token, holder, enclosing, [](util::Millis d) {
+    std::this_thread::sleep_for(d);
+    return true;
+  });
+  if (a.outcome == lock::Attempt::Outcome::busy) {
+    log::info(busy_message(name, a));
+    return options.take.conflict_exit_code;
+  }
+  if (a.outcome == lock::Attempt::Outcome::reentered) {
+    // Held by an enclosing run: hand out that hold's token; release of it leaves the hold alone.
+    token = enclosing.front();
+    log::verbose("{} is already held by an enclosing run (fence {})", name.key, a.fence);
+  } else {
+    log::verbose("acquired {} (fence {}, ttl {})", name.key, a.fence, util::format_duration(options.take.ttl));
+  }
+
+  try {
+    if (!options.token_file.empty()) {
+      util::write_file_atomic(options.token_file, token + "\n", 0600);
+    } else if (options.json) {
+      print(fmt::format("{{\"key\":{},\"token\":{},\"fence\":{},\"ttl_ms\":{},\"reentered\":{}}}",
+                        util::json_quote(options.take.key), util::json_quote(token), a.fence,
+                        options.take.ttl.count(), a.outcome == lock::Attempt::Outcome::reentered));
+    } else {
+      print(token);
+    }
+  } catch (const std::exception& e) {
+    // Nobody learned the token: give the lock back rather than leave it stuck until its TTL.
+    if (a.outcome == lock::Attempt::Outcome::acquired) lock::release(node, name, token);
+    if (const auto* se = dynamic_cast<const std::system_error*>(&e)) {
+      throw Error(exit_code::k_system, fmt::format("cannot write the token: {}", se->what()));
+    }
+    throw;
+  }
+  return exit_code::k_ok;
+}
+
+int release(const ReleaseOptions& options) {
+  redis::Connection connection(options.connect.endpoint, options.connect.timeouts);
+  lock::ConnectionNode node(connection);
+  lock::LockName name = lock_name(options.connect, options.key);
+  if (options.force) {
+    lock::ForcedRelease r = lock::force_release(node, name);
+    if (!r.was_held) {
+      log::info(fmt::format("{} was not held", options.key));
+      return exit_code::k_not_held;
+    }
+    log::info(fmt::format("removed {}, held by {}@{} pid {} ({}), fence {}", options.key, r.holder.user,
+                          r.holder.host, r.holder.pid, r.holder.command,
+                          r.fence ? std::to_string(*r.fence) : std::string("?")));
+    return exit_code::k_ok;
+  }
+  std::string token = read_token(options.token);
+  std::vector<std::string> enclosing =
+      lock::tokens_for(enclosing_holds(), options.connect.endpoint.identity(), name.lock_key());
+  for (const std::string& t : enclosing) {
+    if (t == token) {
+      log::verbose("{} is held by an enclosing run, which releases it", options.key);
+      return exit_code::k_ok;
+    }
+  }
+  if (!lock::release(node, name, token)) {
+    log::error(fmt::format("{} is not held with this token (it expired, or another holder has it)", options.key));
+    return exit_code::k_not_held;
+  }
+  log::verbose("released {}", options.key);
+  return exit_code::k_ok;
+}
+
+int extend(const ExtendOptions& options) {
+  redis::Connection connection(options.connect.endpoint, options.connect.timeouts);
+  lock::ConnectionNode node(connection);
+  lock::LockName name = lock_name(options.connect, options.key);
+  std::string token = read_token(options.token);
+  if (!lock::extend(node, name, token, options.ttl)) {
+    log::error(fmt::format("{} is not held with this token (it expired, or another holder has it)", options.key));
+    return exit_code::k_not_held;
+  }
+  log::verbose("extended {} to {}", options.key, util::format_duration(options.ttl));
+  return exit_code::k_ok;
+}
+
+}  // namespace rlock::commands

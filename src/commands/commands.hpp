@@ -1,0 +1,22 @@
+#pragma once
+
+#include "commands/options.hpp"
+
+namespace rlock::commands {
+
+// Each command returns its exit code; fatal failures are thrown as rlock::Error.
+
+// Takes the lock, runs the child while renewing it, releases it; the child's exit code.
+int run(const RunOptions& options);
+// Takes the lock and leaves it held; prints or writes the token.
+int acquire(const AcquireOptions& options);
+// Gives the lock back (or removes it with --force).
+int release(const ReleaseOptions& options);
+// Resets the lock's TTL.
+int extend(const ExtendOptions& options);
+// Shows who holds the locks; 0 when all are held, 1 when one is free.
+int status(const StatusOptions& options);
+// Lists the locks under the prefix.
+int list(const ListOptions& options);
+
+}  // namespace rlock::commands

@@ -1,0 +1,153 @@
+#include "common.hpp"
+
+#include "error.hpp"
+#include "exit_code.hpp"
+#include "lock/backoff.hpp"
+#include "log.hpp"
+#include "util/file.hpp"
+#include "util/text.hpp"
+
+#include <unistd.h>
+
+#include <fmt/core.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <system_error>
+
+namespace rlock::commands {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A token is what random_token makes; anything else in a token file is garbage.
+bool plausible_token(std::string_view token) {
+  if (token.size() < 16 || token.size() > 256) return false;
+  for (char c : token) {
+    if (c <= ' ' || c > '~') return false;
+  }
+  return true;
+}
+
+// One updating line on a terminal while waiting.
+class WaitLine {
+public:
+  WaitLine() : m_enabled(::isatty(STDERR_FILENO) && log::level() == log::Level::normal) {}
+  ~WaitLine() {
+    if (m_shown) write("\r\x1b[K");
+  }
+  void show(const std::string& text) {
+    if (!m_enabled) return;
+    write(fmt::format("\r\x1b[Krlock: {}", text));
+    m_shown = true;
+  }
+
+private:
+  static void write(const std::string& s) { [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, s.data(), s.size()); }
+  bool m_enabled;
+  bool m_shown = false;
+};
+
+std::string holder_text(const lock::Attempt& a) {
+  std::string who;
+  if (!a.holder.host.empty()) who = fmt::format(" by {} pid {}", a.holder.host, a.holder.pid);
+  if (a.held_for) who += fmt::format(" for {}", util::format_duration(*a.held_for));
+  if (!a.holder.command.empty()) who += fmt::format(" ({})", a.holder.command);
+  return who;
+}
+
+}  // namespace
+
+lock::LockName lock_name(const ConnectOptions& connect, const std::string& key) { return {connect.prefix, key}; }
+
+lock::Holder this_holder(const std::string& command) {
+  lock::Holder h;
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) == 0) h.host = host;
+  h.pid = std::to_string(::getpid());
+  const char* user = std::getenv("USER");
+  if (!user || !*user) user = std::getenv("LOGNAME");
+  h.user = user && *user ? user : fmt::format("uid {}", ::getuid());
+  h.command = command.size() > 200 ? command.substr(0, 197) + "..." : command;
+  return h;
+}
+
+std::vector<lock::Hold> enclosing_holds() {
+  const char* value = std::getenv(lock::k_holds_variable);
+  return value ? lock::parse_holds(value) : std::vector<lock::Hold>{};
+}
+
+std::string busy_message(const lock::LockName& name, const lock::Attempt& attempt) {
+  return fmt::format("{} is held{}", name.key, holder_text(attempt));
+}
+
+lock::Attempt take_lock(lock::Node& node, const lock::LockName& name, const TakeOptions& options,
+                        const std::string& token, const lock::Holder& holder,
+                        const std::vector<std::string>& enclosing_tokens,
+                        const std::function<bool(util::Millis)>& pause) {
+  auto start = Clock::now();
+  std::optional<Clock::time_point> give_up;
+  if (options.wait) give_up = start + *options.wait;
+  lock::Backoff backoff;
+  WaitLine line;
+  bool announced = false;
+  for (;;) {
+    lock::Attempt a = lock::try_acquire(node, name, token, options.ttl, holder, enclosing_tokens);
+    if (a.outcome != lock::Attempt::Outcome::busy) {
+      if (announced) {
+        log::verbose("acquired {} after {}", name.key,
+                     util::format_duration(std::chrono::duration_cast<util::Millis>(Clock::now() - start)));
+      }
+      return a;
+    }
+    auto now = Clock::now();
+    if (give_up && now >= *give_up) return a;
+    if (!announced) {
+      log::verbose("waiting for {}: held{}", name.key, holder_text(a));
+      announced = true;
+    }
+    line.show(fmt::format("waiting for {}: held{}", name.key, holder_text(a)));
+    util::Millis sleep = backoff.next(a.ttl_left);
+    if (give_up) {
+      auto left = std::chrono::ceil<util::Millis>(*give_up - now);
+      sleep = std::min(sleep, left);
+    }
+    if (!pause(sleep)) return a;
+  }
+}
+
+std::string read_token(const TokenSource& source) {
+  std::string token;
+  if (!source.file.empty()) {
+    try {
+      token = std::string(util::trim(util::read_small_file(source.file, 4096)));
+    } catch (const std::system_error& e) {
+      throw Error(exit_code::k_data, fmt::format("cannot read token file {}: {}", source.file, e.code().message()));
+    } catch (const std::length_error&) {
+      throw Error(exit_code::k_data, fmt::format("token file {} is too large to be a token", source.file));
+    }
+    if (!plausible_token(token)) {
+      throw Error(exit_code::k_data,
+                  fmt::format("token file {} does not hold an rlock token (written by rlock acquire --token-file?)",
+                              source.file));
+    }
+    return token;
+  }
+  const char* value = std::getenv(source.env.c_str());
+  if (!value || !*value) {
+    throw Error(exit_code::k_usage,
+                fmt::format("no token: set {} to the token printed by rlock acquire, or use --token-file",
+                            source.env));
+  }
+  token = std::string(util::trim(value));
+  if (!plausible_token(token)) {
+    throw Error(exit_code::k_data, fmt::format("{} does not hold an rlock token", source.env));
+  }
+  return token;
+}
+
+}  // namespace rlock::commands

@@ -1,0 +1,40 @@
+#pragma once
+
+#include "commands/options.hpp"
+#include "lock/holds.hpp"
+#include "lock/lease.hpp"
+#include "lock/name.hpp"
+#include "redis/connection.hpp"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace rlock::commands {
+
+// The lock's Redis names under the configured prefix.
+lock::LockName lock_name(const ConnectOptions& connect, const std::string& key);
+
+// This process as status shows it: host name, pid, user and the command given.
+lock::Holder this_holder(const std::string& command);
+
+// The holds of the enclosing process tree (RLOCK_HELD).
+std::vector<lock::Hold> enclosing_holds();
+
+// Takes the lock, retrying with backoff while it is busy, for at most options.wait.
+// `pause` sleeps for the given time and returns false to give up (a signal arrived).
+// Shows the holder on a terminal while waiting. Returns the last attempt: acquired, reentered,
+// or busy when the wait ran out (or pause gave up).
+lock::Attempt take_lock(lock::Node& node, const lock::LockName& name, const TakeOptions& options,
+                        const std::string& token, const lock::Holder& holder,
+                        const std::vector<std::string>& enclosing_tokens,
+                        const std::function<bool(util::Millis)>& pause);
+
+// The message for a lock found busy: who holds it.
+std::string busy_message(const lock::LockName& name, const lock::Attempt& attempt);
+
+// Reads the token for release and extend: from the file, else the variable. Throws Error 65 for an
+// unreadable or malformed file, 64 when neither gives a token.
+std::string read_token(const TokenSource& source);
+
+}  // namespace rlock::commands

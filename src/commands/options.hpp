@@ -1,0 +1,79 @@
+#pragma once
+
+#include "redis/connection.hpp"
+#include "redis/url.hpp"
+#include "util/duration.hpp"
+
+#include <csignal>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace rlock::commands {
+
+// Where the locks live, common to every command.
+struct ConnectOptions {
+  redis::Endpoint endpoint;
+  redis::Timeouts timeouts;
+  std::string prefix = "rlock:";
+};
+
+// How to take a lock (run, acquire).
+struct TakeOptions {
+  std::string key;
+  util::Millis ttl{30'000};
+  std::optional<util::Millis> wait;  // nullopt: wait forever
+  int conflict_exit_code = 75;
+};
+
+struct RunOptions {
+  ConnectOptions connect;
+  TakeOptions take;
+  std::vector<std::string> argv;  // the child: argv after --, or {"/bin/sh", "-c", S}
+  std::string display_command;    // the command as shown by status
+  int stop_signal = SIGTERM;
+  util::Millis kill_after{5'000};
+  int lost_exit_code = 76;
+  std::optional<util::Millis> max_hold;
+};
+
+struct AcquireOptions {
+  ConnectOptions connect;
+  TakeOptions take;
+  std::string token_file;  // empty: print the token
+  bool json = false;
+};
+
+// Where release and extend find the token: never argv.
+struct TokenSource {
+  std::string file;               // --token-file, wins when set
+  std::string env = "RLOCK_TOKEN";  // --token-env
+};
+
+struct ReleaseOptions {
+  ConnectOptions connect;
+  std::string key;
+  TokenSource token;
+  bool force = false;
+};
+
+struct ExtendOptions {
+  ConnectOptions connect;
+  std::string key;
+  TokenSource token;
+  util::Millis ttl{30'000};
+};
+
+struct StatusOptions {
+  ConnectOptions connect;
+  std::vector<std::string> keys;  // empty: every lock under the prefix
+  bool json = false;
+};
+
+struct ListOptions {
+  ConnectOptions connect;
+  std::string pattern = "*";
+  bool json = false;
+};
+
+}  // namespace rlock::commands

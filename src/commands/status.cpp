@@ -1,0 +1,133 @@
+#include "commands/commands.hpp"
+
+#include "commands/common.hpp"
+#include "exit_code.hpp"
+#include "lock/inspect.hpp"
+#include "util/text.hpp"
+
+#include <unistd.h>
+
+#include <fmt/core.h>
+
+#include <ctime>
+
+namespace rlock::commands {
+
+namespace {
+
+std::string iso_time(int64_t ms) {
+  time_t secs = static_cast<time_t>(ms / 1000);
+  tm utc{};
+  gmtime_r(&secs, &utc);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", utc.tm_year + 1900, utc.tm_mon + 1, utc.tm_mday,
+                     utc.tm_hour, utc.tm_min, utc.tm_sec, ms % 1000);
+}
+
+template <typename T>
+std::string json_or_null(const std::optional<T>& v) {
+  return v ? fmt::format("{}", *v) : "null";
+}
+
+std::string json_text_or_null(bool present, const std::string& text) {
+  return present ? util::json_quote(text) : "null";
+}
+
+std::string to_json(const lock::LockState& s) {
+  return fmt::format(
+      "{{\"key\":{},\"held\":{},\"host\":{},\"pid\":{},\"user\":{},\"command\":{},\"since\":{},\"since_ms\":{},"
+      "\"held_for_ms\":{},\"ttl_ms\":{},\"lease_ms\":{},\"fence\":{}}}",
+      util::json_quote(s.key), s.held, json_text_or_null(s.held, s.holder.host),
+      s.held && !s.holder.pid.empty() ? s.holder.pid : "null", json_text_or_null(s.held, s.holder.user),
+      json_text_or_null(s.held, s.holder.command),
+      s.since_ms ? util::json_quote(iso_time(*s.since_ms)) : "null", json_or_null(s.since_ms),
+      json_or_null(s.held_for_ms), json_or_null(s.ttl_left_ms), json_or_null(s.lease_ms), json_or_null(s.fence));
+}
+
+std::string ms_text(const std::optional<int64_t>& ms, const char* none) {
+  return ms ? util::format_duration(util::Millis(*ms)) : none;
+}
+
+void print_table(const std::vector<lock::LockState>& states) {
+  std::vector<std::vector<std::string>> rows;
+  rows.push_back({"KEY", "STATE", "HOST", "PID", "USER", "HELD FOR", "TTL", "FENCE", "COMMAND"});
+  for (const lock::LockState& s : states) {
+    if (!s.held) {
+      rows.push_back({s.key, "free", "-", "-", "-", "-", "-", s.fence ? std::to_string(*s.fence) : "-", "-"});
+      continue;
+    }
+    rows.push_back({s.key, "held", s.holder.host, s.holder.pid, s.holder.user, ms_text(s.held_for_ms, "?"),
+                    ms_text(s.ttl_left_ms, "none"), s.fence ? std::to_string(*s.fence) : "-", s.holder.command});
+  }
+  std::vector<size_t> widths(rows.front().size(), 0);
+  for (const auto& row : rows) {
+    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      line += i + 1 == row.size() ? row[i] : fmt::format("{:<{}}  ", row[i], widths[i]);
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  }
+  [[maybe_unused]] ssize_t n = ::write(STDOUT_FILENO, out.data(), out.size());
+}
+
+void print_json(const std::vector<lock::LockState>& states, bool single) {
+  std::string out;
+  if (single) {
+    out = to_json(states.front());
+  } else {
+    out = "[";
+    for (size_t i = 0; i < states.size(); ++i) out += (i ? "," : "") + to_json(states[i]);
+    out += "]";
+  }
+  out += "\n";
+  [[maybe_unused]] ssize_t n = ::write(STDOUT_FILENO, out.data(), out.size());
+}
+
+std::vector<lock::LockState> inspect_all(lock::Node& node, const ConnectOptions& connect,
+                                         const std::vector<std::string>& keys) {
+  std::vector<lock::LockState> states;
+  states.reserve(keys.size());
+  for (const std::string& key : keys) states.push_back(lock::inspect(node, lock_name(connect, key)));
+  return states;
+}
+
+}  // namespace
+
+int status(const StatusOptions& options) {
+  redis::Connection connection(options.connect.endpoint, options.connect.timeouts);
+  lock::ConnectionNode node(connection);
+  bool all = options.keys.empty();
+  std::vector<std::string> keys = all ? lock::scan_keys(node, options.connect.prefix, "*") : options.keys;
+  std::vector<lock::LockState> states = inspect_all(node, options.connect, keys);
+  if (all) std::erase_if(states, [](const lock::LockState& s) { return !s.held; });
+  if (options.json) {
+    print_json(states, options.keys.size() == 1);
+  } else if (!states.empty()) {
+    print_table(states);
+  }
+  if (all) return states.empty() ? exit_code::k_not_held : exit_code::k_ok;
+  for (const lock::LockState& s : states) {
+    if (!s.held) return exit_code::k_not_held;
+  }
+  return exit_code::k_ok;
+}
+
+int list(const ListOptions& options) {
+  redis::Connection connection(options.connect.endpoint, options.connect.timeouts);
+  lock::ConnectionNode node(connection);
+  std::vector<lock::LockState> states =
+      inspect_all(node, options.connect, lock::scan_keys(node, options.connect.prefix, options.pattern));
+  std::erase_if(states, [](const lock::LockState& s) { return !s.held; });
+  if (options.json) {
+    print_json(states, false);
+  } else if (!states.empty()) {
+    print_table(states);
+  }
+  return exit_code::k_ok;
+}
+
+}  // namespace rlock::commands

@@ -1,0 +1,43 @@
+#include "holds.hpp"
+
+#include "util/text.hpp"
+
+namespace rlock::lock {
+
+std::vector<Hold> parse_holds(std::string_view text) {
+  std::vector<Hold> holds;
+  for (const std::string& line : util::split(text, "\n")) {
+    std::vector<std::string> fields = util::split(line, " ");
+    if (fields.size() != 4) continue;
+    Hold h;
+    long long fence = 0;
+    if (!util::percent_decode(fields[0], h.server) || !util::percent_decode(fields[1], h.lock_key) ||
+        !util::percent_decode(fields[2], h.token) || !util::parse_int(fields[3], 0, INT64_MAX, fence)) {
+      continue;
+    }
+    h.fence = fence;
+    holds.push_back(std::move(h));
+  }
+  return holds;
+}
+
+std::string format_holds(const std::vector<Hold>& holds) {
+  std::string out;
+  for (const Hold& h : holds) {
+    if (!out.empty()) out += '\n';
+    out += util::percent_encode(h.server) + ' ' + util::percent_encode(h.lock_key) + ' ' +
+           util::percent_encode(h.token) + ' ' + std::to_string(h.fence);
+  }
+  return out;
+}
+
+std::vector<std::string> tokens_for(const std::vector<Hold>& holds, std::string_view server,
+                                    std::string_view lock_key) {
+  std::vector<std::string> tokens;
+  for (const Hold& h : holds) {
+    if (h.server == server && h.lock_key == lock_key) tokens.push_back(h.token);
+  }
+  return tokens;
+}
+
+}  // namespace rlock::lock

@@ -1,0 +1,30 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace rlock::lock {
+
+// A lock held by an enclosing `run`, passed down to its process tree in RLOCK_HELD.
+struct Hold {
+  std::string server;    // Endpoint::identity()
+  std::string lock_key;  // the lock's full Redis key
+  std::string token;
+  int64_t fence = 0;
+};
+
+// The variable that carries the holds of the enclosing process tree.
+inline constexpr const char* k_holds_variable = "RLOCK_HELD";
+
+// Parses the value of RLOCK_HELD: entries separated by newlines, fields by spaces, each field
+// percent-encoded. Malformed entries are skipped (the variable is a hint verified against Redis).
+std::vector<Hold> parse_holds(std::string_view text);
+// The value of RLOCK_HELD for holds.
+std::string format_holds(const std::vector<Hold>& holds);
+// The tokens of the holds of lock_key on server.
+std::vector<std::string> tokens_for(const std::vector<Hold>& holds, std::string_view server,
+                                    std::string_view lock_key);
+
+}  // namespace rlock::lock

@@ -1,0 +1,120 @@
+#include "lease.hpp"
+
+#include "error.hpp"
+#include "exit_code.hpp"
+#include "lock/scripts.hpp"
+
+#include <fmt/core.h>
+
+namespace rlock::lock {
+
+namespace {
+
+std::string text_of(const redis::Reply& r) { return r.type == redis::Reply::Type::string ? r.str : std::string(); }
+
+std::optional<util::Millis> ttl_of(const redis::Reply& r) {
+  if (r.type != redis::Reply::Type::integer || r.integer < 0) return std::nullopt;
+  return util::Millis(r.integer);
+}
+
+[[noreturn]] void unexpected(const LockName& name, std::string_view what) {
+  throw Error(exit_code::k_internal, fmt::format("unexpected reply from Redis for {}: {}", name.lock_key(), what));
+}
+
+int64_t parse_ms(const std::string& text) {
+  try {
+    return text.empty() ? 0 : std::stoll(text);
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+}  // namespace
+
+void check_reply(const redis::Reply& reply, const LockName& name) {
+  if (!reply.is_error()) return;
+  if (reply.error_code() == "WRONGTYPE" || reply.str.find("WRONGTYPE") != std::string::npos) {
+    throw Error(exit_code::k_data, fmt::format("{} holds data that is not an rlock lock (another program uses this "
+                                               "name; choose another --prefix or key)",
+                                               name.lock_key()));
+  }
+  unexpected(name, reply.str);
+}
+
+Attempt try_acquire(Node& node, const LockName& name, const std::string& token, util::Millis ttl,
+                    const Holder& holder, const std::vector<std::string>& enclosing_tokens) {
+  std::vector<std::string> args{token,       std::to_string(ttl.count()), holder.host, holder.pid,
+                                holder.user, holder.command};
+  args.insert(args.end(), enclosing_tokens.begin(), enclosing_tokens.end());
+  auto sent_at = std::chrono::steady_clock::now();
+  redis::Reply r = node.eval(scripts::k_acquire, {name.lock_key(), name.fence_key(), name.info_key()}, args);
+  check_reply(r, name);
+  if (r.type != redis::Reply::Type::array || r.elements.size() < 2 ||
+      r.elements[0].type != redis::Reply::Type::integer) {
+    unexpected(name, "malformed answer to the acquire script");
+  }
+  Attempt a;
+  a.sent_at = sent_at;
+  const auto& e = r.elements;
+  switch (e[0].integer) {
+    case 1:
+      a.outcome = Attempt::Outcome::acquired;
+      a.fence = e[1].integer;
+      break;
+    case 2:
+      a.outcome = Attempt::Outcome::reentered;
+      a.fence = e[1].integer;
+      if (e.size() > 2) a.ttl_left = ttl_of(e[2]);
+      break;
+    default:
+      a.outcome = Attempt::Outcome::busy;
+      a.ttl_left = ttl_of(e[1]);
+      if (e.size() >= 7) {
+        a.holder.host = text_of(e[2]);
+        a.holder.pid = text_of(e[3]);
+        a.holder.command = text_of(e[4]);
+        int64_t since = parse_ms(text_of(e[5]));
+        int64_t now = parse_ms(text_of(e[6]));
+        if (since > 0 && now >= since) a.held_for = util::Millis(now - since);
+      }
+  }
+  return a;
+}
+
+bool release(Node& node, const LockName& name, const std::string& token) {
+  redis::Reply r = node.eval(scripts::k_release, {name.lock_key(), name.info_key()}, {token});
+  check_reply(r, name);
+  if (r.type != redis::Reply::Type::integer) unexpected(name, "malformed answer to the release script");
+  return r.integer == 1;
+}
+
+bool extend(Node& node, const LockName& name, const std::string& token, util::Millis ttl) {
+  redis::Reply r =
+      node.eval(scripts::k_extend, {name.lock_key(), name.info_key()}, {token, std::to_string(ttl.count())});
+  check_reply(r, name);
+  if (r.type != redis::Reply::Type::integer) unexpected(name, "malformed answer to the extend script");
+  return r.integer == 1;
+}
+
+ForcedRelease force_release(Node& node, const LockName& name) {
+  redis::Reply r = node.eval(scripts::k_force_release, {name.lock_key(), name.info_key()}, {});
+  check_reply(r, name);
+  if (r.type != redis::Reply::Type::array || r.elements.size() != 2) {
+    unexpected(name, "malformed answer to the force-release script");
+  }
+  ForcedRelease out;
+  out.was_held = r.elements[0].integer > 0;
+  const auto& info = r.elements[1].elements;
+  for (size_t i = 0; i + 1 < info.size(); i += 2) {
+    const std::string& field = info[i].str;
+    const std::string& value = info[i + 1].str;
+    if (field == "host") out.holder.host = value;
+    else if (field == "pid") out.holder.pid = value;
+    else if (field == "user") out.holder.user = value;
+    else if (field == "cmd") out.holder.command = value;
+    else if (field == "fence") out.fence = parse_ms(value);
+  }
+  return out;
+}
+
+}  // namespace rlock::lock

@@ -1,0 +1,143 @@
+#include "url.hpp"
+
+#include "error.hpp"
+#include "exit_code.hpp"
+#include "util/text.hpp"
+
+#include <fmt/core.h>
+
+namespace rlock::redis {
+
+namespace {
+
+[[noreturn]] void bad_url(std::string_view url, std::string_view why) {
+  // The URL may hold a password: show only its scheme and the reason.
+  size_t scheme_end = url.find("://");
+  std::string shown = scheme_end == std::string_view::npos ? std::string("the URL")
+                                                           : fmt::format("{}://...", url.substr(0, scheme_end));
+  throw Error(exit_code::k_config, fmt::format("bad Redis URL {}: {}", shown, why));
+}
+
+int parse_db(std::string_view url, std::string_view text) {
+  long long db = 0;
+  if (!util::parse_int(text, 0, 1'000'000, db)) bad_url(url, fmt::format("database '{}' is not a number", text));
+  return static_cast<int>(db);
+}
+
+void parse_userinfo(std::string_view url, std::string_view userinfo, Endpoint& ep) {
+  size_t colon = userinfo.find(':');
+  std::string_view user = userinfo.substr(0, colon);
+  if (!util::percent_decode(user, ep.user)) bad_url(url, "bad %-escape in the user name");
+  if (colon != std::string_view::npos) {
+    if (!util::percent_decode(userinfo.substr(colon + 1), ep.password)) bad_url(url, "bad %-escape in the password");
+    ep.password_in_url = !ep.password.empty();
+  }
+}
+
+Endpoint parse_tcp(std::string_view url, std::string_view rest) {
+  Endpoint ep;
+  size_t slash = rest.find('/');
+  std::string_view authority = rest.substr(0, slash);
+  std::string_view path = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
+  if (size_t q = path.find('?'); q != std::string_view::npos) bad_url(url, "query parameters are not supported");
+  size_t at = authority.rfind('@');
+  if (at != std::string_view::npos) {
+    parse_userinfo(url, authority.substr(0, at), ep);
+    authority = authority.substr(at + 1);
+  }
+  std::string_view port_text;
+  if (!authority.empty() && authority.front() == '[') {
+    size_t close = authority.find(']');
+    if (close == std::string_view::npos) bad_url(url, "unclosed '[' in an IPv6 address");
+    ep.host = std::string(authority.substr(1, close - 1));
+    std::string_view after = authority.substr(close + 1);
+    if (!after.empty()) {
+      if (after.front() != ':') bad_url(url, "expected ':port' after the IPv6 address");
+      port_text = after.substr(1);
+      if (port_text.empty()) bad_url(url, "empty port");
+    }
+  } else {
+    size_t colon = authority.rfind(':');
+    if (colon != std::string_view::npos) {
+      port_text = authority.substr(colon + 1);
+      if (port_text.empty()) bad_url(url, "empty port");
+      authority = authority.substr(0, colon);
+    }
+    ep.host = std::string(authority);
+  }
+  if (ep.host.empty()) bad_url(url, "no host");
+  if (ep.host.find_first_of(" /?#@[]") != std::string::npos) bad_url(url, "bad character in the host name");
+  if (!port_text.empty()) {
+    long long port = 0;
+    if (!util::parse_int(port_text, 1, 65535, port)) bad_url(url, fmt::format("port '{}' is not in 1-65535", port_text));
+    ep.port = static_cast<int>(port);
+  }
+  if (!path.empty()) ep.db = parse_db(url, path);
+  return ep;
+}
+
+Endpoint parse_unix(std::string_view url, std::string_view rest) {
+  Endpoint ep;
+  ep.kind = Endpoint::Kind::unix_socket;
+  size_t at = rest.find('@');
+  if (at != std::string_view::npos && rest.find('/') > at) {
+    parse_userinfo(url, rest.substr(0, at), ep);
+    rest = rest.substr(at + 1);
+  }
+  std::string_view query;
+  if (size_t q = rest.find('?'); q != std::string_view::npos) {
+    query = rest.substr(q + 1);
+    rest = rest.substr(0, q);
+  }
+  if (rest.empty() || rest.front() != '/') bad_url(url, "a unix socket URL needs an absolute path: unix:///path/redis.sock");
+  if (!util::percent_decode(rest, ep.path)) bad_url(url, "bad %-escape in the socket path");
+  for (const std::string& param : util::split(query, "&")) {
+    size_t eq = param.find('=');
+    std::string_view name = std::string_view(param).substr(0, eq);
+    std::string_view value = eq == std::string::npos ? std::string_view() : std::string_view(param).substr(eq + 1);
+    if (name == "db") {
+      ep.db = parse_db(url, value);
+    } else {
+      bad_url(url, fmt::format("unknown parameter '{}' (only db=N)", name));
+    }
+  }
+  return ep;
+}
+
+}  // namespace
+
+std::string Endpoint::display() const {
+  std::string auth;
+  if (!user.empty()) auth = util::percent_encode(user) + (password.empty() ? "@" : ":***@");
+  else if (!password.empty()) auth = ":***@";
+  if (kind == Kind::unix_socket) {
+    return fmt::format("unix://{}{}{}", auth, path, db ? fmt::format("?db={}", db) : "");
+  }
+  bool v6 = host.find(':') != std::string::npos;
+  return fmt::format("redis://{}{}{}{}:{}{}", auth, v6 ? "[" : "", host, v6 ? "]" : "", port,
+                     db ? fmt::format("/{}", db) : "");
+}
+
+std::string Endpoint::identity() const {
+  if (kind == Kind::unix_socket) return fmt::format("unix:{}/{}", path, db);
+  return fmt::format("tcp:{}:{}/{}", host, port, db);
+}
+
+Endpoint parse_url(std::string_view url) {
+  if (url.empty()) bad_url(url, "empty URL");
+  size_t sep = url.find("://");
+  if (sep == std::string_view::npos) {
+    bad_url(url, "expected redis://host[:port][/db] or unix:///path/redis.sock");
+  }
+  std::string_view scheme = url.substr(0, sep);
+  std::string_view rest = url.substr(sep + 3);
+  if (scheme == "redis") return parse_tcp(url, rest);
+  if (scheme == "unix") return parse_unix(url, rest);
+  if (scheme == "rediss" || scheme == "redis+sentinel" || scheme == "redis-sentinel") {
+    throw Error(exit_code::k_config,
+                fmt::format("{}:// URLs are not supported yet (this rlock speaks redis:// and unix://)", scheme));
+  }
+  bad_url(url, fmt::format("unknown scheme '{}' (use redis:// or unix://)", scheme));
+}
+
+}  // namespace rlock::redis

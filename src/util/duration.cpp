@@ -1,0 +1,84 @@
+#include "duration.hpp"
+
+#include <fmt/core.h>
+
+#include <cmath>
+#include <cstdint>
+
+namespace rlock::util {
+
+namespace {
+
+// Milliseconds in one unit, or 0 for an unknown unit.
+double unit_millis(std::string_view unit) {
+  if (unit == "ms") return 1.0;
+  if (unit == "s" || unit.empty()) return 1000.0;
+  if (unit == "m") return 60.0 * 1000;
+  if (unit == "h") return 3600.0 * 1000;
+  if (unit == "d") return 86400.0 * 1000;
+  return 0.0;
+}
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+}  // namespace
+
+std::optional<Millis> parse_duration(std::string_view text, std::string* why) {
+  auto fail = [&](std::string reason) -> std::optional<Millis> {
+    if (why) *why = std::move(reason);
+    return std::nullopt;
+  };
+  if (text.empty()) return fail("empty duration");
+  if (text.front() == '-') return fail("a duration cannot be negative");
+
+  double total = 0;
+  size_t i = 0;
+  bool bare = true;
+  while (i < text.size()) {
+    size_t start = i;
+    bool dot = false;
+    while (i < text.size() && (is_digit(text[i]) || (text[i] == '.' && !dot))) {
+      dot = dot || text[i] == '.';
+      ++i;
+    }
+    std::string_view number = text.substr(start, i - start);
+    if (number.empty() || number == ".") return fail("expected a number");
+    size_t unit_start = i;
+    while (i < text.size() && !is_digit(text[i]) && text[i] != '.') ++i;
+    std::string_view unit = text.substr(unit_start, i - unit_start);
+    if (unit.empty() && i < text.size()) return fail("expected a unit");
+    if (unit.empty() && !bare) return fail(fmt::format("missing unit after {}", number));
+    double scale = unit_millis(unit);
+    if (scale == 0.0) return fail(fmt::format("unknown unit '{}' (use ms, s, m, h or d)", unit));
+    bare = bare && unit.empty() && start == 0;
+    total += std::stod(std::string(number)) * scale;
+  }
+  // A year of milliseconds is far beyond any lock; the bound keeps the arithmetic exact.
+  if (!std::isfinite(total) || total > 365.0 * 86400 * 1000) return fail("duration too long");
+  return Millis(static_cast<int64_t>(std::llround(total)));
+}
+
+std::string format_duration(Millis d) {
+  int64_t ms = d.count();
+  if (ms < 0) {
+    std::string out(1, '-');
+    out += format_duration(Millis(-ms));
+    return out;
+  }
+  if (ms < 1000) return fmt::format("{}ms", ms);
+  if (ms < 60 * 1000) {
+    if (ms % 1000 == 0) return fmt::format("{}s", ms / 1000);
+    return fmt::format("{:.1f}s", static_cast<double>(ms) / 1000.0);
+  }
+  int64_t s = ms / 1000;
+  int64_t h = s / 3600;
+  int64_t m = (s % 3600) / 60;
+  s %= 60;
+  std::string out;
+  if (h) out += fmt::format("{}h", h);
+  if (m) out += fmt::format("{}m", m);
+  if (s && !h) out += fmt::format("{}s", s);
+  return out;
+}
+
+}  // namespace rlock::util

@@ -1,0 +1,16 @@
+#pragma once
+
+#include <string>
+#include <sys/types.h>
+
+namespace rlock::util {
+
+// Writes content to path atomically (temporary file in the same folder, fsync, rename) with the given mode.
+// Refuses when path is a symbolic link. Throws std::system_error on failure.
+void write_file_atomic(const std::string& path, const std::string& content, mode_t mode);
+
+// Reads a small file (at most max_size bytes). Throws std::system_error on failure,
+// std::length_error when the file is larger.
+std::string read_small_file(const std::string& path, size_t max_size);
+
+}  // namespace rlock::util
