@@ -1,0 +1,172 @@
+# bash completion for rlock(1), a distributed lock for shell scripts kept in Redis.
+# Install as /usr/share/bash-completion/completions/rlock, or source this file.
+# Works with or without the bash-completion package.
+
+_rlock_signals='TERM INT HUP QUIT USR1 USR2 KILL ALRM'
+
+# COMPREPLY from compgen ARGS, one candidate a line (file names may hold spaces).
+_rlock_reply()
+{
+    mapfile -t COMPREPLY < <(compgen "$@")
+}
+
+# Print the options of one rlock subcommand ("" for the top level).
+_rlock_options()
+{
+    local -a common=(-h --help -V --version -u --url --connect-timeout --timeout
+        --prefix --config -q --quiet -v --verbose)
+    local -a taking=(-t --ttl -w --wait -n --no-wait -E --conflict-exit-code)
+    case $1 in
+        run)
+            printf '%s\n' "${common[@]}" "${taking[@]}" -c --command --signal --kill-after \
+                --lost-exit-code --max-hold
+            ;;
+        acquire)
+            printf '%s\n' "${common[@]}" "${taking[@]}" --token-file --json
+            ;;
+        release)
+            printf '%s\n' "${common[@]}" --token-file --token-env --force
+            ;;
+        extend)
+            printf '%s\n' "${common[@]}" -t --ttl --token-file --token-env
+            ;;
+        status | list)
+            printf '%s\n' "${common[@]}" --json
+            ;;
+        *)
+            printf '%s\n' -h --help -V --version
+            ;;
+    esac
+}
+
+# Succeeds if option $1 takes a value (in the next word or after "=").
+_rlock_takes_value()
+{
+    case $1 in
+        -u | --url | --connect-timeout | --timeout | --prefix | --config | \
+        -t | --ttl | -w | --wait | -E | --conflict-exit-code | \
+        -c | --command | --signal | --kill-after | --lost-exit-code | \
+        --max-hold | --token-file | --token-env)
+            return 0
+            ;;
+    esac
+    return 1
+}
+
+_rlock()
+{
+    local cur prev cword
+    local -a words
+    COMPREPLY=()
+    words=("${COMP_WORDS[@]}")
+    cword=$COMP_CWORD
+    cur=${words[cword]}
+    prev=
+    ((cword > 0)) && prev=${words[cword - 1]}
+
+    # "--opt=value": with "=" in COMP_WORDBREAKS (the default) bash splits it
+    # into "--opt" "=" "value"; otherwise it stays one word.
+    local eqprefix=
+    if [[ $cur == = ]]; then
+        cur=
+    elif [[ $prev == = ]] && ((cword >= 2)); then
+        prev=${words[cword - 2]}
+    elif [[ $cur == --*=* ]]; then
+        prev=${cur%%=*}
+        cur=${cur#*=}
+        [[ $COMP_WORDBREAKS == *=* ]] || eqprefix=$prev=
+    fi
+
+    # Find the subcommand and, for run, the "--" that starts the child command.
+    local sub='' i w dashdash=0 skip=0
+    for ((i = 1; i < cword; i++)); do
+        w=${words[i]}
+        if ((skip)); then
+            skip=0
+            continue
+        fi
+        [[ $w == = ]] && { skip=1; continue; }
+        if [[ -z $sub ]]; then
+            [[ $w != -* ]] && sub=$w
+            continue
+        fi
+        if [[ $w == -- ]]; then
+            dashdash=$i
+            break
+        fi
+        if _rlock_takes_value "$w" && [[ ${words[i + 1]} != = ]]; then
+            skip=1
+        fi
+    done
+
+    # After "rlock run KEY ... --": complete the child command line.
+    if ((dashdash)); then
+        if declare -F _command_offset >/dev/null 2>&1; then
+            _command_offset $((dashdash + 1))
+        elif ((cword == dashdash + 1)); then
+            _rlock_reply -c -- "$cur"
+        else
+            compopt -o filenames 2>/dev/null
+            _rlock_reply -f -- "$cur"
+        fi
+        return 0
+    fi
+
+    # The value of an option.
+    if [[ -n $sub ]] && _rlock_takes_value "$prev"; then
+        case $prev in
+            --config | --token-file)
+                compopt -o filenames 2>/dev/null
+                _rlock_reply -f -- "$cur"
+                ;;
+            --signal)
+                if [[ $cur == [Ss]* ]]; then
+                    _rlock_reply -W "SIG${_rlock_signals// / SIG}" -- "$cur"
+                else
+                    _rlock_reply -W "$_rlock_signals" -- "$cur"
+                fi
+                ;;
+            --token-env)
+                _rlock_reply -e -- "$cur"
+                ;;
+            -u | --url)
+                _rlock_reply -W 'redis:// unix://' -- "$cur"
+                if declare -F __ltrim_colon_completions >/dev/null 2>&1; then
+                    __ltrim_colon_completions "$cur"
+                fi
+                compopt -o nospace 2>/dev/null
+                ;;
+            -t | --ttl | -w | --wait | --connect-timeout | --timeout | \
+            --kill-after | --max-hold)
+                _rlock_reply -W '500ms 1s 5s 30s 1m 5m 30m 1h' -- "$cur"
+                ;;
+            *)
+                # --prefix, --command, exit codes: free text.
+                ;;
+        esac
+        if [[ -n $eqprefix ]]; then
+            COMPREPLY=("${COMPREPLY[@]/#/$eqprefix}")
+        fi
+        return 0
+    fi
+
+    if [[ -z $sub ]]; then
+        if [[ $cur == -* ]]; then
+            _rlock_reply -W "$(_rlock_options '')" -- "$cur"
+        else
+            _rlock_reply -W 'run acquire release extend status list' -- "$cur"
+        fi
+        return 0
+    fi
+
+    if [[ $cur == -* ]]; then
+        local opts
+        opts=$(_rlock_options "$sub")
+        [[ $sub == run ]] && opts+=$'\n--'
+        _rlock_reply -W "$opts" -- "$cur"
+    fi
+    # KEY and PATTERN are free text.
+    return 0
+}
+
+complete -F _rlock rlock

@@ -1,0 +1,228 @@
+#!/usr/bin/env bats
+# The Debian package: `cpack -G DEB` in the build directory gives
+# rlock_<version>_<arch>.deb, which installs the binary, the man page and the
+# shell completions under /usr, and which `dpkg -r` removes again.
+#
+# Installs into the real system, so it runs only as root with dpkg present, and
+# never touches an rlock that was installed before it started.
+#
+# Environment: RLOCK_BUILD_DIR (default: ../build next to this file), a
+# configured and built tree.
+
+load '/usr/lib/bats/bats-support/load'
+load '/usr/lib/bats/bats-assert/load'
+
+# The tests share one installed package: never run them in parallel.
+# shellcheck disable=SC2034 # read by bats
+BATS_NO_PARALLELIZE_WITHIN_FILE=true
+
+# True when dpkg knows a package named rlock in any state but "gone".
+package_present() {
+  case $(dpkg-query -W -f='${db:Status-Status}' rlock 2>/dev/null) in
+    '' | not-installed | config-files) return 1 ;;
+    *) return 0 ;;
+  esac
+}
+
+# Prints why the tests cannot run here, or nothing.
+why_skip() {
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "needs root: installs the package with dpkg -i (run as root or in a throwaway container)"
+  elif ! command -v dpkg >/dev/null || ! command -v dpkg-deb >/dev/null; then
+    echo "dpkg is not installed: the Debian package can only be tested on a dpkg-based system"
+  elif package_present; then
+    echo "a package named rlock is already installed: remove it first (dpkg -r rlock); this test does not replace it"
+  elif [[ -e /usr/bin/rlock ]]; then
+    echo "/usr/bin/rlock exists and is not from a package: remove it first; this test does not overwrite it"
+  fi
+}
+
+setup_file() {
+  export RLOCK_BUILD_DIR="${RLOCK_BUILD_DIR:-$BATS_TEST_DIRNAME/../build}"
+  export RLOCK_SOURCE_DIR="${RLOCK_SOURCE_DIR:-$BATS_TEST_DIRNAME/..}"
+  PKG_SKIP_REASON=$(why_skip)
+  export PKG_SKIP_REASON
+  [[ -z $PKG_SKIP_REASON ]] || return 0
+
+  # Build the package once, into a temporary directory (-B), so that the build
+  # tree gets no .deb and no _CPack_Packages of ours.
+  PKG_OUT=$(mktemp -d "${BATS_FILE_TMPDIR:-/tmp}/rlock-pkg.XXXXXX")
+  export PKG_OUT
+  PKG_VERSION=$(sed -n 's/^set(CPACK_PACKAGE_VERSION "\(.*\)")$/\1/p' \
+    "$RLOCK_BUILD_DIR/CPackConfig.cmake" 2>/dev/null)
+  export PKG_VERSION
+  PKG_ARCH=$(dpkg --print-architecture)
+  export PKG_ARCH
+  PKG_DEB="$PKG_OUT/rlock_${PKG_VERSION}_${PKG_ARCH}.deb"
+  export PKG_DEB
+  PKG_CPACK_STATUS=0
+  (cd "$RLOCK_BUILD_DIR" && cpack -G DEB -B "$PKG_OUT") >"$PKG_OUT/cpack.log" 2>&1 ||
+    PKG_CPACK_STATUS=$?
+  export PKG_CPACK_STATUS
+}
+
+teardown_file() {
+  if [[ -n ${PKG_OUT:-} && -d $PKG_OUT ]]; then
+    rm -rf -- "$PKG_OUT"
+  fi
+}
+
+setup() {
+  [[ -z $PKG_SKIP_REASON ]] || skip "$PKG_SKIP_REASON"
+  INSTALLED_BY_TEST=
+}
+
+teardown() {
+  if [[ -n ${INSTALLED_BY_TEST:-} ]]; then
+    dpkg -r rlock >/dev/null 2>&1 || dpkg --purge rlock >/dev/null 2>&1 || true
+  fi
+}
+
+# Fails unless the package file exists (the first test shows cpack's log).
+require_package() {
+  if [[ ! -f $PKG_DEB ]]; then
+    echo "no package at $PKG_DEB (cpack exit status $PKG_CPACK_STATUS; see the first test)" >&2
+    return 1
+  fi
+}
+
+install_package() {
+  require_package
+  INSTALLED_BY_TEST=1
+  run dpkg -i "$PKG_DEB"
+  assert_success
+}
+
+@test "cpack -G DEB builds rlock_<version>_<arch>.deb into the -B directory" {
+  [[ -f $RLOCK_BUILD_DIR/CPackConfig.cmake ]] ||
+    fail "no CPackConfig.cmake in $RLOCK_BUILD_DIR: configure and build first (cmake -S . -B build && cmake --build build)"
+  [[ -n $PKG_VERSION ]] || fail "no CPACK_PACKAGE_VERSION in $RLOCK_BUILD_DIR/CPackConfig.cmake"
+  if [[ $PKG_CPACK_STATUS -ne 0 ]]; then
+    cat "$PKG_OUT/cpack.log" >&2
+    fail "cpack -G DEB exited with $PKG_CPACK_STATUS"
+  fi
+  if [[ ! -f $PKG_DEB ]]; then
+    ls -l "$PKG_OUT" >&2
+    fail "cpack succeeded but wrote no $(basename "$PKG_DEB")"
+  fi
+}
+
+@test "the package's control fields: name, version, section, depends, recommends" {
+  require_package
+  run dpkg-deb -f "$PKG_DEB" Package
+  assert_output "rlock"
+  run dpkg-deb -f "$PKG_DEB" Version
+  assert_output "$PKG_VERSION"
+  run dpkg-deb -f "$PKG_DEB" Architecture
+  assert_output "$PKG_ARCH"
+  run dpkg-deb -f "$PKG_DEB" Section
+  assert_output "utils"
+  run dpkg-deb -f "$PKG_DEB" Maintainer
+  assert_output --regexp '^.+ <[^>]+@[^>]+>$'
+  run dpkg-deb -f "$PKG_DEB" Description
+  assert_line --index 0 --regexp '^[a-z].{10,79}$'
+  # dpkg-shlibdeps ran: Depends names at least the C library.
+  run dpkg-deb -f "$PKG_DEB" Depends
+  assert_output --partial "libc6"
+  run dpkg-deb -f "$PKG_DEB" Recommends
+  assert_output --partial "redis-tools"
+}
+
+@test "the package holds exactly the binary, the man page and three completions, under /usr" {
+  require_package
+  run bash -c "dpkg-deb --fsys-tarfile '$PKG_DEB' | tar -t | grep -v '/\$' | sort"
+  assert_success
+  assert_output "$(printf '%s\n' \
+    ./usr/bin/rlock \
+    ./usr/share/bash-completion/completions/rlock \
+    ./usr/share/fish/vendor_completions.d/rlock.fish \
+    ./usr/share/man/man1/rlock.1.gz \
+    ./usr/share/zsh/vendor-completions/_rlock | sort)"
+  # Files owned by root, no group- or world-writable entries.
+  run bash -c "dpkg-deb -c '$PKG_DEB' | awk '\$2 != \"root/root\" || \$1 ~ /^.....w|^........w/'"
+  assert_success
+  assert_output ""
+}
+
+@test "dpkg -i installs a working /usr/bin/rlock, the man page and the completions" {
+  install_package
+
+  run /usr/bin/rlock --version
+  assert_success
+  assert_line --index 0 "rlock $PKG_VERSION"
+
+  # Man page: gzip-compressed, reproducible (no name, no time stamp), and the
+  # same text as the source.
+  local page=/usr/share/man/man1/rlock.1.gz
+  if grep -qs '^path-exclude=/usr/share/man' /etc/dpkg/dpkg.cfg.d/*; then
+    echo "# dpkg is set to drop /usr/share/man here; man page install not checked" >&3
+  else
+    [[ -f $page ]] || fail "$page is missing"
+    run gzip -t "$page"
+    assert_success
+    run od -An -tx1 -j3 -N5 "$page"
+    assert_output --regexp '^ *00 00 00 00 00 *$'
+    if [[ -f $RLOCK_SOURCE_DIR/man/rlock.1 ]]; then
+      run cmp <(gzip -dc "$page") "$RLOCK_SOURCE_DIR/man/rlock.1"
+      assert_success
+    fi
+    if command -v man >/dev/null; then
+      run man -w rlock
+      assert_success
+      assert_output "$page"
+      run env MANWIDTH=80 MAN_KEEP_FORMATTING= man -P cat rlock
+      assert_success
+      assert_output --partial "rlock"
+    fi
+  fi
+
+  # Completions where each shell looks for them by default.
+  local bash_c=/usr/share/bash-completion/completions/rlock
+  local zsh_c=/usr/share/zsh/vendor-completions/_rlock
+  local fish_c=/usr/share/fish/vendor_completions.d/rlock.fish
+  [[ -f $bash_c ]] || fail "$bash_c is missing"
+  [[ -f $zsh_c ]] || fail "$zsh_c is missing"
+  [[ -f $fish_c ]] || fail "$fish_c is missing"
+  # bash-completion loads the file on demand by command name: sourcing it must
+  # register a completion for rlock.
+  run bash -c "source '$bash_c' && complete -p rlock"
+  assert_success
+  assert_output --partial " rlock"
+  if command -v zsh >/dev/null; then
+    run zsh -n "$zsh_c"
+    assert_success
+  fi
+  if command -v fish >/dev/null; then
+    run fish --no-execute "$fish_c"
+    assert_success
+  fi
+
+  run dpkg -s rlock
+  assert_success
+  assert_line "Status: install ok installed"
+}
+
+@test "dpkg -r removes every file the package installed" {
+  install_package
+  run dpkg -L rlock
+  assert_success
+  local files=()
+  local f
+  for f in "${lines[@]}"; do
+    [[ -f $f ]] && files+=("$f")
+  done
+  local expected=5
+  if grep -qs '^path-exclude=/usr/share/man' /etc/dpkg/dpkg.cfg.d/*; then
+    expected=4
+  fi
+  [[ ${#files[@]} -eq $expected ]] ||
+    fail "expected $expected installed files, dpkg -L lists: ${lines[*]}"
+
+  run dpkg -r rlock
+  assert_success
+  INSTALLED_BY_TEST=
+  for f in "${files[@]}"; do
+    [[ ! -e $f ]] || fail "$f is still there after dpkg -r rlock"
+  done
+  ! package_present || fail "dpkg still lists rlock after dpkg -r rlock"
+}
