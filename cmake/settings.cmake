@@ -15,5 +15,5 @@ if(RLOCK_SANITIZE)
   target_link_options(rlock_settings INTERFACE -fsanitize=address,undefined)
 else()
   # Start-up is paid by every cron job: no libstdc++ to load and relocate.
-  target_link_options(rlock_settings INTERFACE -static-libstdc++ -static-libgcc)
+  target_link_options(rlock_settings INTERFACE -static-libstdc++ -static-libgcc -Wl,--as-needed)
 endif()

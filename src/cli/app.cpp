@@ -390,58 +390,63 @@ int parse_and_run(int argc, char** argv) {
   app.require_subcommand(1);
   app.footer("Run 'rlock COMMAND --help' for a command's options; 'man rlock' for the whole story.");
 
-  std::vector<Parsed> parsed(6);
-  CLI::App* run = app.add_subcommand("run", "take KEY, run a command while renewing it, release it");
-  parsed[0].command = run;
-  add_take(parsed[0], run, raw);
-  run->add_option("-c,--command", raw.command, "run S with /bin/sh -c instead of a command after --")
-      ->type_name("S");
-  setting(parsed[0], run, "--signal", "signal", raw.signal, "signal sent to the child when the lock is lost (default TERM)")
-      ->type_name("SIG");
-  setting(parsed[0], run, "--kill-after", "kill-after", raw.kill_after, "then SIGKILL after D (default 5s)")
-      ->type_name("D");
-  setting(parsed[0], run, "--lost-exit-code", "lost-exit-code", raw.lost_exit_code,
-          "exit code when the lock was lost (default 76)")
-      ->type_name("N");
-  setting(parsed[0], run, "--max-hold", "max-hold", raw.max_hold, "stop the child as if lost after D")
-      ->type_name("D");
-  run->add_option("COMMAND", raw.child, "the command and its arguments, after --");
-  add_common(parsed[0], run, raw);
+  // Only the command named on the line gets its options: the others are listed by name, which is
+  // all `rlock --help` shows, and start-up does no work for them.
+  std::string wanted = argc > 1 ? argv[1] : "";
+  std::vector<Parsed> parsed;
+  auto command = [&](const char* name, const char* description, auto&& define) {
+    CLI::App* sub = app.add_subcommand(name, description);
+    if (wanted == name) {
+      parsed.push_back({sub, {}});
+      define(parsed.back(), sub);
+      add_common(parsed.back(), sub, raw);
+    }
+  };
+  parsed.reserve(1);
 
-  CLI::App* acquire = app.add_subcommand("acquire", "take KEY and keep it after rlock exits; print the token");
-  parsed[1].command = acquire;
-  add_take(parsed[1], acquire, raw);
-  acquire->add_option("--token-file", raw.token_file, "write the token to F (mode 0600) instead of stdout")
-      ->type_name("F");
-  acquire->add_flag("--json", raw.json, "print key, token, fence and TTL as JSON");
-  add_common(parsed[1], acquire, raw);
+  command("run", "take KEY, run a command while renewing it, release it", [&](Parsed& p, CLI::App* run) {
+    add_take(p, run, raw);
+    run->add_option("-c,--command", raw.command, "run S with /bin/sh -c instead of a command after --")
+        ->type_name("S");
+    setting(p, run, "--signal", "signal", raw.signal, "signal sent to the child when the lock is lost (default TERM)")
+        ->type_name("SIG");
+    setting(p, run, "--kill-after", "kill-after", raw.kill_after, "then SIGKILL after D (default 5s)")
+        ->type_name("D");
+    setting(p, run, "--lost-exit-code", "lost-exit-code", raw.lost_exit_code,
+            "exit code when the lock was lost (default 76)")
+        ->type_name("N");
+    setting(p, run, "--max-hold", "max-hold", raw.max_hold, "stop the child as if lost after D")->type_name("D");
+    run->add_option("COMMAND", raw.child, "the command and its arguments, after --");
+  });
+  command("acquire", "take KEY and keep it after rlock exits; print the token", [&](Parsed& p, CLI::App* acquire) {
+    add_take(p, acquire, raw);
+    acquire->add_option("--token-file", raw.token_file, "write the token to F (mode 0600) instead of stdout")
+        ->type_name("F");
+    acquire->add_flag("--json", raw.json, "print key, token, fence and TTL as JSON");
+  });
+  command("release", "give KEY back (token from --token-file or $RLOCK_TOKEN)", [&](Parsed& p, CLI::App* release) {
+    release->add_option("KEY", raw.key, "the lock's name")->required();
+    add_token_source(p, release, raw);
+    release->add_flag("--force", raw.force, "remove the lock without its token and print who held it");
+  });
+  command("extend", "reset KEY's TTL (token from --token-file or $RLOCK_TOKEN)", [&](Parsed& p, CLI::App* extend) {
+    extend->add_option("KEY", raw.key, "the lock's name")->required();
+    setting(p, extend, "-t,--ttl", "ttl", raw.ttl, "new TTL (default 30s)")->type_name("D");
+    add_token_source(p, extend, raw);
+  });
+  command("status", "who holds KEY: host, pid, user, command, since, TTL, fence", [&](Parsed&, CLI::App* status) {
+    status->add_option("KEY", raw.keys, "locks to show (default: every held lock)");
+    status->add_flag("--json", raw.json, "print JSON (an object for one KEY, else an array)");
+  });
+  command("list", "the held locks under the prefix (SCAN)", [&](Parsed&, CLI::App* list) {
+    list->add_option("PATTERN", raw.pattern, "glob on lock names (default *)");
+    list->add_flag("--json", raw.json, "print a JSON array");
+  });
 
-  CLI::App* release = app.add_subcommand("release", "give KEY back (token from --token-file or $RLOCK_TOKEN)");
-  parsed[2].command = release;
-  release->add_option("KEY", raw.key, "the lock's name")->required();
-  add_token_source(parsed[2], release, raw);
-  release->add_flag("--force", raw.force, "remove the lock without its token and print who held it");
-  add_common(parsed[2], release, raw);
-
-  CLI::App* extend = app.add_subcommand("extend", "reset KEY's TTL (token from --token-file or $RLOCK_TOKEN)");
-  parsed[3].command = extend;
-  extend->add_option("KEY", raw.key, "the lock's name")->required();
-  setting(parsed[3], extend, "-t,--ttl", "ttl", raw.ttl, "new TTL (default 30s)")->type_name("D");
-  add_token_source(parsed[3], extend, raw);
-  add_common(parsed[3], extend, raw);
-
-  CLI::App* status = app.add_subcommand("status", "who holds KEY: host, pid, user, command, since, TTL, fence");
-  parsed[4].command = status;
-  status->add_option("KEY", raw.keys, "locks to show (default: every held lock)");
-  status->add_flag("--json", raw.json, "print JSON (an object for one KEY, else an array)");
-  add_common(parsed[4], status, raw);
-
-  CLI::App* list = app.add_subcommand("list", "the held locks under the prefix (SCAN)");
-  parsed[5].command = list;
-  list->add_option("PATTERN", raw.pattern, "glob on lock names (default *)");
-  list->add_flag("--json", raw.json, "print a JSON array");
-  add_common(parsed[5], list, raw);
-
+  if (!wanted.empty() && wanted.front() != '-' && parsed.empty()) {
+    usage(fmt::format("unknown command '{}': use run, acquire, release, extend, status or list (see rlock --help)",
+                      wanted));
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

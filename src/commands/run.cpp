@@ -38,8 +38,9 @@ int poll_timeout(std::optional<Clock::time_point> wake) {
 // poll timeout is the next renewal or deadline; renewal and release never race.
 class Supervisor {
 public:
-  explicit Supervisor(const RunOptions& options)
+  Supervisor(const RunOptions& options, std::string path)
       : m_options(options),
+        m_path(std::move(path)),
         m_signals({SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD}, {SIGTTOU}),
         m_connection(options.connect.endpoint, options.connect.timeouts),
         m_node(m_connection),
@@ -53,6 +54,7 @@ public:
 private:
   bool pause(Millis duration);
   void drain_signals();
+  void reap();
   void on_signal(int signo);
   [[noreturn]] void exec_nested(const lock::Attempt& attempt, const std::string& token);
   void supervise(Clock::time_point sent_at);
@@ -62,6 +64,7 @@ private:
   std::optional<Clock::time_point> next_wake() const;
 
   const RunOptions& m_options;
+  std::string m_path;  // the command's executable, resolved once
   proc::SignalSet m_signals;
   redis::Connection m_connection;
   lock::ConnectionNode m_node;
@@ -83,13 +86,18 @@ private:
   Clock::time_point m_kill_at;
 };
 
+void Supervisor::reap() {
+  if (!m_child) return;
+  if (std::optional<int> status = m_child->try_reap()) m_child_status = status;
+}
+
 void Supervisor::drain_signals() {
   for (int s : m_signals.take()) on_signal(s);
 }
 
 void Supervisor::on_signal(int signo) {
   if (signo == SIGCHLD) {
-    if (m_child && !m_child_status) m_child_status = m_child->try_reap();
+    reap();
     return;
   }
   if (!m_child) {
@@ -120,7 +128,7 @@ void Supervisor::exec_nested(const lock::Attempt& attempt, const std::string& to
   for (const std::string& a : m_options.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   ::sigprocmask(SIG_SETMASK, &m_signals.original_mask(), nullptr);
-  ::execvp(argv[0], argv.data());
+  ::execv(m_path.c_str(), argv.data());
   int err = errno;
   throw Error(err == ENOENT ? exit_code::k_not_found : exit_code::k_not_executable,
               fmt::format("{}: {}", m_options.argv[0], std::strerror(err)));
@@ -154,6 +162,7 @@ int Supervisor::run() {
 
   holds.push_back({server, m_name.lock_key(), m_token, attempt.fence});
   proc::SpawnSpec spec;
+  spec.path = m_path;
   spec.argv = m_options.argv;
   spec.env = {{"RLOCK_KEY", m_options.take.key},
               {"RLOCK_TOKEN", m_token},
@@ -205,7 +214,7 @@ void Supervisor::supervise(Clock::time_point sent_at) {
     int n = ::poll(&fd, 1, poll_timeout(next_wake()));
     if (n < 0 && errno != EINTR) throw Error(exit_code::k_system, fmt::format("poll: {}", std::strerror(errno)));
     if (n > 0) drain_signals();
-    if (!m_child_status) m_child_status = m_child->try_reap();  // a SIGCHLD merged with another
+    reap();  // a SIGCHLD may have merged with another
 
     auto now = Clock::now();
     if (m_child_status && !m_stopping) return;
@@ -283,8 +292,7 @@ void Supervisor::release_quietly() {
 }  // namespace
 
 int run(const RunOptions& options) {
-  proc::check_executable(options.argv.front());
-  Supervisor supervisor(options);
+  Supervisor supervisor(options, proc::find_executable(options.argv.front()));
   return supervisor.run();
 }
 

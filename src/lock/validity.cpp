@@ -14,6 +14,6 @@ Millis renew_interval(Millis ttl) { return ttl / 3; }
 
 Millis retry_interval(Millis ttl) { return std::clamp(ttl / 30, Millis(10), Millis(1000)); }
 
-Millis max_kill_after(Millis ttl) { return ttl - renew_interval(ttl) - drift(ttl) - guard(ttl); }
+Millis max_kill_after(Millis ttl) { return ttl / 2 - drift(ttl) - guard(ttl); }
 
 }  // namespace rlock::lock::validity

@@ -25,8 +25,9 @@ util::Millis guard(util::Millis ttl);
 util::Millis renew_interval(util::Millis ttl);
 // Time between retries after a failed renewal.
 util::Millis retry_interval(util::Millis ttl);
-// The longest --kill-after that still lets the child be stopped before the deadline when the very
-// first renewal fails; 0 or less means the TTL is too short for any.
+// The longest --kill-after: the stop sequence then starts at TTL/2 after the last good renewal at
+// the latest, which leaves TTL/6 after the first failed renewal (at TTL/3) for retries, and the
+// SIGKILL still lands before the deadline.
 util::Millis max_kill_after(util::Millis ttl);
 // The smallest TTL rlock accepts.
 inline constexpr util::Millis k_min_ttl{100};

@@ -6,6 +6,7 @@
 #include "util/text.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -44,63 +45,104 @@ int exit_code_of(int wait_status) {
   return exit_code::k_internal;
 }
 
-void check_executable(const std::string& program) {
+std::string find_executable(const std::string& program) {
   if (program.empty()) throw Error(exit_code::k_not_found, "empty command name: command not found");
   if (program.find('/') != std::string::npos) {
     if (int err = executable_error(program)) exec_failed(program, err);
-    return;
+    return program;
   }
   const char* path = std::getenv("PATH");
   int first_error = ENOENT;
   for (const std::string& dir : util::split(path ? path : "/usr/local/bin:/usr/bin:/bin", ":")) {
-    int err = executable_error(dir + "/" + program);
-    if (err == 0) return;
+    std::string candidate = dir + "/" + program;
+    int err = executable_error(candidate);
+    if (err == 0) return candidate;
     if (err != ENOENT && first_error == ENOENT) first_error = err;
   }
   exec_failed(program, first_error);
 }
 
-Child::Child(const SpawnSpec& spec) {
-  std::vector<char*> argv;
-  for (const std::string& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
+namespace {
 
-  int pipe_fds[2];
-  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) throw Error(exit_code::k_system, fmt::format("pipe: {}", std::strerror(errno)));
-  util::Fd read_end(pipe_fds[0]);
-  util::Fd write_end(pipe_fds[1]);
+// What the cloned child needs, prepared before the clone: it shares rlock's memory until it
+// execs, so it must not allocate or touch anything but this.
+struct Launch {
+  const char* path;
+  char* const* argv;
+  char* const* sh_argv;  // for a file without #!: run it with /bin/sh, as execvp does
+  char* const* envp;
+  const sigset_t* mask;
+  bool foreground;
+  pid_t parent;
+  int exec_errno;  // written by the child when exec fails
+};
 
-  bool foreground = ::isatty(STDIN_FILENO) && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
-  pid_t parent = ::getpid();
-  pid_t pid = ::fork();
-  if (pid < 0) throw Error(exit_code::k_system, fmt::format("fork: {}", std::strerror(errno)));
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    if (foreground) ::tcsetpgrp(STDIN_FILENO, ::getpid());  // SIGTTOU is blocked: no stop
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(exit_code::k_system);  // rlock died before prctl
-    for (const auto& [name, value] : spec.env) ::setenv(name.c_str(), value.c_str(), 1);
-    if (spec.mask) ::sigprocmask(SIG_SETMASK, spec.mask, nullptr);
-    ::execvp(argv[0], argv.data());
-    int err = errno;
-    [[maybe_unused]] ssize_t ignored = ::write(write_end.get(), &err, sizeof err);
-    ::_exit(err == ENOENT ? exit_code::k_not_found : exit_code::k_not_executable);
+int launch_child(void* arg) {
+  auto* l = static_cast<Launch*>(arg);
+  ::setpgid(0, 0);
+  if (l->foreground) ::tcsetpgrp(STDIN_FILENO, ::getpid());  // SIGTTOU is blocked: no stop
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != l->parent) ::_exit(exit_code::k_system);  // rlock died before prctl
+  if (l->mask) ::sigprocmask(SIG_SETMASK, l->mask, nullptr);
+  ::execve(l->path, l->argv, l->envp);
+  if (errno == ENOEXEC) ::execve("/bin/sh", l->sh_argv, l->envp);
+  l->exec_errno = errno;
+  ::_exit(errno == ENOENT ? exit_code::k_not_found : exit_code::k_not_executable);
+}
+
+// rlock's environment with spec.env set on top.
+std::vector<std::string> child_environment(const SpawnSpec& spec) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    std::string_view entry(*e);
+    bool replaced = false;
+    for (const auto& [name, value] : spec.env) {
+      if (entry.size() > name.size() && entry.compare(0, name.size(), name) == 0 && entry[name.size()] == '=') {
+        replaced = true;
+      }
+    }
+    if (!replaced) env.emplace_back(entry);
   }
+  for (const auto& [name, value] : spec.env) env.push_back(name + "=" + value);
+  return env;
+}
+
+std::vector<char*> pointers(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  out.reserve(strings.size() + 1);
+  for (std::string& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+}  // namespace
+
+Child::Child(const SpawnSpec& spec) {
+  std::vector<std::string> argv_strings = spec.argv;
+  std::vector<char*> argv = pointers(argv_strings);
+  std::vector<std::string> sh_strings = {"/bin/sh", spec.path};
+  sh_strings.insert(sh_strings.end(), spec.argv.begin() + 1, spec.argv.end());
+  std::vector<char*> sh_argv = pointers(sh_strings);
+  std::vector<std::string> env_strings = child_environment(spec);
+  std::vector<char*> envp = pointers(env_strings);
+
+  Launch launch{spec.path.c_str(), argv.data(), sh_argv.data(), envp.data(), spec.mask,
+                ::isatty(STDIN_FILENO) && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp(), ::getpid(), 0};
+  // Orphaned grandchildren come to rlock, which reaps them: the group's end is then observable.
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  alignas(64) static char stack[64 * 1024];
+  pid_t pid = ::clone(launch_child, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &launch);
+  if (pid < 0) throw Error(exit_code::k_system, fmt::format("cannot start the command: {}", std::strerror(errno)));
+  // CLONE_VFORK: the child has exec'd or exited by now.
   m_pid = pid;
-  ::setpgid(pid, pid);  // also here, so the group exists before we signal it
-  if (foreground) m_owns_terminal = ::tcsetpgrp(STDIN_FILENO, pid) == 0;
-  write_end.reset();
-  int err = 0;
-  ssize_t n;
-  do {
-    n = ::read(read_end.get(), &err, sizeof err);
-  } while (n < 0 && errno == EINTR);
-  if (n == sizeof err) {
+  ::setpgid(pid, pid);  // may fail after exec (EACCES): the child did it already
+  if (launch.foreground) m_owns_terminal = ::tcsetpgrp(STDIN_FILENO, pid) == 0;
+  if (launch.exec_errno != 0) {
     int status = 0;
     ::waitpid(pid, &status, 0);
     m_reaped = true;
     restore_terminal();
-    exec_failed(spec.argv[0], err);
+    exec_failed(spec.argv[0], launch.exec_errno);
   }
 }
 
@@ -126,13 +168,19 @@ bool Child::signal_group(int sig) const { return ::kill(-m_pid, sig) == 0; }
 bool Child::group_alive() const { return ::kill(-m_pid, 0) == 0 || errno == EPERM; }
 
 std::optional<int> Child::try_reap() {
-  if (m_reaped) return std::nullopt;
+  std::optional<int> result;
   int status = 0;
-  pid_t r = ::waitpid(m_pid, &status, WNOHANG);
-  if (r != m_pid) return std::nullopt;
-  m_reaped = true;
-  restore_terminal();
-  return status;
+  pid_t r;
+  // Also reaps orphaned descendants handed to rlock as their subreaper, so that a finished
+  // process group is really gone rather than left as zombies.
+  while ((r = ::waitpid(-1, &status, WNOHANG)) > 0) {
+    if (r == m_pid && !m_reaped) {
+      m_reaped = true;
+      restore_terminal();
+      result = status;
+    }
+  }
+  return result;
 }
 
 }  // namespace rlock::proc

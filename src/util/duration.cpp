@@ -55,7 +55,8 @@ std::optional<Millis> parse_duration(std::string_view text, std::string* why) {
   }
   // A year of milliseconds is far beyond any lock; the bound keeps the arithmetic exact.
   if (!std::isfinite(total) || total > 365.0 * 86400 * 1000) return fail("duration too long");
-  return Millis(static_cast<int64_t>(std::llround(total)));
+  // total is non-negative and bounded: rounding by hand avoids loading libm for llround.
+  return Millis(static_cast<int64_t>(total + 0.5));
 }
 
 std::string format_duration(Millis d) {

@@ -66,11 +66,12 @@ TEST(Signals, ParsesNamesAndNumbers) {
 }
 
 TEST(Executable, ReportsLikeAShell) {
-  using rlock::proc::check_executable;
-  EXPECT_NO_THROW(check_executable("sh"));
-  EXPECT_NO_THROW(check_executable("/bin/sh"));
+  using rlock::proc::find_executable;
+  EXPECT_EQ(find_executable("sh").back(), 'h');
+  EXPECT_NE(find_executable("sh").find('/'), std::string::npos);
+  EXPECT_NO_THROW(find_executable("/bin/sh"));
   try {
-    check_executable("surely-not-a-command-xyz");
+    find_executable("surely-not-a-command-xyz");
     FAIL();
   } catch (const rlock::Error& e) {
     EXPECT_EQ(e.exit_code(), 127);
@@ -80,14 +81,14 @@ TEST(Executable, ReportsLikeAShell) {
   ASSERT_GE(fd, 0);
   close(fd);
   try {
-    check_executable(path);
+    find_executable(path);
     FAIL();
   } catch (const rlock::Error& e) {
     EXPECT_EQ(e.exit_code(), 126);
   }
   unlink(path);
   try {
-    check_executable("/etc");
+    find_executable("/etc");
     FAIL();
   } catch (const rlock::Error& e) {
     EXPECT_EQ(e.exit_code(), 126);
