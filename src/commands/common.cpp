@@ -7,6 +7,7 @@
 #include "util/file.hpp"
 #include "util/text.hpp"
 
+#include <pwd.h>
 #include <unistd.h>
 
 #include <fmt/core.h>
@@ -71,7 +72,13 @@ lock::Holder this_holder(const std::string& command) {
   h.pid = std::to_string(::getpid());
   const char* user = std::getenv("USER");
   if (!user || !*user) user = std::getenv("LOGNAME");
-  h.user = user && *user ? user : fmt::format("uid {}", ::getuid());
+  if (user && *user) {
+    h.user = user;
+  } else if (const passwd* pw = ::getpwuid(::getuid())) {  // only when the environment does not say
+    h.user = pw->pw_name;
+  } else {
+    h.user = fmt::format("uid {}", ::getuid());
+  }
   h.command = command.size() > 200 ? command.substr(0, 197) + "..." : command;
   return h;
 }
