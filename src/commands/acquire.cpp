@@ -10,6 +10,8 @@
 
 #include <unistd.h>
 
+#include <csignal>
+
 #include <fmt/core.h>
 
 #include <system_error>
@@ -37,6 +39,10 @@ int acquire(const AcquireOptions& options) {
       lock::tokens_for(holds, options.connect.endpoint.identity(), name.lock_key());
   std::string token = util::random_token();
   lock::Holder holder = this_holder(fmt::format("rlock acquire {}", options.take.key));
+  // rlock exits at once: the process that keeps the lock is the one that called it.
+  holder.pid = std::to_string(::getppid());
+  // A closed stdout must fail the write (and give the lock back), not kill rlock with the lock held.
+  ::signal(SIGPIPE, SIG_IGN);
 
   lock::Attempt a = take_lock(node, name, options.take, token, holder, enclosing, [](util::Millis d) {
     std::this_thread::sleep_for(d);

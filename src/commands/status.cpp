@@ -32,12 +32,16 @@ std::string json_text_or_null(bool present, const std::string& text) {
   return present ? util::json_quote(text) : "null";
 }
 
+bool is_number(const std::string& text) {
+  return !text.empty() && text.size() < 19 && text.find_first_not_of("0123456789") == std::string::npos;
+}
+
 std::string to_json(const lock::LockState& s) {
   return fmt::format(
       "{{\"key\":{},\"held\":{},\"host\":{},\"pid\":{},\"user\":{},\"command\":{},\"since\":{},\"since_ms\":{},"
       "\"held_for_ms\":{},\"ttl_ms\":{},\"lease_ms\":{},\"fence\":{}}}",
       util::json_quote(s.key), s.held, json_text_or_null(s.held, s.holder.host),
-      s.held && !s.holder.pid.empty() ? s.holder.pid : "null", json_text_or_null(s.held, s.holder.user),
+      s.held && is_number(s.holder.pid) ? s.holder.pid : "null", json_text_or_null(s.held, s.holder.user),
       json_text_or_null(s.held, s.holder.command),
       s.since_ms ? util::json_quote(iso_time(*s.since_ms)) : "null", json_or_null(s.since_ms),
       json_or_null(s.held_for_ms), json_or_null(s.ttl_left_ms), json_or_null(s.lease_ms), json_or_null(s.fence));

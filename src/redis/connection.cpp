@@ -256,7 +256,9 @@ std::vector<Reply> Connection::exchange(const std::vector<Command>& commands, bo
   if (check_auth) {
     for (const Reply& r : replies) {
       std::string code = r.error_code();
-      if (code == "NOAUTH") {
+      // Redis 7 refuses long commands from a client that has not logged in with a protocol
+      // error rather than NOAUTH: both mean the password is missing.
+      if (code == "NOAUTH" || r.str.find("unauthenticated") != std::string::npos) {
         throw Error(exit_code::k_permission,
                     fmt::format("{}: the server requires a password (put it in the URL, RLOCK_PASSWORD or "
                                 "REDISCLI_AUTH)",

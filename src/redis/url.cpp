@@ -125,6 +125,10 @@ std::string Endpoint::identity() const {
 
 Endpoint parse_url(std::string_view url) {
   if (url.empty()) bad_url(url, "empty URL");
+  if (url.find_first_of(", \t") != std::string_view::npos) {
+    throw Error(exit_code::k_config,
+                "several Redis URLs (a Redlock quorum) are not supported yet: give one redis:// or unix:// URL");
+  }
   size_t sep = url.find("://");
   if (sep == std::string_view::npos) {
     bad_url(url, "expected redis://host[:port][/db] or unix:///path/redis.sock");

@@ -75,7 +75,8 @@ TEST(Url, MalformedIsConfigError) {
 }
 
 TEST(Url, NotYetSupportedSchemesSaySo) {
-  for (const char* url : {"rediss://h:6380", "redis+sentinel://h:26379/mymaster"}) {
+  for (const char* url : {"rediss://h:6380", "redis+sentinel://h:26379/mymaster", "redis://a:1,redis://b:2",
+                          "redis://a:1 redis://b:2"}) {
     std::string message;
     EXPECT_EQ(exit_of(url, &message), rlock::exit_code::k_config);
     EXPECT_NE(message.find("not supported yet"), std::string::npos) << message;
