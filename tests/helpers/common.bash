@@ -1,0 +1,395 @@
+# Shared helpers of the integration suites (tests/*.bats).
+#
+# Every test gets its own redis-server on a random loopback port (or a unix socket) in its own
+# directory, so suites can run in parallel (ctest -j2). teardown kills the server and every
+# process the test started, even when the test failed.
+#
+# Environment:
+#   RLOCK_BIN         the binary under test (default: ../build/rlock next to this directory)
+#   RLOCK_SOURCE_DIR  the source tree (unused by the suites, set by CTest)
+#
+# In the tests, `rlock` is the binary under test (a symlink on PATH), so child commands and
+# `sh -c` scripts can call it too.
+
+bats_require_minimum_version 1.5.0
+
+_rlock_bats_libs=${RLOCK_BATS_LIB_DIR:-/usr/lib/bats}
+load "$_rlock_bats_libs/bats-support/load"
+load "$_rlock_bats_libs/bats-assert/load"
+load "$_rlock_bats_libs/bats-file/load"
+
+: "${RLOCK_BIN:=$BATS_TEST_DIRNAME/../build/rlock}"
+# No test may hang a run: bats stops a test after this many seconds.
+: "${BATS_TEST_TIMEOUT:=60}"
+
+# ---------------------------------------------------------------------------------------------
+# Time and polling
+
+# Milliseconds since the epoch (wall clock, microsecond resolution).
+now_ms() {
+  local t=${EPOCHREALTIME//[.,]/}
+  echo $((10#$t / 1000))
+}
+
+# Milliseconds elapsed since $1 (a now_ms value).
+elapsed_ms() {
+  echo $(($(now_ms) - $1))
+}
+
+# wait_until [-t SECONDS] [!] CMD [ARG...]
+# Runs CMD every 50ms until it succeeds (or, with !, fails); returns 1 when SECONDS (default 5,
+# fractions allowed) pass first. Tests use it to wait for observable state, never fixed sleeps.
+wait_until() {
+  local timeout=5 negate=0
+  if [[ $1 == -t ]]; then
+    timeout=$2
+    shift 2
+  fi
+  if [[ $1 == '!' ]]; then
+    negate=1
+    shift
+  fi
+  local whole=${timeout%%.*} frac=0
+  [[ $timeout == *.* ]] && frac=${timeout#*.}
+  frac=${frac}000
+  local deadline=$(($(now_ms) + 10#${whole:-0} * 1000 + 10#${frac:0:3}))
+  while :; do
+    if ((negate)); then
+      "$@" || return 0
+    else
+      "$@" && return 0
+    fi
+    (($(now_ms) >= deadline)) && return 1
+    sleep 0.05
+  done
+}
+
+# ---------------------------------------------------------------------------------------------
+# Processes
+
+# Whether process $1 is alive (exists and is not a zombie).
+pid_alive() {
+  local stat
+  [[ -r /proc/$1/stat ]] || return 1
+  read -r stat </proc/"$1"/stat 2>/dev/null || return 1
+  stat=${stat##*) }
+  [[ ${stat:0:1} != Z ]]
+}
+
+pid_gone() {
+  ! pid_alive "$1"
+}
+
+# Whether any live process is in process group $1.
+group_alive() {
+  local p
+  for p in $(pgrep -g "$1" 2>/dev/null); do
+    pid_alive "$p" && return 0
+  done
+  return 1
+}
+
+# The first child process of $1 (empty when it has none).
+child_of() {
+  pgrep -P "$1" 2>/dev/null | head -n 1
+}
+
+# bg NAME CMD [ARG...]
+# Starts CMD in the background with stdin from /dev/null and its output in
+# $BATS_TEST_TMPDIR/NAME.out and NAME.err. SIGINT and SIGQUIT are reset to their default
+# action first (a non-interactive shell starts background jobs with them ignored), so signal
+# tests see what a user's terminal would send. A small supervisor (perl) is CMD's parent: it
+# records CMD's exit status (128+N for death by signal N) for bg_wait. Sets NAME_pid to the pid
+# of CMD itself.
+bg() {
+  local name=$1
+  shift
+  local base="$BATS_TEST_TMPDIR/$name"
+  rm -f "$base.pid" "$base.rc"
+  perl -e '
+    use POSIX ();
+    $SIG{INT} = "DEFAULT";
+    $SIG{QUIT} = "DEFAULT";
+    my ($base) = shift @ARGV;
+    sub put { my ($file, $text) = @_; open(my $f, ">", "$file.tmp") or die; print $f "$text\n"; close $f; rename("$file.tmp", $file) or die; }
+    my $pid = fork();
+    defined $pid or exit 71;
+    if ($pid == 0) { exec { $ARGV[0] } @ARGV; POSIX::_exit(127); }
+    put("$base.pid", $pid);
+    waitpid($pid, 0);
+    my $st = $?;
+    put("$base.rc", ($st & 127) ? 128 + ($st & 127) : ($st >> 8));
+  ' "$base" "$@" </dev/null >"$base.out" 2>"$base.err" 3>&- &
+  local supervisor=$!
+  disown "$supervisor" 2>/dev/null || true
+  echo "$supervisor" >>"$BATS_TEST_TMPDIR/.bg_pids"
+  wait_until -t 5 test -s "$base.pid" || fail "could not start $name: $*"
+  local pid
+  pid=$(cat "$base.pid")
+  echo "$pid" >>"$BATS_TEST_TMPDIR/.bg_pids"
+  printf -v "${name}_pid" '%s' "$pid"
+}
+
+# bg_wait NAME [SECONDS]
+# Waits (default 10s) for the background command NAME to end and sets BG_STATUS to its exit
+# status; fails the test (showing its stderr) when it is still running.
+bg_wait() {
+  local name=$1 timeout=${2:-10}
+  local base="$BATS_TEST_TMPDIR/$name"
+  if ! wait_until -t "$timeout" test -s "$base.rc"; then
+    fail "$name still running after ${timeout}s; stderr: $(cat "$base.err" 2>/dev/null)"
+  fi
+  BG_STATUS=$(cat "$base.rc")
+}
+
+# Whether the background command NAME has ended.
+bg_done() {
+  [[ -s $BATS_TEST_TMPDIR/$1.rc ]]
+}
+
+# Output of a background command.
+bg_out() { cat "$BATS_TEST_TMPDIR/$1.out"; }
+bg_err() { cat "$BATS_TEST_TMPDIR/$1.err"; }
+
+# Kills every process started during this test: the ones started by bg and the servers (their
+# pids are recorded), and every other one carrying RLOCKTEST_MARK in its environment (a process
+# that escaped into another group or lost its parent still has it).
+kill_test_processes() {
+  [[ -n ${RLOCKTEST_MARK:-} ]] || return 0
+  local recorded=() round pids p
+  [[ -f $BATS_TEST_TMPDIR/.bg_pids ]] && mapfile -t recorded <"$BATS_TEST_TMPDIR/.bg_pids"
+  for round in 1 2 3 4 5; do
+    pids=()
+    for p in "${recorded[@]}"; do
+      pid_alive "$p" && pids+=("$p")
+    done
+    for p in $(grep -lzxF "RLOCKTEST_MARK=$RLOCKTEST_MARK" /proc/[0-9]*/environ 2>/dev/null); do
+      p=${p#/proc/}
+      p=${p%/environ}
+      [[ $p == "$$" || $p == "$BASHPID" ]] && continue
+      pid_alive "$p" && pids+=("$p")
+    done
+    ((${#pids[@]})) || break
+    kill -STOP "${pids[@]}" 2>/dev/null || true
+    kill -KILL "${pids[@]}" 2>/dev/null || true
+    for p in "${pids[@]}"; do
+      wait_until -t 2 pid_gone "$p" || true
+    done
+  done
+  return 0
+}
+
+# ---------------------------------------------------------------------------------------------
+# Redis servers
+
+# The redis-cli of the test's server.
+rcli() {
+  local auth=()
+  [[ -n ${REDIS_PASS:-} ]] && auth=(env "REDISCLI_AUTH=$REDIS_PASS")
+  if [[ -n ${REDIS_SOCKET:-} ]]; then
+    "${auth[@]}" redis-cli -s "$REDIS_SOCKET" "$@"
+  else
+    "${auth[@]}" redis-cli -h 127.0.0.1 -p "$REDIS_PORT" "$@"
+  fi
+}
+
+# The Redis name of lock KEY under the default prefix.
+lock_key() { echo "rlock:{$1}"; }
+
+key_exists() { [[ $(rcli exists "$1" 2>/dev/null) == 1 ]]; }
+key_missing() { [[ $(rcli exists "$1" 2>/dev/null) == 0 ]]; }
+lock_held() { key_exists "$(lock_key "$1")"; }
+lock_free() { key_missing "$(lock_key "$1")"; }
+
+# Whether something accepts TCP connections on 127.0.0.1:$1.
+port_in_use() {
+  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# A port in 20000-60000 on which nothing listens now (for "Redis is down" tests).
+free_port() {
+  local p
+  while :; do
+    p=$((20000 + (RANDOM * 32768 + RANDOM) % 40001))
+    port_in_use "$p" || break
+  done
+  echo "$p"
+}
+
+# _redis_launch PORT [REDIS ARGS...]: starts redis-server in REDIS_DIR and waits (5s at most)
+# until it answers; returns 1 when it could not bind (or did not come up).
+_redis_launch() {
+  local port=$1
+  shift
+  redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$REDIS_DIR" \
+    --daemonize no --logfile "$REDIS_DIR/redis.log" "$@" </dev/null >/dev/null 2>&1 3>&- &
+  REDIS_PID=$!
+  disown "$REDIS_PID" 2>/dev/null || true
+  echo "$REDIS_PID" >>"$BATS_TEST_TMPDIR/.bg_pids"
+  local deadline=$(($(now_ms) + 5000)) info
+  while (($(now_ms) < deadline)); do
+    if pid_gone "$REDIS_PID"; then
+      return 1
+    fi
+    if [[ $(rcli ping 2>/dev/null) == PONG ]]; then
+      # The answer must come from this server, not from one another suite started on the port.
+      info=$(rcli info server 2>/dev/null | tr -d '\r')
+      if [[ $info == *"process_id:$REDIS_PID"* ]]; then
+        return 0
+      fi
+    fi
+    sleep 0.02
+  done
+  kill -KILL "$REDIS_PID" 2>/dev/null || true
+  wait_until -t 2 pid_gone "$REDIS_PID" || true
+  return 1
+}
+
+# redis_start [REDIS ARGS...]
+# Starts a private redis-server on a random free port of 127.0.0.1 and exports REDIS_PORT,
+# REDIS_PID and RLOCK_URL=redis://127.0.0.1:PORT.
+redis_start() {
+  REDIS_DIR=$(mktemp -d /tmp/rlock-test.XXXXXX)
+  export REDIS_DIR
+  unset REDIS_SOCKET
+  local attempt port
+  for attempt in $(seq 1 20); do
+    port=$((20000 + (RANDOM * 32768 + RANDOM) % 40001))
+    port_in_use "$port" && continue
+    export REDIS_PORT=$port
+    if _redis_launch "$port" "$@"; then
+      export REDIS_PID
+      export RLOCK_URL="redis://127.0.0.1:$port"
+      return 0
+    fi
+  done
+  fail "could not start redis-server on a free port (log: $(tail -n 5 "$REDIS_DIR/redis.log" 2>/dev/null))"
+}
+
+# redis_start_auth PASSWORD: a server with requirepass; rcli authenticates, rlock must be told.
+redis_start_auth() {
+  export REDIS_PASS=$1
+  redis_start --requirepass "$1"
+}
+
+# redis_start_unix: a server listening only on a unix socket; exports REDIS_SOCKET and
+# RLOCK_URL=unix://SOCKET.
+redis_start_unix() {
+  REDIS_DIR=$(mktemp -d /tmp/rlock-test.XXXXXX)
+  export REDIS_DIR
+  export REDIS_SOCKET=$REDIS_DIR/redis.sock
+  redis-server --port 0 --unixsocket "$REDIS_SOCKET" --unixsocketperm 700 --save '' --appendonly no \
+    --dir "$REDIS_DIR" --daemonize no --logfile "$REDIS_DIR/redis.log" </dev/null >/dev/null 2>&1 3>&- &
+  export REDIS_PID=$!
+  disown "$REDIS_PID" 2>/dev/null || true
+  echo "$REDIS_PID" >>"$BATS_TEST_TMPDIR/.bg_pids"
+  wait_until -t 5 redis_answers || fail "redis-server on $REDIS_SOCKET did not come up"
+  export RLOCK_URL="unix://$REDIS_SOCKET"
+}
+
+redis_answers() { [[ $(rcli ping 2>/dev/null) == PONG ]]; }
+
+# redis_kill: kills the test's server at once (SIGKILL) and waits until it is gone.
+redis_kill() {
+  [[ -n ${REDIS_PID:-} ]] || return 0
+  kill -KILL "$REDIS_PID" 2>/dev/null || true
+  wait_until -t 5 pid_gone "$REDIS_PID" || true
+  REDIS_PID=
+}
+
+# redis_restart: kills the server and starts a fresh, empty one on the same port.
+redis_restart() {
+  redis_kill
+  rm -rf "$REDIS_DIR"
+  REDIS_DIR=$(mktemp -d /tmp/rlock-test.XXXXXX)
+  local attempt
+  for attempt in $(seq 1 50); do
+    if _redis_launch "$REDIS_PORT"; then
+      export REDIS_PID
+      return 0
+    fi
+    sleep 0.1
+  done
+  fail "could not restart redis-server on port $REDIS_PORT"
+}
+
+redis_stop() {
+  redis_kill
+  [[ -n ${REDIS_DIR:-} && $REDIS_DIR == /tmp/rlock-test.* ]] && rm -rf "$REDIS_DIR"
+  REDIS_DIR=
+}
+
+# ---------------------------------------------------------------------------------------------
+# Test set-up
+
+# common_setup: a clean environment for one test. Call first in each suite's setup().
+common_setup() {
+  [[ -x $RLOCK_BIN ]] || fail "RLOCK_BIN=$RLOCK_BIN is not an executable; build rlock first (cmake --build build)"
+  local v
+  # No setting may leak in from the caller's environment or config files.
+  for v in $(compgen -e); do
+    case $v in
+      RLOCK_BIN | RLOCK_SOURCE_DIR | RLOCK_BUILD_DIR | RLOCK_BATS_LIB_DIR) export -n "$v" ;;
+      RLOCK_* | REDIS_URL | REDISCLI_AUTH) unset "$v" ;;
+    esac
+  done
+  unset REDIS_PASS REDIS_SOCKET REDIS_PORT REDIS_PID REDIS_DIR
+  export XDG_CONFIG_HOME=$BATS_TEST_TMPDIR/xdg
+  mkdir -p "$XDG_CONFIG_HOME"
+  # `rlock` on PATH is the binary under test, for the tests and their child scripts.
+  mkdir -p "$BATS_TEST_TMPDIR/bin"
+  ln -sf "$(readlink -f "$RLOCK_BIN")" "$BATS_TEST_TMPDIR/bin/rlock"
+  export PATH="$BATS_TEST_TMPDIR/bin:$PATH"
+  # Every process this test starts carries the mark, so teardown finds them all.
+  export RLOCKTEST_MARK="rlocktest.$$.${BATS_TEST_NUMBER:-0}.$RANDOM$RANDOM"
+  # Tests do not read the terminal; the same stdin as under CI.
+  exec </dev/null
+  T=$BATS_TEST_TMPDIR
+}
+
+# common_teardown: kills the test's processes and server. Call from each suite's teardown().
+common_teardown() {
+  kill_test_processes
+  redis_stop
+}
+
+# assert_usage_error: the last `run --separate-stderr` was a usage error: exit 64, nothing on
+# stdout, and one line on stderr starting with "rlock: error: ".
+assert_usage_error() {
+  assert_error_line 64
+}
+
+# assert_error_line CODE: exit CODE, nothing on stdout, one "rlock: error: " line on stderr.
+assert_error_line() {
+  local code=$1
+  if [[ $status -ne $code ]]; then
+    fail "expected exit $code, got $status; stdout: '$output'; stderr: '$stderr'"
+  fi
+  assert_equal "$output" ""
+  if [[ ${#stderr_lines[@]} -ne 1 ]]; then
+    fail "expected one line on stderr, got ${#stderr_lines[@]}: '$stderr'"
+  fi
+  [[ ${stderr_lines[0]} == "rlock: error: "?* ]] || fail "stderr does not start with 'rlock: error: ': '$stderr'"
+}
+
+# A regular expression for a token: at least 128 bits as hex.
+TOKEN_RE='^[0-9a-fA-F]{32,}$'
+
+# assert_error_exit CODE: exit CODE, nothing on stdout, and exactly one "rlock: error: " line on
+# stderr (warnings may come with it, e.g. about a password given in a URL on the command line).
+assert_error_exit() {
+  local code=$1 line n=0
+  if [[ $status -ne $code ]]; then
+    fail "expected exit $code, got $status; stdout: '$output'; stderr: '$stderr'"
+  fi
+  assert_equal "$output" ""
+  for line in "${stderr_lines[@]}"; do
+    [[ $line == "rlock: error: "?* ]] && n=$((n + 1))
+  done
+  ((n == 1)) || fail "expected one 'rlock: error: ' line on stderr, got $n: '$stderr'"
+}
+
+# Skips the test when jq is missing (the CI installs it).
+require_jq() {
+  command -v jq >/dev/null || skip "jq is not installed (needed to check JSON output)"
+}

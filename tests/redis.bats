@@ -1,0 +1,91 @@
+#!/usr/bin/env bats
+# The Redis transport: scripts from the server's cache, logging in, timeouts, reconnecting.
+
+load helpers/common
+
+setup() {
+  common_setup
+}
+
+teardown() {
+  common_teardown
+}
+
+# calls of one command since the server started, from INFO commandstats
+calls() {
+  rcli info commandstats | tr -d '\r' | sed -n "s/^cmdstat_$1:calls=\([0-9]*\).*/\1/p" | grep . || echo 0
+}
+
+@test "scripts run by EVALSHA from the server's cache, loaded with EVAL only when missing" {
+  redis_start
+  rcli script flush >/dev/null
+  run rlock run k -- true
+  assert_success
+  local eval_after_first
+  eval_after_first=$(calls eval)
+  ((eval_after_first >= 1))
+  run rlock run k -- true
+  assert_success
+  run rlock run k -- true
+  assert_success
+  # The SHA1s computed at build time match the server's: no further EVAL.
+  assert_equal "$(calls eval)" "$eval_after_first"
+  (($(calls evalsha) >= 6))
+}
+
+@test "a server that needs a password and gets none is exit 77, not an internal error" {
+  redis_start_auth s3cret
+  run --separate-stderr rlock run k -- true
+  assert_failure 77
+  assert_equal "$(wc -l <<<"$stderr")" 1
+  [[ $stderr == "rlock: error: "*"requires a password"* ]]
+  run --separate-stderr rlock status k
+  assert_failure 77
+}
+
+@test "the password comes from REDISCLI_AUTH or RLOCK_PASSWORD and never shows in errors" {
+  redis_start_auth s3cret
+  REDISCLI_AUTH=s3cret run rlock run k -- true
+  assert_success
+  RLOCK_PASSWORD=s3cret run rlock run k -- true
+  assert_success
+  run --separate-stderr rlock run k -u "redis://:wrongpass@127.0.0.1:$REDIS_PORT" -- true
+  assert_failure 77
+  [[ $stderr != *wrongpass* ]]
+  [[ $stderr == *"password in a --url"* ]]
+}
+
+@test "a paused server (SIGSTOP) fails within --timeout with 69, never 75" {
+  redis_start
+  kill -STOP "$REDIS_PID"
+  local start
+  start=$(now_ms)
+  run --separate-stderr rlock run k --timeout 500ms -- true
+  local took
+  took=$(elapsed_ms "$start")
+  kill -CONT "$REDIS_PID"
+  assert_failure 69
+  [[ $stderr == *"no reply within 500ms"* ]]
+  # 500ms plus 10%, and start-up
+  ((took >= 450 && took < 800)) || fail "took ${took}ms"
+}
+
+@test "nothing listening is 69 for every command" {
+  export RLOCK_URL="redis://127.0.0.1:$(free_port)"
+  for cmd in "run k -- true" "acquire k" "status k" "list" "extend k" "release k --force"; do
+    RLOCK_TOKEN=0123456789abcdef0123456789abcdef run --separate-stderr rlock $cmd
+    assert_failure 69
+    [[ $stderr == "rlock: error: redis://127.0.0.1:"*"cannot connect"* ]]
+  done
+}
+
+@test "a connection cut during run is re-established at the next renewal" {
+  redis_start
+  bg job rlock run k -t 900ms -v -- sh -c 'sleep 2; echo finished'
+  wait_until lock_held k
+  rcli client kill type normal >/dev/null
+  bg_wait job 10
+  assert_equal "$BG_STATUS" 0
+  assert_equal "$(bg_out job)" finished
+  lock_free k
+}
