@@ -15,3 +15,10 @@ if(HIREDIS_STATIC AND NOT RLOCK_SANITIZE)
 else()
   target_link_libraries(rlock_hiredis INTERFACE ${HIREDIS_LINK_LIBRARIES})
 endif()
+
+# OpenSSL's headers only: libssl is loaded with dlopen when a rediss:// URL needs it
+# (src/redis/openssl.cpp), so runs without TLS never pay for loading it.
+find_package(OpenSSL REQUIRED)
+add_library(rlock_openssl INTERFACE)
+target_include_directories(rlock_openssl INTERFACE ${OPENSSL_INCLUDE_DIR})
+target_link_libraries(rlock_openssl INTERFACE ${CMAKE_DL_LIBS})

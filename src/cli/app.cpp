@@ -29,6 +29,9 @@ using util::Millis;
 // Every option as text, straight from CLI11, the environment or the config file.
 struct Raw {
   std::string url, connect_timeout, timeout, prefix, config;
+  std::string cacert, cert, tls_key, password_file;
+  bool insecure = false;
+  std::string wait_replicas, wait_timeout;
   bool quiet = false, verbose = false;
   std::string key;
   std::vector<std::string> keys;
@@ -63,6 +66,8 @@ struct Parsed {
 [[noreturn]] void usage(const std::string& message) { throw Error(exit_code::k_usage, message); }
 
 std::string env_name(const std::string& option) {
+  // RLOCK_KEY is what run tells its child the lock's name is: the TLS key file needs another name.
+  if (option == "key") return "RLOCK_TLS_KEY";
   std::string name = "RLOCK_";
   for (char c : option) name += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return name;
@@ -135,7 +140,8 @@ void layer_settings(Parsed& p, const std::string& config_path, bool config_requi
   }
   static const std::vector<std::string> k_known = {
       "url",  "connect-timeout", "timeout",     "prefix",     "quiet",          "verbose",  "ttl",
-      "wait", "conflict-exit-code", "signal", "kill-after", "lost-exit-code", "max-hold", "token-env"};
+      "wait", "conflict-exit-code", "signal", "kill-after", "lost-exit-code", "max-hold", "token-env",
+      "cacert", "cert", "key", "insecure", "password-file", "wait-replicas", "wait-timeout"};
   for (const auto& [name, value] : parse_config(text, config_path)) {
     if (std::find(k_known.begin(), k_known.end(), name) == k_known.end()) {
       throw Error(exit_code::k_config, fmt::format("{}: unknown setting '{}'", config_path, name));
@@ -183,17 +189,43 @@ void check_key(const std::string& key) {
   }
 }
 
+std::string setting_text(Parsed& p, const std::string& name, const std::string& value) {
+  return get(p, name).source == Source::unset ? std::string() : value;
+}
+
+// The password when the URL has none: --password-file, RLOCK_PASSWORD, then REDISCLI_AUTH.
+std::string password_from_elsewhere(Parsed& p, const Raw& raw) {
+  Setting& file = get(p, "password-file");
+  if (file.source != Source::unset) {
+    std::string text;
+    try {
+      text = util::read_small_file(raw.password_file, 4096);
+    } catch (const std::system_error& e) {
+      throw Error(exit_code::k_config, fmt::format("cannot read {} {}: {}", origin(file), raw.password_file,
+                                                   e.code().message()));
+    } catch (const std::length_error&) {
+      throw Error(exit_code::k_config, fmt::format("{} {} is too large for a password", origin(file), raw.password_file));
+    }
+    std::string password(util::trim(text.substr(0, text.find('\n'))));
+    if (password.empty()) throw Error(exit_code::k_config, fmt::format("{} {} is empty", origin(file), raw.password_file));
+    return password;
+  }
+  for (const char* name : {"RLOCK_PASSWORD", "REDISCLI_AUTH"}) {
+    const char* pw = std::getenv(name);
+    if (pw && *pw) return pw;
+  }
+  return {};
+}
+
 commands::ConnectOptions connect_options(Parsed& p, const Raw& raw) {
   commands::ConnectOptions c;
   Setting& url = get(p, "url");
-  c.endpoint = redis::parse_url(url.source == Source::unset ? "redis://127.0.0.1:6379" : raw.url);
-  if (c.endpoint.password.empty()) {
-    const char* pw = std::getenv("RLOCK_PASSWORD");
-    if (!pw || !*pw) pw = std::getenv("REDISCLI_AUTH");
-    if (pw && *pw) c.endpoint.password = pw;
+  c.url = redis::parse_url(url.source == Source::unset ? "redis://127.0.0.1:6379" : raw.url);
+  if (c.url.endpoint.password.empty()) {
+    c.url.endpoint.password = password_from_elsewhere(p, raw);
   } else if (url.source == Source::argv) {
     log::warning("a password in a --url on the command line is visible to every user in ps; use "
-                 "REDISCLI_AUTH or RLOCK_PASSWORD");
+                 "--password-file, REDISCLI_AUTH or RLOCK_PASSWORD");
   }
   c.timeouts.connect = duration_of(p, "connect-timeout", raw.connect_timeout, c.timeouts.connect, false);
   c.timeouts.command = duration_of(p, "timeout", raw.timeout, c.timeouts.command, false);
@@ -202,6 +234,17 @@ commands::ConnectOptions connect_options(Parsed& p, const Raw& raw) {
       bad_setting(*s, "must not contain { or } (rlock adds the Cluster hash tag itself)");
     }
     c.prefix = raw.prefix;
+  }
+  c.tls.cacert = setting_text(p, "cacert", raw.cacert);
+  c.tls.cert = setting_text(p, "cert", raw.cert);
+  c.tls.key = setting_text(p, "key", raw.tls_key);
+  c.tls.insecure = raw.insecure;
+  bool tls = c.url.endpoint.tls;
+  if (!tls && (!c.tls.cacert.empty() || !c.tls.cert.empty() || !c.tls.key.empty() || c.tls.insecure)) {
+    log::warning("TLS options are ignored for a URL that is not rediss://");
+  }
+  if (tls && c.tls.insecure) {
+    log::warning("--insecure: the server's certificate is not verified; anyone in between can impersonate it");
   }
   return c;
 }
@@ -221,6 +264,12 @@ commands::TakeOptions take_options(Parsed& p, const Raw& raw) {
     t.wait = duration_of(p, "wait", raw.wait, Millis(0), true);
   }
   t.conflict_exit_code = exit_code_setting(p, "conflict-exit-code", raw.conflict_exit_code, t.conflict_exit_code);
+  if (Setting& s = get(p, "wait-replicas"); s.source != Source::unset) {
+    long long n = 0;
+    if (!util::parse_int(raw.wait_replicas, 0, 1000, n)) bad_setting(s, fmt::format("'{}' is not a number of replicas", raw.wait_replicas));
+    t.wait_replicas = static_cast<int>(n);
+  }
+  t.wait_timeout = duration_of(p, "wait-timeout", raw.wait_timeout, t.wait_timeout, false);
   return t;
 }
 
@@ -310,6 +359,14 @@ void add_common(Parsed& p, CLI::App* app, Raw& raw) {
       ->type_name("D");
   setting(p, app, "--timeout", "timeout", raw.timeout, "per-command timeout (default 2s)")->type_name("D");
   setting(p, app, "--prefix", "prefix", raw.prefix, "key namespace (default rlock:)")->type_name("P");
+  setting(p, app, "--password-file", "password-file", raw.password_file, "read the password from F (first line)")
+      ->type_name("F");
+  setting(p, app, "--cacert", "cacert", raw.cacert, "CA certificates for rediss:// (default: the system's)")
+      ->type_name("F");
+  setting(p, app, "--cert", "cert", raw.cert, "client certificate for rediss://")->type_name("F");
+  setting(p, app, "--key", "key", raw.tls_key, "client certificate's key for rediss:// (env RLOCK_TLS_KEY)")
+      ->type_name("F");
+  flag_setting(p, app, "--insecure", "insecure", raw.insecure, "do not verify the server's certificate");
   app->add_option("--config", raw.config, "TOML config file (default $XDG_CONFIG_HOME/rlock/config.toml)")
       ->type_name("F");
   flag_setting(p, app, "-q,--quiet", "quiet", raw.quiet, "print nothing but errors");
@@ -325,6 +382,11 @@ void add_take(Parsed& p, CLI::App* app, Raw& raw) {
   setting(p, app, "-E,--conflict-exit-code", "conflict-exit-code", raw.conflict_exit_code,
           "exit code when the lock is busy (default 75)")
       ->type_name("N");
+  setting(p, app, "--wait-replicas", "wait-replicas", raw.wait_replicas,
+          "after acquiring, wait for N replicas to acknowledge (best effort)")
+      ->type_name("N");
+  setting(p, app, "--wait-timeout", "wait-timeout", raw.wait_timeout, "how long --wait-replicas waits (default 1s)")
+      ->type_name("D");
 }
 
 void add_token_source(Parsed& p, CLI::App* app, Raw& raw) {

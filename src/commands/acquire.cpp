@@ -31,12 +31,12 @@ void print(const std::string& text) {
 }  // namespace
 
 int acquire(const AcquireOptions& options) {
-  redis::Connection connection(options.connect.endpoint, options.connect.timeouts);
-  lock::ConnectionNode node(connection);
+  redis::Client connection(options.connect.url, options.connect.timeouts, options.connect.tls);
+  lock::ClientNode node(connection);
   lock::LockName name = lock_name(options.connect, options.take.key);
   std::vector<lock::Hold> holds = enclosing_holds();
   std::vector<std::string> enclosing =
-      lock::tokens_for(holds, options.connect.endpoint.identity(), name.lock_key());
+      lock::tokens_for(holds, options.connect.url.identity(), name.lock_key());
   std::string token = util::random_token();
   lock::Holder holder = this_holder(fmt::format("rlock acquire {}", options.take.key));
   // rlock exits at once: the process that keeps the lock is the one that called it.
@@ -82,8 +82,8 @@ int acquire(const AcquireOptions& options) {
 }
 
 int release(const ReleaseOptions& options) {
-  redis::Connection connection(options.connect.endpoint, options.connect.timeouts);
-  lock::ConnectionNode node(connection);
+  redis::Client connection(options.connect.url, options.connect.timeouts, options.connect.tls);
+  lock::ClientNode node(connection);
   lock::LockName name = lock_name(options.connect, options.key);
   if (options.force) {
     lock::ForcedRelease r = lock::force_release(node, name);
@@ -98,7 +98,7 @@ int release(const ReleaseOptions& options) {
   }
   std::string token = read_token(options.token);
   std::vector<std::string> enclosing =
-      lock::tokens_for(enclosing_holds(), options.connect.endpoint.identity(), name.lock_key());
+      lock::tokens_for(enclosing_holds(), options.connect.url.identity(), name.lock_key());
   for (const std::string& t : enclosing) {
     if (t == token) {
       log::verbose("{} is held by an enclosing run, which releases it", options.key);
@@ -114,8 +114,8 @@ int release(const ReleaseOptions& options) {
 }
 
 int extend(const ExtendOptions& options) {
-  redis::Connection connection(options.connect.endpoint, options.connect.timeouts);
-  lock::ConnectionNode node(connection);
+  redis::Client connection(options.connect.url, options.connect.timeouts, options.connect.tls);
+  lock::ClientNode node(connection);
   lock::LockName name = lock_name(options.connect, options.key);
   std::string token = read_token(options.token);
   if (!lock::extend(node, name, token, options.ttl)) {

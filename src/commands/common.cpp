@@ -104,6 +104,14 @@ lock::Attempt take_lock(lock::Node& node, const lock::LockName& name, const Take
   bool announced = false;
   for (;;) {
     lock::Attempt a = lock::try_acquire(node, name, token, options.ttl, holder, enclosing_tokens);
+    if (a.outcome == lock::Attempt::Outcome::acquired && options.wait_replicas > 0) {
+      try {
+        lock::confirm_replicas(node, name, options.wait_replicas, options.wait_timeout);
+      } catch (const Error&) {
+        lock::release(node, name, token);
+        throw;
+      }
+    }
     if (a.outcome != lock::Attempt::Outcome::busy) {
       if (announced) {
         log::verbose("acquired {} after {}", name.key,

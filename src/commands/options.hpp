@@ -1,6 +1,7 @@
 #pragma once
 
 #include "redis/connection.hpp"
+#include "redis/tls.hpp"
 #include "redis/url.hpp"
 #include "util/duration.hpp"
 
@@ -13,8 +14,9 @@ namespace rlock::commands {
 
 // Where the locks live, common to every command.
 struct ConnectOptions {
-  redis::Endpoint endpoint;
+  redis::Url url;
   redis::Timeouts timeouts;
+  redis::TlsOptions tls;
   std::string prefix = "rlock:";
 };
 
@@ -24,6 +26,8 @@ struct TakeOptions {
   util::Millis ttl{30'000};
   std::optional<util::Millis> wait;  // nullopt: wait forever
   int conflict_exit_code = 75;
+  int wait_replicas = 0;  // WAIT for this many replicas after acquiring
+  util::Millis wait_timeout{1'000};
 };
 
 struct RunOptions {

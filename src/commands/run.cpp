@@ -42,7 +42,7 @@ public:
       : m_options(options),
         m_path(std::move(path)),
         m_signals({SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD}, {SIGTTOU}),
-        m_connection(options.connect.endpoint, options.connect.timeouts),
+        m_connection(options.connect.url, options.connect.timeouts, options.connect.tls),
         m_node(m_connection),
         m_name(lock_name(options.connect, options.take.key)),
         m_token(util::random_token()) {
@@ -66,8 +66,8 @@ private:
   const RunOptions& m_options;
   std::string m_path;  // the command's executable, resolved once
   proc::SignalSet m_signals;
-  redis::Connection m_connection;
-  lock::ConnectionNode m_node;
+  redis::Client m_connection;
+  lock::ClientNode m_node;
   lock::LockName m_name;
   std::string m_token;
 
@@ -136,7 +136,7 @@ void Supervisor::exec_nested(const lock::Attempt& attempt, const std::string& to
 
 int Supervisor::run() {
   std::vector<lock::Hold> holds = enclosing_holds();
-  std::string server = m_options.connect.endpoint.identity();
+  std::string server = m_options.connect.url.identity();
   std::vector<std::string> enclosing = lock::tokens_for(holds, server, m_name.lock_key());
   lock::Holder holder = this_holder(m_options.display_command);
 

@@ -102,8 +102,8 @@ std::vector<lock::LockState> inspect_all(lock::Node& node, const ConnectOptions&
 }  // namespace
 
 int status(const StatusOptions& options) {
-  redis::Connection connection(options.connect.endpoint, options.connect.timeouts);
-  lock::ConnectionNode node(connection);
+  redis::Client connection(options.connect.url, options.connect.timeouts, options.connect.tls);
+  lock::ClientNode node(connection);
   bool all = options.keys.empty();
   std::vector<std::string> keys = all ? lock::scan_keys(node, options.connect.prefix, "*") : options.keys;
   std::vector<lock::LockState> states = inspect_all(node, options.connect, keys);
@@ -121,8 +121,8 @@ int status(const StatusOptions& options) {
 }
 
 int list(const ListOptions& options) {
-  redis::Connection connection(options.connect.endpoint, options.connect.timeouts);
-  lock::ConnectionNode node(connection);
+  redis::Client connection(options.connect.url, options.connect.timeouts, options.connect.tls);
+  lock::ClientNode node(connection);
   std::vector<lock::LockState> states =
       inspect_all(node, options.connect, lock::scan_keys(node, options.connect.prefix, options.pattern));
   std::erase_if(states, [](const lock::LockState& s) { return !s.held; });

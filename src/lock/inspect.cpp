@@ -75,15 +75,8 @@ LockState inspect(Node& node, const LockName& name) {
 std::vector<std::string> scan_keys(Node& node, const std::string& prefix, const std::string& pattern) {
   std::string match = glob_escape(prefix) + "{" + pattern + "}";
   std::vector<std::string> keys;
-  std::string cursor = "0";
-  do {
-    redis::Reply r = node.pipeline({{"SCAN", cursor, "MATCH", match, "COUNT", "1000"}}).front();
-    if (r.is_error() || r.type != redis::Reply::Type::array || r.elements.size() != 2) {
-      throw Error(exit_code::k_internal, fmt::format("unexpected reply to SCAN: {}", r.str));
-    }
-    cursor = r.elements[0].str;
-    for (const redis::Reply& k : r.elements[1].elements) {
-      const std::string& full = k.str;
+  for (const std::string& full : node.scan(match)) {
+    {
       // PREFIX{KEY}: the lock itself, not its :fence or :info companions.
       if (full.size() < prefix.size() + 2 || full.compare(0, prefix.size(), prefix) != 0 ||
           full[prefix.size()] != '{' || full.back() != '}') {
@@ -91,7 +84,7 @@ std::vector<std::string> scan_keys(Node& node, const std::string& prefix, const 
       }
       keys.push_back(full.substr(prefix.size() + 1, full.size() - prefix.size() - 2));
     }
-  } while (cursor != "0");
+  }
   std::sort(keys.begin(), keys.end());
   keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
   return keys;

@@ -31,6 +31,15 @@ int64_t parse_ms(const std::string& text) {
 
 }  // namespace
 
+int64_t ClientNode::wait_replicas(int n, util::Millis timeout) {
+  redis::Reply r =
+      m_connection.call_blocking({"WAIT", std::to_string(n), std::to_string(timeout.count())}, timeout);
+  if (r.type != redis::Reply::Type::integer) {
+    throw Error(exit_code::k_internal, fmt::format("unexpected reply to WAIT: {}", r.str));
+  }
+  return r.integer;
+}
+
 void check_reply(const redis::Reply& reply, const LockName& name) {
   if (!reply.is_error()) return;
   if (reply.error_code() == "WRONGTYPE" || reply.str.find("WRONGTYPE") != std::string::npos) {
@@ -79,6 +88,15 @@ Attempt try_acquire(Node& node, const LockName& name, const std::string& token, 
       }
   }
   return a;
+}
+
+void confirm_replicas(Node& node, const LockName& name, int n, util::Millis timeout) {
+  int64_t acks = node.wait_replicas(n, timeout);
+  if (acks < n) {
+    throw Error(exit_code::k_unavailable,
+                fmt::format("only {} of {} replicas acknowledged {} within {} (--wait-replicas, --wait-timeout)", acks,
+                            n, name.lock_key(), util::format_duration(timeout)));
+  }
 }
 
 bool release(Node& node, const LockName& name, const std::string& token) {

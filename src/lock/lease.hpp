@@ -37,6 +37,10 @@ struct Attempt {
 Attempt try_acquire(Node& node, const LockName& name, const std::string& token, util::Millis ttl,
                     const Holder& holder, const std::vector<std::string>& enclosing_tokens);
 
+// Waits for n replicas to acknowledge the acquisition (WAIT, best effort: Redis replication is
+// asynchronous). Throws rlock::Error 69 when fewer answer within timeout.
+void confirm_replicas(Node& node, const LockName& name, int n, util::Millis timeout);
+
 // Deletes the lock if token owns it; false when it no longer does.
 bool release(Node& node, const LockName& name, const std::string& token);
 

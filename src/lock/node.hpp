@@ -1,6 +1,7 @@
 #pragma once
 
-#include "redis/connection.hpp"
+#include "redis/client.hpp"
+#include "util/duration.hpp"
 #include "redis/reply.hpp"
 
 #include <string>
@@ -16,12 +17,16 @@ public:
   virtual redis::Reply eval(const redis::Script& script, const std::vector<std::string>& keys,
                             const std::vector<std::string>& args) = 0;
   virtual std::vector<redis::Reply> pipeline(const std::vector<redis::Command>& commands) = 0;
+  // The keys matching a SCAN pattern on every master.
+  virtual std::vector<std::string> scan(const std::string& match) = 0;
+  // WAIT: how many replicas acknowledged the writes so far, waiting at most timeout for n.
+  virtual int64_t wait_replicas(int n, util::Millis timeout) = 0;
 };
 
-// A Node over one connection.
-class ConnectionNode final : public Node {
+// A Node over a client (one server, a Sentinel master, or a Cluster).
+class ClientNode final : public Node {
 public:
-  explicit ConnectionNode(redis::Connection& connection) : m_connection(connection) {}
+  explicit ClientNode(redis::Client& client) : m_connection(client) {}
   redis::Reply eval(const redis::Script& script, const std::vector<std::string>& keys,
                     const std::vector<std::string>& args) override {
     return m_connection.eval(script, keys, args);
@@ -29,9 +34,11 @@ public:
   std::vector<redis::Reply> pipeline(const std::vector<redis::Command>& commands) override {
     return m_connection.pipeline(commands);
   }
+  std::vector<std::string> scan(const std::string& match) override { return m_connection.scan(match); }
+  int64_t wait_replicas(int n, util::Millis timeout) override;
 
 private:
-  redis::Connection& m_connection;
+  redis::Client& m_connection;
 };
 
 }  // namespace rlock::lock

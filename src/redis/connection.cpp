@@ -2,7 +2,6 @@
 
 #include "error.hpp"
 #include "exit_code.hpp"
-#include "log.hpp"
 
 #include <hiredis/hiredis.h>
 
@@ -84,8 +83,11 @@ std::string Reply::error_code() const {
   return str.substr(0, str.find(' '));
 }
 
-Connection::Connection(Endpoint endpoint, Timeouts timeouts)
-    : m_endpoint(std::move(endpoint)), m_timeouts(timeouts), m_reader(nullptr, redisReaderFree) {}
+Connection::Connection(Endpoint endpoint, Timeouts timeouts, TlsOptions tls)
+    : m_endpoint(std::move(endpoint)),
+      m_timeouts(timeouts),
+      m_tls_options(std::move(tls)),
+      m_reader(nullptr, redisReaderFree) {}
 
 Connection::~Connection() = default;
 
@@ -95,6 +97,7 @@ void Connection::set_interrupt(int fd, std::function<void()> on_ready) {
 }
 
 void Connection::close() {
+  m_tls.reset();
   m_socket.reset();
   m_reader.reset();
 }
@@ -175,6 +178,17 @@ void Connection::connect_socket(Clock::time_point deadline) {
 void Connection::connect() {
   auto deadline = capped(Clock::now() + m_timeouts.connect);
   connect_socket(deadline);
+  if (m_endpoint.tls) {
+    std::string what = fmt::format("TLS handshake not done within {} (--connect-timeout)",
+                                   util::format_duration(m_timeouts.connect));
+    try {
+      m_tls = std::make_unique<TlsSession>(m_socket.get(), m_endpoint.host, m_tls_options, m_endpoint.display(),
+                                           [&](short events) { wait_for(events, deadline, what); });
+    } catch (const Error&) {
+      close();
+      throw;
+    }
+  }
   m_reader.reset(redisReaderCreate());
   if (!m_reader) throw Error(exit_code::k_internal, "out of memory creating a RESP reader");
 
@@ -207,9 +221,16 @@ void Connection::connect() {
 void Connection::write_all(const std::string& data, Clock::time_point deadline) {
   size_t done = 0;
   while (done < data.size()) {
-    ssize_t n = ::send(m_socket.get(), data.data() + done, data.size() - done, MSG_NOSIGNAL);
+    short want = POLLOUT;
+    ssize_t n = m_tls ? m_tls->write(data.data() + done, data.size() - done, &want)
+                      : ::send(m_socket.get(), data.data() + done, data.size() - done, MSG_NOSIGNAL);
     if (n > 0) {
       done += static_cast<size_t>(n);
+      continue;
+    }
+    if (m_tls && n < 0) {
+      wait_for(want, deadline,
+               fmt::format("could not send within {} (--timeout)", util::format_duration(m_timeouts.command)));
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -232,12 +253,18 @@ Reply Connection::read_reply(Clock::time_point deadline) {
       return reply;
     }
     char buffer[16384];
-    ssize_t n = ::recv(m_socket.get(), buffer, sizeof buffer, 0);
+    short want = POLLIN;
+    ssize_t n = m_tls ? m_tls->read(buffer, sizeof buffer, &want) : ::recv(m_socket.get(), buffer, sizeof buffer, 0);
     if (n > 0) {
       redisReaderFeed(m_reader.get(), buffer, static_cast<size_t>(n));
       continue;
     }
     if (n == 0) fail("connection closed by the server");
+    if (m_tls) {
+      wait_for(want, deadline,
+               fmt::format("no reply within {} (--timeout)", util::format_duration(m_timeouts.command)));
+      continue;
+    }
     if (errno == EINTR) continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK) fail(fmt::format("connection lost: {}", std::strerror(errno)));
     wait_for(POLLIN, deadline,
@@ -245,10 +272,21 @@ Reply Connection::read_reply(Clock::time_point deadline) {
   }
 }
 
-std::vector<Reply> Connection::exchange(const std::vector<Command>& commands, bool check_auth) {
+std::vector<Reply> Connection::exchange(const std::vector<Command>& commands, bool check_auth, util::Millis budget) {
+  try {
+    return exchange_once(commands, check_auth, budget);
+  } catch (const Error& e) {
+    // A failure mid-exchange leaves the stream out of step: start afresh next time.
+    if (e.exit_code() == exit_code::k_unavailable) close();
+    throw;
+  }
+}
+
+std::vector<Reply> Connection::exchange_once(const std::vector<Command>& commands, bool check_auth,
+                                             util::Millis budget) {
   std::string wire;
   for (const Command& c : commands) wire += format_command(c);
-  auto deadline = capped(Clock::now() + m_timeouts.command);
+  auto deadline = capped(Clock::now() + m_timeouts.command + budget);
   write_all(wire, deadline);
   std::vector<Reply> replies;
   replies.reserve(commands.size());
@@ -280,23 +318,9 @@ std::vector<Reply> Connection::pipeline(const std::vector<Command>& commands) {
 
 Reply Connection::call(const Command& argv) { return std::move(pipeline({argv}).front()); }
 
-Reply Connection::eval(const Script& script, const std::vector<std::string>& keys,
-                       const std::vector<std::string>& args) {
-  Command argv;
-  argv.reserve(3 + keys.size() + args.size());
-  argv.emplace_back("EVALSHA");
-  argv.emplace_back(script.sha1);
-  argv.push_back(std::to_string(keys.size()));
-  argv.insert(argv.end(), keys.begin(), keys.end());
-  argv.insert(argv.end(), args.begin(), args.end());
-  Reply reply = call(argv);
-  if (reply.error_code() == "NOSCRIPT") {
-    log::verbose("loading script {} into the server's cache", script.name);
-    argv[0] = "EVAL";
-    argv[1] = std::string(script.source);
-    reply = call(argv);
-  }
-  return reply;
+Reply Connection::call_blocking(const Command& argv, util::Millis budget) {
+  if (!m_socket.valid()) connect();
+  return std::move(exchange({argv}, true, budget).front());
 }
 
 }  // namespace rlock::redis

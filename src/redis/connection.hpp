@@ -1,6 +1,7 @@
 #pragma once
 
 #include "redis/reply.hpp"
+#include "redis/tls.hpp"
 #include "redis/url.hpp"
 #include "util/duration.hpp"
 #include "util/fd.hpp"
@@ -38,7 +39,7 @@ struct Script {
 // next call reconnects; error replies of the server come back as Reply values.
 class Connection {
 public:
-  Connection(Endpoint endpoint, Timeouts timeouts);
+  Connection(Endpoint endpoint, Timeouts timeouts, TlsOptions tls = {});
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -51,8 +52,8 @@ public:
   std::vector<Reply> pipeline(const std::vector<Command>& commands);
   // Sends one command and returns its reply.
   Reply call(const Command& argv);
-  // Runs a script by EVALSHA, loading it with EVAL on NOSCRIPT.
-  Reply eval(const Script& script, const std::vector<std::string>& keys, const std::vector<std::string>& args);
+  // Like call, allowing the server `budget` more than --timeout to answer (a blocking command).
+  Reply call_blocking(const Command& argv, util::Millis budget);
 
   // No wait (connect, send, reply) goes past this instant, whatever the timeouts say; nullopt lifts it.
   // run caps its renewals at the moment it must start stopping the child.
@@ -66,7 +67,8 @@ public:
 private:
   void connect();
   void connect_socket(Clock::time_point deadline);
-  std::vector<Reply> exchange(const std::vector<Command>& commands, bool check_auth);
+  std::vector<Reply> exchange(const std::vector<Command>& commands, bool check_auth, util::Millis budget = {});
+  std::vector<Reply> exchange_once(const std::vector<Command>& commands, bool check_auth, util::Millis budget);
   void write_all(const std::string& data, Clock::time_point deadline);
   Reply read_reply(Clock::time_point deadline);
   void wait_for(short events, Clock::time_point deadline, std::string_view what);
@@ -74,7 +76,9 @@ private:
 
   Endpoint m_endpoint;
   Timeouts m_timeouts;
+  TlsOptions m_tls_options;
   util::Fd m_socket;
+  std::unique_ptr<TlsSession> m_tls;  // set on rediss:// connections
   std::unique_ptr<redisReader, void (*)(redisReader*)> m_reader;
   Clock::time_point capped(Clock::time_point deadline) const { return m_cap && *m_cap < deadline ? *m_cap : deadline; }
 

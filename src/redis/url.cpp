@@ -108,13 +108,13 @@ Endpoint parse_unix(std::string_view url, std::string_view rest) {
 
 std::string Endpoint::display() const {
   std::string auth;
-  if (!user.empty()) auth = util::percent_encode(user) + (password.empty() ? "@" : ":***@");
+  if (!user.empty()) auth = fmt::format("{}{}", util::percent_encode(user), password.empty() ? "@" : ":***@");
   else if (!password.empty()) auth = ":***@";
   if (kind == Kind::unix_socket) {
     return fmt::format("unix://{}{}{}", auth, path, db ? fmt::format("?db={}", db) : "");
   }
   bool v6 = host.find(':') != std::string::npos;
-  return fmt::format("redis://{}{}{}{}:{}{}", auth, v6 ? "[" : "", host, v6 ? "]" : "", port,
+  return fmt::format("{}://{}{}{}{}:{}{}", tls ? "rediss" : "redis", auth, v6 ? "[" : "", host, v6 ? "]" : "", port,
                      db ? fmt::format("/{}", db) : "");
 }
 
@@ -123,25 +123,88 @@ std::string Endpoint::identity() const {
   return fmt::format("tcp:{}:{}/{}", host, port, db);
 }
 
-Endpoint parse_url(std::string_view url) {
-  if (url.empty()) bad_url(url, "empty URL");
-  if (url.find_first_of(", \t") != std::string_view::npos) {
-    throw Error(exit_code::k_config,
-                "several Redis URLs (a Redlock quorum) are not supported yet: give one redis:// or unix:// URL");
+namespace {
+
+Url parse_sentinel(std::string_view url, std::string_view rest) {
+  Url out;
+  out.kind = Url::Kind::sentinel;
+  size_t slash = rest.find('/');
+  if (slash == std::string_view::npos) bad_url(url, "no master name: redis+sentinel://host:port[,host:port]/MASTER[/db]");
+  std::string_view authority = rest.substr(0, slash);
+  std::string_view path = rest.substr(slash + 1);
+  size_t at = authority.rfind('@');
+  if (at != std::string_view::npos) {
+    parse_userinfo(url, authority.substr(0, at), out.endpoint);
+    authority = authority.substr(at + 1);
   }
+  for (const std::string& hostport : util::split(authority, ",")) {
+    Endpoint s = parse_tcp(url, hostport);
+    if (hostport.find(':') == std::string::npos || (hostport.front() == '[' && hostport.find("]:") == std::string::npos)) {
+      s.port = 26379;
+    }
+    out.sentinels.push_back(s);
+  }
+  if (out.sentinels.empty()) bad_url(url, "no sentinel host");
+  if (authority.find(",,") != std::string_view::npos || authority.front() == ',' || authority.back() == ',') {
+    bad_url(url, "empty sentinel address");
+  }
+  size_t next = path.find('/');
+  std::string_view master = path.substr(0, next);
+  if (master.empty()) bad_url(url, "no master name");
+  if (master.find_first_of("?#@:") != std::string_view::npos) bad_url(url, "bad character in the master name");
+  out.master = std::string(master);
+  if (next != std::string_view::npos && next + 1 < path.size()) out.endpoint.db = parse_db(url, path.substr(next + 1));
+  return out;
+}
+
+}  // namespace
+
+std::string Url::display() const {
+  if (kind == Kind::direct) return endpoint.display();
+  std::string hosts;
+  for (const Endpoint& s : sentinels) {
+    if (!hosts.empty()) hosts += ',';
+    hosts += fmt::format("{}:{}", s.host, s.port);
+  }
+  std::string auth;
+  if (!endpoint.password.empty()) auth = fmt::format("{}:***@", endpoint.user);
+  else if (!endpoint.user.empty()) auth = fmt::format("{}@", endpoint.user);
+  return fmt::format("redis+sentinel://{}{}/{}{}", auth, hosts, master,
+                     endpoint.db ? fmt::format("/{}", endpoint.db) : "");
+}
+
+std::string Url::identity() const {
+  if (kind == Kind::direct) return endpoint.identity();
+  return fmt::format("sentinel:{}/{}", master, endpoint.db);
+}
+
+Url parse_url(std::string_view url) {
+  if (url.empty()) bad_url(url, "empty URL");
   size_t sep = url.find("://");
   if (sep == std::string_view::npos) {
-    bad_url(url, "expected redis://host[:port][/db] or unix:///path/redis.sock");
+    bad_url(url, "expected redis://host[:port][/db], rediss://..., unix:///path/redis.sock or redis+sentinel://...");
+  }
+  for (char c : url) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) bad_url(url, "control character in the URL");
   }
   std::string_view scheme = url.substr(0, sep);
   std::string_view rest = url.substr(sep + 3);
-  if (scheme == "redis") return parse_tcp(url, rest);
-  if (scheme == "unix") return parse_unix(url, rest);
-  if (scheme == "rediss" || scheme == "redis+sentinel" || scheme == "redis-sentinel") {
+  if (scheme == "redis+sentinel") return parse_sentinel(url, rest);
+  if (rest.find_first_of(", ") != std::string_view::npos) {
     throw Error(exit_code::k_config,
-                fmt::format("{}:// URLs are not supported yet (this rlock speaks redis:// and unix://)", scheme));
+                "several Redis URLs (a Redlock quorum) are not supported yet: give one redis://, rediss:// or unix:// URL");
   }
-  bad_url(url, fmt::format("unknown scheme '{}' (use redis:// or unix://)", scheme));
+  Url out;
+  if (scheme == "redis" || scheme == "rediss") {
+    out.endpoint = parse_tcp(url, rest);
+    out.endpoint.tls = scheme == "rediss";
+    return out;
+  }
+  if (scheme == "unix") {
+    out.endpoint = parse_unix(url, rest);
+    return out;
+  }
+  bad_url(url, fmt::format("unknown scheme '{}' (use redis://, rediss://, unix:// or redis+sentinel://)", scheme));
 }
 
 }  // namespace rlock::redis

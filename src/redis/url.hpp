@@ -2,6 +2,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace rlock::redis {
 
@@ -16,6 +17,7 @@ struct Endpoint {
   std::string user;                // ACL user; empty means "default"
   std::string password;            // empty means no AUTH
   int db = 0;
+  bool tls = false;              // rediss://
   bool password_in_url = false;  // the password was written in the URL itself
 
   // The URL without its password, for messages and logs.
@@ -24,9 +26,24 @@ struct Endpoint {
   std::string identity() const;
 };
 
-// Parses redis://[user[:pass]@]host[:port][/db] and unix:///path[?db=N].
-// Throws rlock::Error with exit code 78 naming the problem; rediss:// and
-// redis+sentinel:// are refused as not supported yet.
-Endpoint parse_url(std::string_view url);
+// What a URL names: one server, or a master found through Sentinel.
+struct Url {
+  enum class Kind { direct, sentinel };
+
+  Kind kind = Kind::direct;
+  Endpoint endpoint;                // direct: the server; sentinel: user, password, db and TLS of the master
+  std::vector<Endpoint> sentinels;  // sentinel: asked in turn for the master's address
+  std::string master;               // sentinel: the master's name
+
+  // The URL without its password, for messages and logs.
+  std::string display() const;
+  // A stable name of where the locks live, for recognising a hold across processes.
+  std::string identity() const;
+};
+
+// Parses redis://[user[:pass]@]host[:port][/db], rediss://... (TLS), unix:///path[?db=N] and
+// redis+sentinel://[user[:pass]@]host[:port][,host[:port]...]/MASTER[/db].
+// Throws rlock::Error with exit code 78 naming the problem (never echoing a password).
+Url parse_url(std::string_view url);
 
 }  // namespace rlock::redis

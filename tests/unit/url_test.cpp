@@ -9,7 +9,7 @@ using rlock::redis::Endpoint;
 using rlock::redis::parse_url;
 
 TEST(Url, TcpWithEverything) {
-  Endpoint e = parse_url("redis://alice:s%40cret@db.example:6380/3");
+  Endpoint e = parse_url("redis://alice:s%40cret@db.example:6380/3").endpoint;
   EXPECT_EQ(e.kind, Endpoint::Kind::tcp);
   EXPECT_EQ(e.host, "db.example");
   EXPECT_EQ(e.port, 6380);
@@ -20,16 +20,16 @@ TEST(Url, TcpWithEverything) {
 }
 
 TEST(Url, Defaults) {
-  Endpoint e = parse_url("redis://localhost");
+  Endpoint e = parse_url("redis://localhost").endpoint;
   EXPECT_EQ(e.host, "localhost");
   EXPECT_EQ(e.port, 6379);
   EXPECT_EQ(e.db, 0);
   EXPECT_TRUE(e.password.empty());
-  EXPECT_EQ(parse_url("redis://h/").db, 0);
+  EXPECT_EQ(parse_url("redis://h/").endpoint.db, 0);
 }
 
 TEST(Url, PasswordOnlyAndIpv6) {
-  Endpoint e = parse_url("redis://:pw@[::1]:7000/2");
+  Endpoint e = parse_url("redis://:pw@[::1]:7000/2").endpoint;
   EXPECT_EQ(e.host, "::1");
   EXPECT_EQ(e.port, 7000);
   EXPECT_TRUE(e.user.empty());
@@ -38,7 +38,7 @@ TEST(Url, PasswordOnlyAndIpv6) {
 }
 
 TEST(Url, UnixSocket) {
-  Endpoint e = parse_url("unix:///run/redis/redis.sock?db=5");
+  Endpoint e = parse_url("unix:///run/redis/redis.sock?db=5").endpoint;
   EXPECT_EQ(e.kind, Endpoint::Kind::unix_socket);
   EXPECT_EQ(e.path, "/run/redis/redis.sock");
   EXPECT_EQ(e.db, 5);
@@ -46,7 +46,7 @@ TEST(Url, UnixSocket) {
 }
 
 TEST(Url, DisplayNeverShowsPassword) {
-  Endpoint e = parse_url("redis://u:topsecret@h:1/0");
+  Endpoint e = parse_url("redis://u:topsecret@h:1/0").endpoint;
   EXPECT_EQ(e.display().find("topsecret"), std::string::npos);
 }
 
@@ -74,9 +74,39 @@ TEST(Url, MalformedIsConfigError) {
   }
 }
 
-TEST(Url, NotYetSupportedSchemesSaySo) {
-  for (const char* url : {"rediss://h:6380", "redis+sentinel://h:26379/mymaster", "redis://a:1,redis://b:2",
-                          "redis://a:1 redis://b:2"}) {
+TEST(Url, Tls) {
+  Endpoint e = parse_url("rediss://u:p@cache.example:6380/1").endpoint;
+  EXPECT_TRUE(e.tls);
+  EXPECT_EQ(e.port, 6380);
+  EXPECT_EQ(e.display(), "rediss://u:***@cache.example:6380/1");
+  EXPECT_FALSE(parse_url("redis://h").endpoint.tls);
+}
+
+TEST(Url, Sentinel) {
+  rlock::redis::Url u = parse_url("redis+sentinel://:pw@s1:26380,s2,[::1]:5000/mymaster/4");
+  EXPECT_EQ(u.kind, rlock::redis::Url::Kind::sentinel);
+  ASSERT_EQ(u.sentinels.size(), 3u);
+  EXPECT_EQ(u.sentinels[0].host, "s1");
+  EXPECT_EQ(u.sentinels[0].port, 26380);
+  EXPECT_EQ(u.sentinels[1].port, 26379);
+  EXPECT_EQ(u.sentinels[2].host, "::1");
+  EXPECT_EQ(u.sentinels[2].port, 5000);
+  EXPECT_EQ(u.master, "mymaster");
+  EXPECT_EQ(u.endpoint.db, 4);
+  EXPECT_EQ(u.endpoint.password, "pw");
+  EXPECT_EQ(u.display().find("pw"), std::string::npos);
+  EXPECT_EQ(u.identity(), "sentinel:mymaster/4");
+}
+
+TEST(Url, MalformedSentinel) {
+  for (const char* bad : {"redis+sentinel://", "redis+sentinel://h:1", "redis+sentinel://h:1/", "redis+sentinel:///m",
+                          "redis+sentinel://h:1,,h:2/m", "redis+sentinel://h:x/m", "redis+sentinel://h:1/m/x"}) {
+    EXPECT_EQ(exit_of(bad), rlock::exit_code::k_config) << bad;
+  }
+}
+
+TEST(Url, SeveralUrlsAreNotSupportedYet) {
+  for (const char* url : {"redis://a:1,redis://b:2", "redis://a:1 redis://b:2"}) {
     std::string message;
     EXPECT_EQ(exit_of(url, &message), rlock::exit_code::k_config);
     EXPECT_NE(message.find("not supported yet"), std::string::npos) << message;

@@ -18,6 +18,10 @@ if kind == 'none' then
   return {1, fence}
 end
 local holder = redis.call('GET', KEYS[1])
+if holder == ARGV[1] then
+  -- Our own token: an earlier attempt whose answer was lost (a retry after a failover) took it.
+  return {1, tonumber(redis.call('HGET', KEYS[3], 'fence') or '0')}
+end
 for i = 7, #ARGV do
   if holder == ARGV[i] then
     return {2, tonumber(redis.call('HGET', KEYS[3], 'fence') or '0'), redis.call('PTTL', KEYS[1])}

@@ -1,0 +1,246 @@
+#include "client.hpp"
+
+#include "error.hpp"
+#include "exit_code.hpp"
+#include "log.hpp"
+#include "util/text.hpp"
+
+#include <fmt/core.h>
+
+#include <set>
+
+namespace rlock::redis {
+
+namespace {
+
+// Splits "host:port" (the host may be an IPv6 address) of a MOVED or ASK answer.
+bool split_address(const std::string& address, std::string& host, int& port) {
+  size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0) return false;
+  long long p = 0;
+  if (!util::parse_int(std::string_view(address).substr(colon + 1), 1, 65535, p)) return false;
+  host = address.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  port = static_cast<int>(p);
+  return true;
+}
+
+}  // namespace
+
+Client::Client(Url url, Timeouts timeouts, TlsOptions tls)
+    : m_url(std::move(url)), m_timeouts(timeouts), m_tls(std::move(tls)) {}
+
+Client::~Client() = default;
+
+void Client::configure(Connection& c) {
+  if (m_interrupt_fd >= 0) c.set_interrupt(m_interrupt_fd, m_on_interrupt);
+  c.cap_waits(m_cap);
+}
+
+void Client::set_interrupt(int fd, std::function<void()> on_ready) {
+  m_interrupt_fd = fd;
+  m_on_interrupt = std::move(on_ready);
+  for (auto& [name, c] : m_nodes) configure(*c);
+}
+
+void Client::cap_waits(std::optional<Clock::time_point> cap) {
+  m_cap = cap;
+  for (auto& [name, c] : m_nodes) configure(*c);
+}
+
+Connection& Client::node(const std::string& host, int port) {
+  Endpoint e = m_url.endpoint;  // user, password, db, TLS
+  e.kind = Endpoint::Kind::tcp;
+  e.host = host;
+  e.port = port;
+  std::string name = e.identity();
+  auto it = m_nodes.find(name);
+  if (it == m_nodes.end()) {
+    it = m_nodes.emplace(name, std::make_unique<Connection>(e, m_timeouts, m_tls)).first;
+    configure(*it->second);
+  }
+  return *it->second;
+}
+
+Connection& Client::current() {
+  if (m_current) return *m_current;
+  if (m_url.kind == Url::Kind::sentinel) {
+    resolve_master();
+    return *m_current;
+  }
+  auto conn = std::make_unique<Connection>(m_url.endpoint, m_timeouts, m_tls);
+  configure(*conn);
+  m_current = conn.get();
+  m_nodes.emplace(m_url.endpoint.identity(), std::move(conn));
+  return *m_current;
+}
+
+void Client::resolve_master() {
+  std::string last = "no sentinel answered";
+  for (const Endpoint& s : m_url.sentinels) {
+    Endpoint plain = s;
+    plain.user.clear();
+    plain.password.clear();
+    plain.db = 0;
+    plain.tls = false;
+    Connection sentinel(plain, m_timeouts);
+    configure(sentinel);
+    Reply r;
+    try {
+      r = sentinel.call({"SENTINEL", "get-master-addr-by-name", m_url.master});
+    } catch (const Error& e) {
+      last = e.what();
+      continue;
+    }
+    if (r.is_error()) {
+      last = fmt::format("sentinel {}:{} answered: {}", s.host, s.port, r.str);
+      continue;
+    }
+    if (r.type != Reply::Type::array || r.elements.size() != 2) {
+      last = fmt::format("no sentinel knows a master named '{}'", m_url.master);
+      continue;
+    }
+    long long port = 0;
+    if (!util::parse_int(r.elements[1].str, 1, 65535, port)) {
+      last = fmt::format("sentinel {}:{} gave a bad port", s.host, s.port);
+      continue;
+    }
+    Connection& master = node(r.elements[0].str, static_cast<int>(port));
+    try {
+      Reply role = master.call({"ROLE"});
+      if (role.type != Reply::Type::array || role.elements.empty() || role.elements[0].str != "master") {
+        last = fmt::format("{} is not a master (yet): a failover may be in progress", master.endpoint().display());
+        master.close();
+        continue;
+      }
+    } catch (const Error& e) {
+      if (e.exit_code() != exit_code::k_unavailable) throw;
+      last = e.what();
+      continue;
+    }
+    log::verbose("sentinel {}:{} names {} as master {}", s.host, s.port, master.endpoint().display(), m_url.master);
+    m_current = &master;
+    return;
+  }
+  throw Error(exit_code::k_unavailable, fmt::format("{}: no master found: {}", m_url.display(), last));
+}
+
+std::vector<Reply> Client::routed(const std::vector<Command>& commands, util::Millis budget) {
+  bool re_resolved = false;
+  for (int hop = 0; hop <= k_max_redirects; ++hop) {
+    Connection& c = current();
+    std::vector<Reply> replies;
+    try {
+      replies = budget.count() ? std::vector<Reply>{c.call_blocking(commands.front(), budget)} : c.pipeline(commands);
+    } catch (const Error& e) {
+      // The master may have moved: ask the sentinels once more before giving up.
+      if (m_url.kind == Url::Kind::sentinel && e.exit_code() == exit_code::k_unavailable && !re_resolved) {
+        log::verbose("{}; asking the sentinels again", e.what());
+        m_current = nullptr;
+        re_resolved = true;
+        continue;
+      }
+      throw;
+    }
+    const Reply* redirect = nullptr;
+    for (const Reply& r : replies) {
+      std::string code = r.error_code();
+      if (code == "MOVED" || code == "ASK" || code == "READONLY") {
+        redirect = &r;
+        break;
+      }
+    }
+    if (!redirect) return replies;
+    std::string code = redirect->error_code();
+    if (code == "READONLY") {
+      // A failover demoted the server we talk to.
+      if (m_url.kind != Url::Kind::sentinel || re_resolved) {
+        throw Error(exit_code::k_unavailable, fmt::format("{}: the server is a read-only replica", c.endpoint().display()));
+      }
+      log::verbose("{} became a replica; asking the sentinels again", c.endpoint().display());
+      c.close();
+      m_current = nullptr;
+      re_resolved = true;
+      continue;
+    }
+    std::vector<std::string> words = util::split(redirect->str, " ");
+    std::string host;
+    int port = 0;
+    if (words.size() != 3 || !split_address(words[2], host, port)) {
+      throw Error(exit_code::k_internal, fmt::format("cannot follow the redirection '{}'", redirect->str));
+    }
+    Connection& target = node(host, port);
+    log::verbose("{} redirects to {} ({})", c.endpoint().display(), target.endpoint().display(), words[0]);
+    if (code == "MOVED") {
+      m_current = &target;  // the slot lives there now: later commands of this lock go there too
+      continue;
+    }
+    std::vector<Command> asking{{"ASKING"}};
+    asking.insert(asking.end(), commands.begin(), commands.end());
+    std::vector<Reply> answered = target.pipeline(asking);
+    answered.erase(answered.begin());
+    bool again = false;
+    for (const Reply& r : answered) again = again || r.error_code() == "MOVED" || r.error_code() == "ASK";
+    if (!again) return answered;
+  }
+  throw Error(exit_code::k_unavailable,
+              fmt::format("{}: more than {} Cluster redirections", m_url.display(), k_max_redirects));
+}
+
+std::vector<Reply> Client::pipeline(const std::vector<Command>& commands) { return routed(commands, util::Millis(0)); }
+
+Reply Client::call(const Command& argv) { return std::move(routed({argv}, util::Millis(0)).front()); }
+
+Reply Client::call_blocking(const Command& argv, util::Millis budget) {
+  return std::move(routed({argv}, budget).front());
+}
+
+Reply Client::eval(const Script& script, const std::vector<std::string>& keys, const std::vector<std::string>& args) {
+  Command argv;
+  argv.reserve(3 + keys.size() + args.size());
+  argv.emplace_back("EVALSHA");
+  argv.emplace_back(script.sha1);
+  argv.push_back(std::to_string(keys.size()));
+  argv.insert(argv.end(), keys.begin(), keys.end());
+  argv.insert(argv.end(), args.begin(), args.end());
+  Reply reply = call(argv);
+  if (reply.error_code() == "NOSCRIPT") {
+    log::verbose("loading script {} into the server's cache", script.name);
+    argv[0] = "EVAL";
+    argv[1] = std::string(script.source);
+    reply = call(argv);
+  }
+  return reply;
+}
+
+std::vector<std::string> Client::scan(const std::string& match) {
+  std::vector<Connection*> masters;
+  Reply slots = current().call({"CLUSTER", "SLOTS"});
+  if (slots.is_error() || slots.type != Reply::Type::array) {
+    masters.push_back(&current());  // not a Cluster
+  } else {
+    std::set<std::string> seen;
+    for (const Reply& range : slots.elements) {
+      if (range.elements.size() < 3 || range.elements[2].elements.size() < 2) continue;
+      const std::string& host = range.elements[2].elements[0].str;
+      int64_t port = range.elements[2].elements[1].integer;
+      if (!seen.insert(fmt::format("{}:{}", host, port)).second) continue;
+      masters.push_back(&node(host, static_cast<int>(port)));
+    }
+  }
+  std::vector<std::string> keys;
+  for (Connection* c : masters) {
+    std::string cursor = "0";
+    do {
+      Reply r = c->call({"SCAN", cursor, "MATCH", match, "COUNT", "1000"});
+      if (r.is_error() || r.type != Reply::Type::array || r.elements.size() != 2) {
+        throw Error(exit_code::k_internal, fmt::format("{}: unexpected reply to SCAN: {}", c->endpoint().display(), r.str));
+      }
+      cursor = r.elements[0].str;
+      for (const Reply& k : r.elements[1].elements) keys.push_back(k.str);
+    } while (cursor != "0");
+  }
+  return keys;
+}
+
+}  // namespace rlock::redis
