@@ -239,6 +239,7 @@ void Supervisor::renew(Clock::time_point now) {
   // A renewal must not wait past the moment the child has to be stopped.
   m_connection.cap_waits(m_deadline->stop_at(m_options.kill_after));
   try {
+    m_connection.follow_failover();
     bool owned = lock::extend(m_node, m_name, m_token, ttl);
     m_connection.cap_waits(std::nullopt);
     if (!owned) {

@@ -75,8 +75,7 @@ Connection& Client::current() {
   return *m_current;
 }
 
-void Client::resolve_master() {
-  std::string last = "no sentinel answered";
+std::optional<std::pair<std::string, int>> Client::ask_sentinels(std::string& last) {
   for (const Endpoint& s : m_url.sentinels) {
     Endpoint plain = s;
     plain.user.clear();
@@ -96,33 +95,55 @@ void Client::resolve_master() {
       last = fmt::format("sentinel {}:{} answered: {}", s.host, s.port, r.str);
       continue;
     }
+    long long port = 0;
     if (r.type != Reply::Type::array || r.elements.size() != 2) {
       last = fmt::format("no sentinel knows a master named '{}'", m_url.master);
       continue;
     }
-    long long port = 0;
     if (!util::parse_int(r.elements[1].str, 1, 65535, port)) {
       last = fmt::format("sentinel {}:{} gave a bad port", s.host, s.port);
       continue;
     }
-    Connection& master = node(r.elements[0].str, static_cast<int>(port));
+    log::verbose("sentinel {}:{} names {}:{} as master {}", s.host, s.port, r.elements[0].str, port, m_url.master);
+    return std::make_pair(r.elements[0].str, static_cast<int>(port));
+  }
+  return std::nullopt;
+}
+
+void Client::resolve_master() {
+  std::string last = "no sentinel answered";
+  // Sentinels may briefly name a server that is not master yet (mid-failover): ask a few times.
+  for (int round = 0; round < 3; ++round) {
+    auto address = ask_sentinels(last);
+    if (!address) break;
+    Connection& master = node(address->first, address->second);
     try {
       Reply role = master.call({"ROLE"});
-      if (role.type != Reply::Type::array || role.elements.empty() || role.elements[0].str != "master") {
-        last = fmt::format("{} is not a master (yet): a failover may be in progress", master.endpoint().display());
-        master.close();
-        continue;
+      if (role.type == Reply::Type::array && !role.elements.empty() && role.elements[0].str == "master") {
+        m_current = &master;
+        return;
       }
+      last = fmt::format("{} is not a master (yet): a failover may be in progress", master.endpoint().display());
+      master.close();
     } catch (const Error& e) {
       if (e.exit_code() != exit_code::k_unavailable) throw;
       last = e.what();
-      continue;
     }
-    log::verbose("sentinel {}:{} names {} as master {}", s.host, s.port, master.endpoint().display(), m_url.master);
-    m_current = &master;
-    return;
   }
   throw Error(exit_code::k_unavailable, fmt::format("{}: no master found: {}", m_url.display(), last));
+}
+
+void Client::follow_failover() {
+  if (m_url.kind != Url::Kind::sentinel || !m_current) return;
+  std::string last;
+  auto address = ask_sentinels(last);
+  if (!address) return;  // the renewal itself will tell whether the master is still there
+  const Endpoint& now = m_current->endpoint();
+  if (now.host == address->first && now.port == address->second) return;
+  Connection& master = node(address->first, address->second);
+  log::verbose("the sentinels now name {} as master {}: following the failover", master.endpoint().display(),
+               m_url.master);
+  m_current = &master;
 }
 
 std::vector<Reply> Client::routed(const std::vector<Command>& commands, util::Millis budget) {

@@ -36,6 +36,11 @@ public:
   // Runs SCAN with MATCH on every master (each Cluster master, or the one server) and returns the keys.
   std::vector<std::string> scan(const std::string& match);
 
+  // Sentinel: asks the sentinels which server is the master now and moves there if it changed.
+  // The old master may stay writable for a while after a failover; renewing there would let the
+  // lock's copy on the new master expire. run calls this before every renewal.
+  void follow_failover();
+
   const Url& url() const { return m_url; }
   static constexpr int k_max_redirects = 5;
 
@@ -43,6 +48,8 @@ private:
   Connection& current();
   Connection& node(const std::string& host, int port);
   void resolve_master();
+  // The master's address according to the first sentinel that knows it; last explains a failure.
+  std::optional<std::pair<std::string, int>> ask_sentinels(std::string& last);
   std::vector<Reply> routed(const std::vector<Command>& commands, util::Millis budget);
   void configure(Connection& c);
 
