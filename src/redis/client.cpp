@@ -25,6 +25,26 @@ bool split_address(const std::string& address, std::string& host, int& port) {
   return true;
 }
 
+// The command at the line of the script that an error names ("... @user_script:12."), e.g. "SET".
+std::string script_command(const Script& script, const std::string& error) {
+  size_t at = error.find("@user_script:");
+  long long line = 0;
+  if (at != std::string::npos) {
+    std::string_view rest = std::string_view(error).substr(at + 13);
+    util::parse_int(rest.substr(0, rest.find_first_not_of("0123456789")), 1, 10000, line);
+  }
+  std::string_view source = script.source;
+  for (long long i = 1; i < line && !source.empty(); ++i) {
+    size_t nl = source.find('\n');
+    source = nl == std::string_view::npos ? std::string_view() : source.substr(nl + 1);
+  }
+  std::string_view text = source.substr(0, source.find('\n'));
+  size_t call = text.find("redis.call('");
+  if (line == 0 || call == std::string_view::npos) return "a command";
+  std::string_view name = text.substr(call + 12);
+  return std::string(name.substr(0, name.find('\'')));
+}
+
 }  // namespace
 
 Client::Client(Url url, Timeouts timeouts, TlsOptions tls)
@@ -230,6 +250,13 @@ Reply Client::eval(const Script& script, const std::vector<std::string>& keys, c
     argv[0] = "EVAL";
     argv[1] = std::string(script.source);
     reply = call(argv);
+  }
+  if (reply.is_error() && reply.str.find("can't run this command") != std::string::npos) {
+    throw Error(exit_code::k_permission,
+                fmt::format("{}: permission denied: the ACL user may not run {} (in rlock's {} script); rlock needs "
+                            "+evalsha +eval +get +set +del +incr +hset +hget +hmget +hgetall +pexpire +pttl +type "
+                            "+time +scan on its keys",
+                            m_url.display(), script_command(script, reply.str), script.name));
   }
   return reply;
 }
