@@ -352,8 +352,8 @@ CLI::Option* flag_setting(Parsed& p, CLI::App* app, const std::string& flags, co
 void add_common(Parsed& p, CLI::App* app, Raw& raw) {
   app->set_version_flag("-V,--version", "rlock " RLOCK_VERSION);
   setting(p, app, "-u,--url", "url", raw.url,
-          "Redis URL: redis://[user[:pass]@]host[:port][/db] or unix:///path.sock[?db=N] "
-          "(default redis://127.0.0.1:6379)")
+          "redis://[user[:pass]@]host[:port][/db], rediss://... (TLS), unix:///path.sock[?db=N] or "
+          "redis+sentinel://host:port[,host:port]/MASTER[/db] (default redis://127.0.0.1:6379)")
       ->type_name("URL");
   setting(p, app, "--connect-timeout", "connect-timeout", raw.connect_timeout, "connect timeout (default 1s)")
       ->type_name("D");

@@ -71,7 +71,7 @@ wait_until() {
 pid_alive() {
   local stat
   [[ -r /proc/$1/stat ]] || return 1
-  read -r stat </proc/"$1"/stat 2>/dev/null || return 1
+  read -r stat 2>/dev/null </proc/"$1"/stat || return 1
   stat=${stat##*) }
   [[ ${stat:0:1} != Z ]]
 }
@@ -392,4 +392,14 @@ assert_error_exit() {
 # Skips the test when jq is missing (the CI installs it).
 require_jq() {
   command -v jq >/dev/null || skip "jq is not installed (needed to check JSON output)"
+}
+
+# acquire_token KEY [ACQUIRE OPTIONS...]: `rlock acquire KEY`, which must succeed with a token
+# that the lock then holds; sets TOKEN.
+acquire_token() {
+  local out
+  out=$(rlock acquire "$@") || fail "rlock acquire $* exited $?"
+  [[ $out =~ $TOKEN_RE ]] || fail "rlock acquire $* printed '$out', not a token"
+  [[ $(rcli get "$(lock_key "$1")") == "$out" ]] || fail "after rlock acquire $*, the lock does not hold its token"
+  TOKEN=$out
 }
