@@ -89,3 +89,36 @@ calls() {
   assert_equal "$(bg_out job)" finished
   lock_free k
 }
+
+@test "--wait-replicas: too few acknowledgements release the lock and exit 69" {
+  redis_start
+  local start took
+  start=$(now_ms)
+  run --separate-stderr rlock acquire k --wait-replicas 1 --wait-timeout 300ms
+  took=$(elapsed_ms "$start")
+  assert_failure 69
+  [[ $stderr == *"only 0 of 1 replicas acknowledged"* ]] || fail "$stderr"
+  lock_free k
+  ((took >= 250 && took < 2000)) || fail "took ${took}ms"
+  run --separate-stderr rlock run k --wait-replicas 1 --wait-timeout 200ms -- touch "$BATS_TEST_TMPDIR/ran"
+  assert_failure 69
+  [ ! -e "$BATS_TEST_TMPDIR/ran" ]
+  lock_free k
+}
+
+@test "--wait-replicas: a replica that acknowledges lets the lock be taken" {
+  redis_start
+  local master_port=$REDIS_PORT replica_dir replica_port replica_pid
+  replica_dir=$(mktemp -d /tmp/rlock-test.XXXXXX)
+  replica_port=$(free_port)
+  redis-server --port "$replica_port" --bind 127.0.0.1 --save '' --appendonly no --dir "$replica_dir" \
+    --replicaof 127.0.0.1 "$master_port" --daemonize no --logfile "$replica_dir/redis.log" </dev/null >/dev/null 2>&1 3>&- &
+  replica_pid=$!
+  echo "$replica_pid" >>"$BATS_TEST_TMPDIR/.bg_pids"
+  wait_until -t 10 sh -c "redis-cli -p $master_port info replication | grep -q 'connected_slaves:1'"
+  wait_until -t 10 sh -c "redis-cli -p $replica_port info replication | grep -q 'master_link_status:up'"
+  run rlock run k --wait-replicas 1 --wait-timeout 2s -- true
+  assert_success
+  kill -KILL "$replica_pid"
+  rm -rf "$replica_dir"
+}
