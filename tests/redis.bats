@@ -122,3 +122,41 @@ calls() {
   kill -KILL "$replica_pid"
   rm -rf "$replica_dir"
 }
+
+@test "list and status without keys skip another program's data under the prefix" {
+  redis_start
+  rcli hset "rlock:{foreign}" a b >/dev/null
+  rlock acquire mine >/dev/null
+  run --separate-stderr rlock list
+  assert_success
+  [[ $output == *mine* && $output != *foreign* ]]
+  run --separate-stderr rlock status
+  assert_success
+  [[ $output == *mine* ]]
+  run --separate-stderr rlock status foreign
+  assert_failure 65
+}
+
+@test "an ACL user with exactly rlock's permissions can use every command" {
+  redis_start
+  rcli acl setuser locker on '>pw' '~rlock:*' -@all +evalsha +eval +get +set +del +incr +hset +hget +hmget \
+    +hgetall +pexpire +pttl +type +time +scan >/dev/null
+  export RLOCK_URL="redis://locker@127.0.0.1:$REDIS_PORT" RLOCK_PASSWORD=pw
+  run rlock run k -t 300ms -- sleep 0.5
+  assert_success
+  local tok
+  tok=$(rlock acquire k)
+  run rlock list
+  assert_success
+  assert_output --partial k
+  run rlock status k
+  assert_success
+  RLOCK_TOKEN=$tok run rlock extend k
+  assert_success
+  RLOCK_TOKEN=$tok run rlock release k
+  assert_success
+  rcli acl setuser locker -set >/dev/null
+  run --separate-stderr rlock run k -- true
+  assert_failure 77
+  [[ $stderr == *"may not run SET"* ]] || fail "$stderr"
+}

@@ -1,7 +1,9 @@
 #include "commands/commands.hpp"
 
 #include "commands/common.hpp"
+#include "error.hpp"
 #include "exit_code.hpp"
+#include "log.hpp"
 #include "lock/inspect.hpp"
 #include "util/text.hpp"
 
@@ -91,11 +93,20 @@ void print_json(const std::vector<lock::LockState>& states, bool single) {
   [[maybe_unused]] ssize_t n = ::write(STDOUT_FILENO, out.data(), out.size());
 }
 
+// The state of each key. Keys found by scanning (skip_foreign) that hold another program's data
+// are left out; named keys that do are an error.
 std::vector<lock::LockState> inspect_all(lock::Node& node, const ConnectOptions& connect,
-                                         const std::vector<std::string>& keys) {
+                                         const std::vector<std::string>& keys, bool skip_foreign) {
   std::vector<lock::LockState> states;
   states.reserve(keys.size());
-  for (const std::string& key : keys) states.push_back(lock::inspect(node, lock_name(connect, key)));
+  for (const std::string& key : keys) {
+    try {
+      states.push_back(lock::inspect(node, lock_name(connect, key)));
+    } catch (const Error& e) {
+      if (!skip_foreign || e.exit_code() != exit_code::k_data) throw;
+      log::verbose("skipping {}: {}", key, e.what());
+    }
+  }
   return states;
 }
 
@@ -106,7 +117,7 @@ int status(const StatusOptions& options) {
   lock::ClientNode node(connection);
   bool all = options.keys.empty();
   std::vector<std::string> keys = all ? lock::scan_keys(node, options.connect.prefix, "*") : options.keys;
-  std::vector<lock::LockState> states = inspect_all(node, options.connect, keys);
+  std::vector<lock::LockState> states = inspect_all(node, options.connect, keys, all);
   if (all) std::erase_if(states, [](const lock::LockState& s) { return !s.held; });
   if (options.json) {
     print_json(states, options.keys.size() == 1);
@@ -124,7 +135,7 @@ int list(const ListOptions& options) {
   redis::Client connection(options.connect.url, options.connect.timeouts, options.connect.tls);
   lock::ClientNode node(connection);
   std::vector<lock::LockState> states =
-      inspect_all(node, options.connect, lock::scan_keys(node, options.connect.prefix, options.pattern));
+      inspect_all(node, options.connect, lock::scan_keys(node, options.connect.prefix, options.pattern), true);
   std::erase_if(states, [](const lock::LockState& s) { return !s.held; });
   if (options.json) {
     print_json(states, false);

@@ -263,7 +263,14 @@ Reply Client::eval(const Script& script, const std::vector<std::string>& keys, c
 
 std::vector<std::string> Client::scan(const std::string& match) {
   std::vector<Connection*> masters;
-  Reply slots = current().call({"CLUSTER", "SLOTS"});
+  Reply slots;
+  try {
+    slots = current().call({"CLUSTER", "SLOTS"});
+  } catch (const Error& e) {
+    // An ACL user without +cluster on a plain server: nothing to spread over.
+    if (e.exit_code() != exit_code::k_permission) throw;
+    slots = Reply{Reply::Type::error, 0, "NOPERM", {}};
+  }
   if (slots.is_error() || slots.type != Reply::Type::array) {
     masters.push_back(&current());  // not a Cluster
   } else {
