@@ -69,7 +69,8 @@ set(CPACK_DEBIAN_PACKAGE_SECTION utils)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 # Depends is computed by dpkg-shlibdeps (package dpkg-dev) from the binary.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-set(CPACK_DEBIAN_PACKAGE_RECOMMENDS redis-tools)
+# libssl3 is loaded with dlopen for rediss:// only, so dpkg-shlibdeps cannot see it.
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "redis-tools, libssl3")
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS redis-server)
 # Fixed file ownership (root:root) and permissions inside the archive.
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
