@@ -14,8 +14,10 @@ _rlock_reply()
 _rlock_options()
 {
     local -a common=(-h --help -V --version -u --url --connect-timeout --timeout
-        --prefix --config -q --quiet -v --verbose)
-    local -a taking=(-t --ttl -w --wait -n --no-wait -E --conflict-exit-code)
+        --prefix --password-file --cacert --cert --key --insecure --config
+        -q --quiet -v --verbose)
+    local -a taking=(-t --ttl -w --wait -n --no-wait -E --conflict-exit-code
+        --wait-replicas --wait-timeout)
     case $1 in
         run)
             printf '%s\n' "${common[@]}" "${taking[@]}" -c --command --signal --kill-after \
@@ -44,7 +46,9 @@ _rlock_takes_value()
 {
     case $1 in
         -u | --url | --connect-timeout | --timeout | --prefix | --config | \
+        --password-file | --cacert | --cert | --key | \
         -t | --ttl | -w | --wait | -E | --conflict-exit-code | \
+        --wait-replicas | --wait-timeout | \
         -c | --command | --signal | --kill-after | --lost-exit-code | \
         --max-hold | --token-file | --token-env)
             return 0
@@ -115,7 +119,7 @@ _rlock()
     # The value of an option.
     if [[ -n $sub ]] && _rlock_takes_value "$prev"; then
         case $prev in
-            --config | --token-file)
+            --config | --token-file | --password-file | --cacert | --cert | --key)
                 compopt -o filenames 2>/dev/null
                 _rlock_reply -f -- "$cur"
                 ;;
@@ -130,18 +134,18 @@ _rlock()
                 _rlock_reply -e -- "$cur"
                 ;;
             -u | --url)
-                _rlock_reply -W 'redis:// unix://' -- "$cur"
+                _rlock_reply -W 'redis:// rediss:// unix:// redis+sentinel://' -- "$cur"
                 if declare -F __ltrim_colon_completions >/dev/null 2>&1; then
                     __ltrim_colon_completions "$cur"
                 fi
                 compopt -o nospace 2>/dev/null
                 ;;
             -t | --ttl | -w | --wait | --connect-timeout | --timeout | \
-            --kill-after | --max-hold)
+            --kill-after | --max-hold | --wait-timeout)
                 _rlock_reply -W '500ms 1s 5s 30s 1m 5m 30m 1h' -- "$cur"
                 ;;
             *)
-                # --prefix, --command, exit codes: free text.
+                # --prefix, --command, exit codes, --wait-replicas: free text.
                 ;;
         esac
         if [[ -n $eqprefix ]]; then

@@ -1,0 +1,458 @@
+#!/usr/bin/env bats
+# The command line: usage errors, help and version, URLs, connection failures, exit codes of
+# the child's exec, foreign data at a lock's name, and where settings come from.
+
+load helpers/common
+
+setup() {
+  common_setup
+  redis_start
+}
+
+teardown() {
+  common_teardown
+}
+
+# --- usage errors: one "rlock: error:" line on stderr, exit 64 ---------------------------------
+
+@test "an unknown option is a usage error" {
+  run --separate-stderr rlock run k --no-such-option -- true
+  assert_usage_error
+  run --separate-stderr rlock acquire k --bogus
+  assert_usage_error
+  run --separate-stderr rlock --bogus
+  assert_usage_error
+}
+
+@test "an unknown command is a usage error" {
+  run --separate-stderr rlock frobnicate k
+  assert_usage_error
+}
+
+@test "no command at all is a usage error" {
+  run --separate-stderr rlock
+  assert_usage_error
+}
+
+@test "a missing KEY is a usage error" {
+  run --separate-stderr rlock run
+  assert_usage_error
+  run --separate-stderr rlock acquire
+  assert_usage_error
+  run --separate-stderr rlock release
+  assert_usage_error
+  run --separate-stderr rlock extend
+  assert_usage_error
+}
+
+@test "an empty KEY is a usage error" {
+  run --separate-stderr rlock run '' -- true
+  assert_usage_error
+  run --separate-stderr rlock acquire ''
+  assert_usage_error
+  run --separate-stderr rlock status ''
+  assert_usage_error
+}
+
+@test "a negative duration is a usage error" {
+  run --separate-stderr rlock run k -t -5s -- true
+  assert_usage_error
+  run --separate-stderr rlock run k -w -1 -- true
+  assert_usage_error
+}
+
+@test "a duration with an unknown unit is a usage error" {
+  run --separate-stderr rlock run k -t 1x -- true
+  assert_usage_error
+  run --separate-stderr rlock acquire k --ttl 5minutes
+  assert_usage_error
+  run --separate-stderr rlock run k -w soon -- true
+  assert_usage_error
+}
+
+@test "an empty duration is a usage error" {
+  run --separate-stderr rlock run k -t '' -- true
+  assert_usage_error
+}
+
+@test "a zero TTL is a usage error" {
+  run --separate-stderr rlock run k -t 0 -- true
+  assert_usage_error
+  run --separate-stderr rlock acquire k -t 0s
+  assert_usage_error
+  run --separate-stderr rlock extend k -t 0ms
+  assert_usage_error
+}
+
+@test "valid duration forms are accepted" {
+  local d
+  for d in 500ms 30s 5m 1h30m 1.5s 2d 10 0.25; do
+    run --separate-stderr rlock acquire "dur-$d" -t "$d"
+    assert_success
+  done
+  # 1h30m is 5,400,000ms
+  run rcli pttl "$(lock_key dur-1h30m)"
+  (( output > 5390000 && output <= 5400000 )) || fail "PTTL of -t 1h30m is $output"
+  run rcli pttl "$(lock_key dur-0.25)"
+  (( output > 0 && output <= 250 )) || fail "PTTL of -t 0.25 is $output"
+}
+
+@test "a conflict exit code outside 0-255 is a usage error" {
+  run --separate-stderr rlock run k -E 300 -- true
+  assert_usage_error
+  run --separate-stderr rlock run k -E -1 -- true
+  assert_usage_error
+  run --separate-stderr rlock run k --lost-exit-code 256 -- true
+  assert_usage_error
+}
+
+@test "run without a command is a usage error" {
+  run --separate-stderr rlock run k
+  assert_usage_error
+  run --separate-stderr rlock run k --
+  assert_usage_error
+  assert lock_free k
+}
+
+@test "run with both -c and a command after -- is a usage error" {
+  run --separate-stderr rlock run k -c 'true' -- true
+  assert_usage_error
+}
+
+@test "an unknown signal name is a usage error" {
+  run --separate-stderr rlock run k --signal NOPE -- true
+  assert_usage_error
+  run --separate-stderr rlock run k --signal 0 -- true
+  assert_usage_error
+}
+
+@test "signal names with and without SIG and numbers are accepted" {
+  local s
+  for s in TERM SIGTERM INT 15 HUP; do
+    run --separate-stderr rlock run k --signal "$s" -- sh -c 'redis-cli -p "$REDIS_PORT" exists "rlock:{k}"'
+    assert_success
+    assert_output 1
+  done
+}
+
+@test "usage errors are reported before touching Redis" {
+  run --separate-stderr rlock run k -t -5s -- true
+  assert_usage_error
+  run rcli dbsize
+  assert_output 0
+}
+
+# --- help and version --------------------------------------------------------------------------
+
+@test "--help and -h exit 0 and describe the commands" {
+  run rlock --help
+  assert_success
+  assert_output --partial run
+  assert_output --partial acquire
+  assert_output --partial release
+  assert_output --partial status
+  run rlock -h
+  assert_success
+}
+
+@test "every command has --help" {
+  local c
+  for c in run acquire release extend status list; do
+    run rlock "$c" --help
+    assert_success
+    [[ -n $output ]] || fail "rlock $c --help printed nothing"
+  done
+  run rlock run --help
+  assert_output --partial --ttl
+  assert_output --partial --kill-after
+}
+
+@test "--version and -V print the version and exit 0" {
+  run rlock --version
+  assert_success
+  assert_output "rlock 0.1.0"
+  run rlock -V
+  assert_success
+  assert_output "rlock 0.1.0"
+}
+
+# --- URLs and connections -----------------------------------------------------------------------
+
+@test "several URLs (a Redlock quorum) are refused as not supported yet (78)" {
+  run --separate-stderr rlock acquire k -u "redis://127.0.0.1:$REDIS_PORT,redis://127.0.0.1:1"
+  assert_error_line 78
+  [[ $stderr == *"not supported"* ]] || fail "stderr does not say 'not supported': $stderr"
+  RLOCK_URL="redis://127.0.0.1:$REDIS_PORT redis://127.0.0.1:1" run --separate-stderr rlock acquire k
+  assert_error_line 78
+  lock_free k
+}
+
+@test "rediss:// to a plain-text server fails within the connect timeout (69), not a hang" {
+  run --separate-stderr rlock acquire k -u "rediss://127.0.0.1:$REDIS_PORT" --connect-timeout 500ms
+  assert_error_line 69
+  lock_free k
+}
+
+@test "a malformed URL is a configuration error (78)" {
+  local u
+  for u in 'not a url' 'http://127.0.0.1:6379' 'redis://127.0.0.1:99999' 'redis://127.0.0.1:6379/notadb' \
+    'redis://' 'unix://relative/path.sock'; do
+    run --separate-stderr rlock acquire k -u "$u"
+    if [[ $status -ne 78 ]]; then
+      fail "URL '$u': expected exit 78, got $status ($stderr)"
+    fi
+    assert_error_line 78
+  done
+}
+
+@test "a malformed RLOCK_URL is a configuration error (78)" {
+  RLOCK_URL='gopher://x' run --separate-stderr rlock acquire k
+  assert_error_line 78
+}
+
+@test "a password in a bad URL is not echoed" {
+  run --separate-stderr rlock acquire k -u 'redis://user:s3cr3tpw@127.0.0.1:99999'
+  assert_error_exit 78
+  [[ $stderr != *s3cr3tpw* ]] || fail "the password appears in: $stderr"
+}
+
+@test "the database of the URL is used" {
+  run rlock acquire k -u "redis://127.0.0.1:$REDIS_PORT/3"
+  assert_success
+  [[ $(rcli -n 3 exists "$(lock_key k)") == 1 ]]
+  [[ $(rcli -n 0 exists "$(lock_key k)") == 0 ]]
+}
+
+@test "a unix socket URL works" {
+  redis_stop
+  redis_start_unix
+  run rlock run k -- sh -c 'echo "$RLOCK_TOKEN"'
+  assert_success
+  [[ $output =~ $TOKEN_RE ]] || fail "no token: $output"
+  run rlock acquire k2 -u "unix://$REDIS_SOCKET?db=2"
+  assert_success
+  [[ $(rcli -n 2 exists "$(lock_key k2)") == 1 ]]
+}
+
+@test "Redis down is exit 69 for run, acquire and status, never 75" {
+  local port
+  port=$(free_port)
+  export RLOCK_URL="redis://127.0.0.1:$port"
+  run --separate-stderr rlock run k -- touch "$T/ran"
+  assert_error_line 69
+  assert_file_not_exists "$T/ran"
+  run --separate-stderr rlock run k -n -- true
+  assert_error_line 69
+  run --separate-stderr rlock run k -w 1 -- true
+  assert_error_line 69
+  run --separate-stderr rlock acquire k
+  assert_error_line 69
+  run --separate-stderr rlock acquire k -n
+  assert_error_line 69
+  run --separate-stderr rlock status k
+  assert_error_line 69
+  [[ $stderr == *"$port"* ]] || fail "the error does not name the URL that failed: $stderr"
+}
+
+@test "Redis down is exit 69 for release, extend and list" {
+  local port
+  port=$(free_port)
+  export RLOCK_URL="redis://127.0.0.1:$port"
+  RLOCK_TOKEN=0123456789abcdef0123456789abcdef run --separate-stderr rlock release k
+  assert_error_line 69
+  RLOCK_TOKEN=0123456789abcdef0123456789abcdef run --separate-stderr rlock extend k
+  assert_error_line 69
+  run --separate-stderr rlock list
+  assert_error_line 69
+}
+
+@test "a server that does not answer is exit 69 after --timeout" {
+  kill -STOP "$REDIS_PID"
+  local t0
+  t0=$(now_ms)
+  run --separate-stderr rlock acquire k --timeout 500ms
+  local took
+  took=$(elapsed_ms "$t0")
+  kill -CONT "$REDIS_PID"
+  assert_error_line 69
+  ((took >= 400 && took < 4000)) || fail "gave up after ${took}ms with --timeout 500ms"
+}
+
+@test "a wrong password is exit 77" {
+  redis_stop
+  redis_start_auth s3cret-right
+  run --separate-stderr rlock acquire k
+  assert_error_line 77
+  RLOCK_PASSWORD=wrong-pass run --separate-stderr rlock acquire k
+  assert_error_line 77
+  run --separate-stderr rlock run k -u "redis://:wrong-pass2@127.0.0.1:$REDIS_PORT" -- true
+  assert_error_exit 77
+  [[ $stderr != *wrong-pass2* ]] || fail "the password appears in: $stderr"
+  run --separate-stderr rlock status k -u "redis://:wrong-pass3@127.0.0.1:$REDIS_PORT"
+  assert_error_exit 77
+  assert lock_free k
+}
+
+@test "the right password from RLOCK_PASSWORD, REDISCLI_AUTH or the URL works" {
+  redis_stop
+  redis_start_auth s3cret-right
+  RLOCK_PASSWORD=s3cret-right run rlock acquire k1
+  assert_success
+  REDISCLI_AUTH=s3cret-right run rlock acquire k2
+  assert_success
+  run rlock acquire k3 -u "redis://:s3cret-right@127.0.0.1:$REDIS_PORT"
+  assert_success
+  assert lock_held k1
+  assert lock_held k2
+  assert lock_held k3
+}
+
+@test "an ACL denial is exit 77" {
+  rcli acl setuser limited on '>limited-pw' '~other:*' '+@all' >/dev/null
+  run --separate-stderr rlock acquire k -u "redis://limited:limited-pw@127.0.0.1:$REDIS_PORT"
+  assert_error_exit 77
+  run --separate-stderr rlock acquire k -u "redis://limited:bad-pw@127.0.0.1:$REDIS_PORT"
+  assert_error_exit 77
+  assert lock_free k
+}
+
+# --- the child's exec -------------------------------------------------------------------------
+
+@test "a command that does not exist is exit 127" {
+  run -127 --separate-stderr rlock run k -- no-such-command-rlock-test
+  assert_error_line 127
+  run -127 --separate-stderr rlock run k -- "$T/no/such/file"
+  assert_error_line 127
+  assert lock_free k
+}
+
+@test "a command that is not executable is exit 126" {
+  printf '#!/bin/sh\nexit 0\n' >"$T/not-exec"
+  chmod 0644 "$T/not-exec"
+  run --separate-stderr rlock run k -- "$T/not-exec"
+  assert_error_line 126
+  mkdir "$T/a-dir"
+  run --separate-stderr rlock run k -- "$T/a-dir"
+  assert_error_line 126
+  assert lock_free k
+}
+
+@test "-c runs through /bin/sh, whose not-found is 127" {
+  run -127 rlock run k -c 'no-such-command-rlock-test'
+  assert_failure 127
+}
+
+# --- foreign data at the lock's name ------------------------------------------------------------
+
+@test "a key of another type at the lock's name is an error, not busy, not success" {
+  rcli hset "$(lock_key k)" a b >/dev/null
+  run --separate-stderr rlock run k -- touch "$T/ran"
+  [[ $status -ne 0 && $status -ne 64 && $status -ne 75 ]] || fail "run exited $status"
+  [[ ${stderr_lines[0]} == "rlock: error: "* ]] || fail "no error message: $stderr"
+  assert_file_not_exists "$T/ran"
+  run --separate-stderr rlock run k -n -- true
+  [[ $status -ne 0 && $status -ne 75 ]] || fail "run -n exited $status"
+  run --separate-stderr rlock acquire k
+  [[ $status -ne 0 && $status -ne 64 && $status -ne 75 ]] || fail "acquire exited $status"
+  [[ ${stderr_lines[0]} == "rlock: error: "* ]] || fail "no error message: $stderr"
+  assert_equal "$output" ""
+  # The foreign data is left alone.
+  assert_equal "$(rcli type "$(lock_key k)")" hash
+  assert_equal "$(rcli hget "$(lock_key k)" a)" b
+}
+
+# --- where settings come from: argv > RLOCK_* > config file ---------------------------------------
+
+@test "the config file given by --config sets prefix and ttl" {
+  printf 'prefix = "cfg:"\nttl = "40s"\n' >"$T/rlock.toml"
+  run rlock acquire k --config "$T/rlock.toml"
+  assert_success
+  assert key_exists "cfg:{k}"
+  assert key_missing "$(lock_key k)"
+  run rcli pttl "cfg:{k}"
+  ((output > 35000 && output <= 40000)) || fail "PTTL $output, config said 40s"
+}
+
+@test "the environment beats the config file" {
+  printf 'prefix = "cfg:"\nttl = "40s"\n' >"$T/rlock.toml"
+  RLOCK_PREFIX=env: RLOCK_TTL=50s run rlock acquire k --config "$T/rlock.toml"
+  assert_success
+  assert key_exists "env:{k}"
+  assert key_missing "cfg:{k}"
+  run rcli pttl "env:{k}"
+  ((output > 45000 && output <= 50000)) || fail "PTTL $output, RLOCK_TTL said 50s"
+}
+
+@test "the command line beats the environment and the config file" {
+  printf 'prefix = "cfg:"\nttl = "40s"\n' >"$T/rlock.toml"
+  RLOCK_PREFIX=env: RLOCK_TTL=50s run rlock acquire k --config "$T/rlock.toml" --prefix arg: -t 60s
+  assert_success
+  assert key_exists "arg:{k}"
+  assert key_missing "env:{k}"
+  assert key_missing "cfg:{k}"
+  run rcli pttl "arg:{k}"
+  ((output > 55000 && output <= 60000)) || fail "PTTL $output, -t said 60s"
+}
+
+@test "RLOCK_CONFIG names the config file" {
+  printf 'prefix = "viaenv:"\n' >"$T/other.toml"
+  RLOCK_CONFIG=$T/other.toml run rlock acquire k
+  assert_success
+  assert key_exists "viaenv:{k}"
+}
+
+@test "the config file under XDG_CONFIG_HOME is read by default" {
+  mkdir -p "$XDG_CONFIG_HOME/rlock"
+  printf 'prefix = "xdg:"\nttl = "45s"\n' >"$XDG_CONFIG_HOME/rlock/config.toml"
+  run rlock acquire k
+  assert_success
+  assert key_exists "xdg:{k}"
+  run rcli pttl "xdg:{k}"
+  ((output > 40000 && output <= 45000)) || fail "PTTL $output, config said 45s"
+}
+
+@test "the URL comes from the config file, RLOCK_URL beats it and -u beats both" {
+  local dead
+  dead=$(free_port)
+  printf 'url = "%s"\n' "$RLOCK_URL" >"$T/good.toml"
+  printf 'url = "redis://127.0.0.1:%s"\n' "$dead" >"$T/dead.toml"
+  local good=$RLOCK_URL
+  unset RLOCK_URL
+  run rlock acquire k1 --config "$T/good.toml"
+  assert_success
+  assert lock_held k1
+  RLOCK_URL=$good run rlock acquire k2 --config "$T/dead.toml"
+  assert_success
+  assert lock_held k2
+  RLOCK_URL="redis://127.0.0.1:$dead" run rlock acquire k3 -u "$good"
+  assert_success
+  assert lock_held k3
+  RLOCK_URL="redis://127.0.0.1:$dead" run --separate-stderr rlock acquire k4 --config "$T/good.toml"
+  assert_error_line 69
+}
+
+@test "REDIS_URL is used when RLOCK_URL is not set, RLOCK_URL wins over it" {
+  local good=$RLOCK_URL dead
+  dead=$(free_port)
+  unset RLOCK_URL
+  REDIS_URL=$good run rlock acquire k1
+  assert_success
+  assert lock_held k1
+  REDIS_URL=$good RLOCK_URL="redis://127.0.0.1:$dead" run --separate-stderr rlock acquire k2
+  assert_error_line 69
+}
+
+@test "a missing, malformed or unknown-setting config file is exit 78" {
+  run --separate-stderr rlock acquire k --config "$T/missing.toml"
+  assert_error_line 78
+  printf 'this is = = not toml [\n' >"$T/bad.toml"
+  run --separate-stderr rlock acquire k --config "$T/bad.toml"
+  assert_error_line 78
+  printf 'no_such_setting = "x"\n' >"$T/unknown.toml"
+  run --separate-stderr rlock acquire k --config "$T/unknown.toml"
+  assert_error_line 78
+  printf 'ttl = "banana"\n' >"$T/badvalue.toml"
+  run --separate-stderr rlock acquire k --config "$T/badvalue.toml"
+  assert_error_line 78
+  assert lock_free k
+}

@@ -1,0 +1,156 @@
+#!/usr/bin/env bats
+# A lost lock (deleted, expired, Redis restarted or gone): run stops the child's whole process
+# group, signal first and SIGKILL after --kill-after, before the lock's validity ends, and
+# exits 76 (--lost-exit-code).
+
+load helpers/common
+
+setup() {
+  common_setup
+  redis_start
+}
+
+teardown() {
+  common_teardown
+}
+
+# start_family [RLOCK OPTIONS...]: a run of key k whose child (a shell) has a grandchild; sets
+# holder_pid, CHILD, GRANDCHILD.
+start_family() {
+  bg holder rlock run k "$@" -- sh -c 'sleep 1000 & echo $! > "$0.gc"; echo $$ > "$0"; sleep 1000; wait' "$T/family"
+  wait_until test -s "$T/family.gc" || fail "the child did not start: $(bg_err holder)"
+  wait_until test -s "$T/family" || fail "the child did not start: $(bg_err holder)"
+  CHILD=$(cat "$T/family")
+  GRANDCHILD=$(cat "$T/family.gc")
+  pid_alive "$CHILD" && pid_alive "$GRANDCHILD" || fail "child $CHILD or grandchild $GRANDCHILD is not running"
+  # The child leads its own process group, which holds the grandchild too.
+  assert_equal "$(ps -o pgid= -p "$CHILD" | tr -d ' ')" "$CHILD"
+  assert_equal "$(ps -o pgid= -p "$GRANDCHILD" | tr -d ' ')" "$CHILD"
+}
+
+family_gone() {
+  pid_gone "$CHILD" && pid_gone "$GRANDCHILD" && ! group_alive "$CHILD"
+}
+
+@test "a deleted key stops the whole process group within TTL/3 + kill-after + 1s, exit 76" {
+  start_family -t 3s --kill-after 1s
+  local t0 took
+  t0=$(now_ms)
+  rcli del "$(lock_key k)" >/dev/null
+  wait_until -t 6 family_gone || fail "the process group is still running 6s after the lock was lost"
+  took=$(elapsed_ms "$t0")
+  ((took <= 3000)) || fail "the process group was gone ${took}ms after the loss (limit 3000ms)"
+  bg_wait holder 5
+  assert_equal "$BG_STATUS" 76
+}
+
+@test "--lost-exit-code chooses the exit code" {
+  start_family -t 3s --kill-after 1s --lost-exit-code 9
+  rcli del "$(lock_key k)" >/dev/null
+  bg_wait holder 6
+  assert_equal "$BG_STATUS" 9
+  wait_until family_gone || fail "the process group survived"
+}
+
+@test "a lock taken over by another holder is lost too, and the new holder keeps it" {
+  start_family -t 3s --kill-after 1s
+  rcli set "$(lock_key k)" someone-else-0123456789abcdef0123 >/dev/null
+  bg_wait holder 6
+  assert_equal "$BG_STATUS" 76
+  wait_until family_gone || fail "the process group survived"
+  assert_equal "$(rcli get "$(lock_key k)")" someone-else-0123456789abcdef0123
+}
+
+@test "a child that ignores the signal gets SIGKILL after --kill-after" {
+  cat >"$T/stubborn.sh" <<'STUBBORN'
+trap 'date +%s%N >> "$0.term"' TERM
+echo $$ > "$0.pid"
+while :; do sleep 0.05; done
+STUBBORN
+  bg holder rlock run k -t 3s --kill-after 1s -- sh "$T/stubborn.sh"
+  wait_until test -s "$T/stubborn.sh.pid" || fail "the child did not start: $(bg_err holder)"
+  local child
+  child=$(cat "$T/stubborn.sh.pid")
+  rcli del "$(lock_key k)" >/dev/null
+  wait_until -t 3 test -s "$T/stubborn.sh.term" || fail "the child got no SIGTERM"
+  wait_until -t 4 pid_gone "$child" || fail "the child survived SIGKILL"
+  local gone term gap
+  gone=$(now_ms)
+  term=$(($(head -n 1 "$T/stubborn.sh.term") / 1000000))
+  gap=$((gone - term))
+  ((gap >= 700 && gap <= 2500)) || fail "SIGKILL came ${gap}ms after SIGTERM with --kill-after 1s"
+  bg_wait holder 5
+  assert_equal "$BG_STATUS" 76
+}
+
+@test "--signal chooses the signal sent on loss" {
+  cat >"$T/int.sh" <<'INT'
+trap 'echo INT >> "$0.log"; exit 0' INT
+trap 'echo TERM >> "$0.log"; exit 0' TERM
+echo $$ > "$0.pid"
+while :; do sleep 0.05; done
+INT
+  bg holder rlock run k -t 3s --kill-after 1s --signal INT -- sh "$T/int.sh"
+  wait_until test -s "$T/int.sh.pid" || fail "the child did not start: $(bg_err holder)"
+  rcli del "$(lock_key k)" >/dev/null
+  bg_wait holder 6
+  assert_equal "$BG_STATUS" 76
+  assert_equal "$(cat "$T/int.sh.log")" INT
+}
+
+@test "Redis restarted empty under a running run: exit 76" {
+  start_family -t 3s --kill-after 1s
+  local t0 took
+  t0=$(now_ms)
+  redis_restart
+  assert lock_free k
+  wait_until -t 6 family_gone || fail "the process group is still running after the restart"
+  took=$(elapsed_ms "$t0")
+  ((took <= 4000)) || fail "the process group was gone ${took}ms after the restart"
+  bg_wait holder 5
+  assert_equal "$BG_STATUS" 76
+}
+
+@test "Redis gone for good: the child is stopped before the lock's TTL runs out, exit 76" {
+  start_family -t 3s --kill-after 1s
+  local t0 took
+  t0=$(now_ms)
+  redis_kill
+  wait_until -t 6 family_gone || fail "the process group is still running 6s after Redis died"
+  took=$(elapsed_ms "$t0")
+  # The last renewal was before the kill, so the lock's validity ended at most 3s after it.
+  ((took < 3050)) || fail "the process group was gone ${took}ms after Redis died, past the 3s TTL"
+  bg_wait holder 10
+  assert_equal "$BG_STATUS" 76
+}
+
+@test "a Redis pause shorter than the renewal margin does not lose the lock" {
+  bg holder rlock run k -t 3s --kill-after 1s --timeout 500ms -- sh -c 'touch "$0"; sleep 2' "$T/started"
+  wait_until test -e "$T/started" || fail "the child did not start: $(bg_err holder)"
+  assert lock_held k
+  kill -STOP "$REDIS_PID"
+  sleep 0.3
+  kill -CONT "$REDIS_PID"
+  bg_wait holder 10
+  assert_equal "$BG_STATUS" 0
+  assert lock_free k
+}
+
+@test "--kill-after too long for the TTL is a usage error" {
+  run --separate-stderr rlock run k -t 3s --kill-after 10s -- true
+  assert_usage_error
+  run --separate-stderr rlock run k -t 3s --kill-after 3s -- true
+  assert_usage_error
+  RLOCK_KILL_AFTER=10s run --separate-stderr rlock run k -t 3s -- true
+  assert_usage_error
+  assert lock_free k
+}
+
+@test "--kill-after that fits the TTL is accepted" {
+  run rlock run k -t 3s --kill-after 1s -- sh -c 'redis-cli -p "$REDIS_PORT" exists "rlock:{k}"'
+  assert_success
+  assert_output 1
+  run rlock run k -t 2s -- sh -c 'redis-cli -p "$REDIS_PORT" exists "rlock:{k}"'
+  assert_success
+  assert_output 1
+}

@@ -1,0 +1,131 @@
+#!/usr/bin/env bats
+# --wait-replicas N / --wait-timeout D on run and acquire: after taking the lock, WAIT until N
+# replicas have it; with fewer acknowledgements in time the lock is given back and rlock exits 69.
+#
+# Each test has a master and one replica (helpers/servers: repl_start).
+
+load helpers/common
+load helpers/servers
+
+setup() {
+  common_setup
+  repl_start
+  # rcli and lock_held/lock_free look at the master.
+  export REDIS_PORT=$MASTER_PORT
+  export RLOCK_URL="redis://127.0.0.1:$MASTER_PORT"
+}
+
+teardown() {
+  # The replica may have been stopped with SIGSTOP; SIGKILL ends it either way.
+  common_teardown
+}
+
+on_replica() {
+  [[ $(srv_cli "$REPLICA_PORT" exists "$(lock_key "$1")" 2>/dev/null | tr -d '\r') == 1 ]]
+}
+
+@test "--wait-replicas 1 with one replica: run and acquire succeed, the replica has the lock at once" {
+  run --separate-stderr rlock run k --wait-replicas 1 -- sh -c 'echo "$RLOCK_KEY"'
+  assert_success
+  assert_output k
+  run --separate-stderr rlock acquire k --wait-replicas 1 --token-file "$T/token"
+  assert_success
+  # WAIT returned: the replica acknowledged the write, so it has the key now (no polling).
+  on_replica k
+  run --separate-stderr rlock release k --token-file "$T/token"
+  assert_success
+  run --separate-stderr rlock run k --wait-replicas 1 --wait-timeout 5s -- true
+  assert_success
+}
+
+@test "--wait-replicas 0 is the same as without it" {
+  run --separate-stderr rlock run k --wait-replicas 0 -- echo ran
+  assert_success
+  assert_output ran
+}
+
+@test "more replicas than there are: 69 after --wait-timeout, the lock given back, the child not run" {
+  local t0 took
+  t0=$(now_ms)
+  run --separate-stderr rlock run k --wait-replicas 2 --wait-timeout 500ms -- touch "$T/ran"
+  took=$(elapsed_ms "$t0")
+  assert_error_exit 69
+  grep -qi 'replica' <<<"$stderr" || fail "the error does not mention replicas: '$stderr'"
+  assert_file_not_exist "$T/ran"
+  lock_free k
+  ((took >= 450 && took < 2000)) || fail "took ${took}ms, expected about 500ms"
+}
+
+@test "the default --wait-timeout is 1s" {
+  local t0 took
+  t0=$(now_ms)
+  run --separate-stderr rlock run k --wait-replicas 2 -- touch "$T/ran"
+  took=$(elapsed_ms "$t0")
+  assert_error_exit 69
+  assert_file_not_exist "$T/ran"
+  lock_free k
+  ((took >= 950 && took < 2500)) || fail "took ${took}ms, expected about 1s"
+}
+
+@test "acquire with too few replicas: 69, no token printed or written, the lock given back" {
+  run --separate-stderr rlock acquire k --wait-replicas 2 --wait-timeout 300ms
+  assert_error_exit 69
+  lock_free k
+  run --separate-stderr rlock acquire k --wait-replicas 2 --wait-timeout 300ms --token-file "$T/token"
+  assert_error_exit 69
+  assert_file_not_exist "$T/token"
+  lock_free k
+}
+
+@test "a replica that does not answer (SIGSTOP): 69 within the wait timeout, the lock given back" {
+  kill -STOP "$REPLICA_PID"
+  local t0 took
+  t0=$(now_ms)
+  run --separate-stderr rlock run k --wait-replicas 1 --wait-timeout 300ms -- touch "$T/ran"
+  took=$(elapsed_ms "$t0")
+  kill -CONT "$REPLICA_PID"
+  assert_error_exit 69
+  assert_file_not_exist "$T/ran"
+  lock_free k
+  ((took >= 250 && took < 1500)) || fail "took ${took}ms, expected about 300ms"
+  # The replica is back: the same works again.
+  wait_until -t 10 replica_in_sync "$REPLICA_PORT"
+  run --separate-stderr rlock run k --wait-replicas 1 --wait-timeout 5s -- true
+  assert_success
+}
+
+@test "a busy lock is still busy (75) with --wait-replicas, and the holder keeps it" {
+  run --separate-stderr rlock acquire k --token-file "$T/token"
+  assert_success
+  run --separate-stderr rlock run k -n --wait-replicas 2 --wait-timeout 200ms -- touch "$T/ran"
+  assert_failure 75
+  assert_file_not_exist "$T/ran"
+  lock_held k
+  run --separate-stderr rlock release k --token-file "$T/token"
+  assert_success
+}
+
+@test "RLOCK_WAIT_REPLICAS and the config file set it too" {
+  RLOCK_WAIT_REPLICAS=2 RLOCK_WAIT_TIMEOUT=200ms run --separate-stderr rlock run k -- touch "$T/ran"
+  assert_error_exit 69
+  printf 'wait-replicas = 2\nwait-timeout = "200ms"\n' >"$T/rlock.toml"
+  run --separate-stderr rlock run k --config "$T/rlock.toml" -- touch "$T/ran"
+  assert_error_exit 69
+  assert_file_not_exist "$T/ran"
+  # The command line wins.
+  run --separate-stderr rlock run k --config "$T/rlock.toml" --wait-replicas 1 -- true
+  assert_success
+}
+
+@test "bad --wait-replicas and --wait-timeout values are usage errors (64)" {
+  local bad
+  for bad in -1 x 1.5 ""; do
+    run --separate-stderr rlock run k --wait-replicas "$bad" -- touch "$T/ran"
+    assert_usage_error
+  done
+  for bad in x -1s 1parsec; do
+    run --separate-stderr rlock run k --wait-replicas 1 --wait-timeout "$bad" -- touch "$T/ran"
+    assert_usage_error
+  done
+  assert_file_not_exist "$T/ran"
+}
