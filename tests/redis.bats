@@ -160,3 +160,24 @@ calls() {
   assert_failure 77
   [[ $stderr == *"may not run SET"* ]] || fail "$stderr"
 }
+
+@test "foreign data at the fence key fails without leaving the lock behind" {
+  redis_start
+  rcli set "rlock:{k}:fence" notanumber >/dev/null
+  run --separate-stderr rlock run k -- true
+  assert_failure 65
+  lock_free k
+}
+
+@test "re-entrancy recognises the same server under another name" {
+  redis_start
+  run rlock run k -u "redis://127.0.0.1:$REDIS_PORT" -- rlock run k -n -u "redis://localhost:$REDIS_PORT" -- true
+  assert_success
+}
+
+@test "extend with the token of an enclosing run leaves the supervised lease alone" {
+  redis_start
+  run rlock run k -t 30s -- sh -c 'rlock extend k -t 1s && redis-cli -p '"$REDIS_PORT"' pttl "rlock:{k}"'
+  assert_success
+  ((${lines[-1]} > 20000)) || fail "PTTL shrank to ${lines[-1]}"
+}

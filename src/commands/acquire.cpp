@@ -118,6 +118,14 @@ int extend(const ExtendOptions& options) {
   lock::ClientNode node(connection);
   lock::LockName name = lock_name(options.connect, options.key);
   std::string token = read_token(options.token);
+  for (const std::string& t :
+       lock::tokens_for(enclosing_holds(), options.connect.url.identity(), name.lock_key())) {
+    if (t == token) {
+      // The enclosing run renews it on its own schedule; a shorter TTL here would undercut it.
+      log::verbose("{} is held by an enclosing run, which renews it", options.key);
+      return exit_code::k_ok;
+    }
+  }
   if (!lock::extend(node, name, token, options.ttl)) {
     log::error(fmt::format("{} is not held with this token (it expired, or another holder has it)", options.key));
     return exit_code::k_not_held;

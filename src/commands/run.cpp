@@ -41,7 +41,8 @@ public:
   Supervisor(const RunOptions& options, std::string path)
       : m_options(options),
         m_path(std::move(path)),
-        m_signals({SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD}, {SIGTTOU}),
+        m_signals({SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGTSTP, SIGTTIN, SIGCONT, SIGCHLD},
+                  {SIGTTOU, SIGPIPE}),
         m_connection(options.connect.url, options.connect.timeouts, options.connect.tls),
         m_node(m_connection),
         m_name(lock_name(options.connect, options.take.key)),
@@ -105,6 +106,7 @@ void Supervisor::on_signal(int signo) {
     return;
   }
   if (m_child_status) return;
+  // ^Z (SIGTSTP, SIGTTIN) stops the child, not rlock, which keeps renewing the lease it holds.
   log::verbose("forwarding {} to the child", proc::signal_name(signo));
   m_child->signal_group(signo);
 }
@@ -155,6 +157,15 @@ int Supervisor::run() {
   }
   log::verbose("acquired {} (fence {}, ttl {})", m_name.key, attempt.fence,
                util::format_duration(m_options.take.ttl));
+  // A slow answer (or --wait-replicas) may have used up the lease: never start a child that
+  // would have to be stopped before its first renewal.
+  lock::Deadline fresh(attempt.sent_at, m_options.take.ttl);
+  if (Clock::now() >= fresh.stop_at(m_options.kill_after)) {
+    release_quietly();
+    throw Error(exit_code::k_unavailable,
+                fmt::format("acquiring {} took too long for its TTL of {}: not starting the command", m_name.key,
+                            util::format_duration(m_options.take.ttl)));
+  }
   if (m_interrupted) {
     release_quietly();
     return exit_code::k_signal_base + *m_interrupted;

@@ -42,10 +42,20 @@ int64_t ClientNode::wait_replicas(int n, util::Millis timeout) {
 
 void check_reply(const redis::Reply& reply, const LockName& name) {
   if (!reply.is_error()) return;
-  if (reply.error_code() == "WRONGTYPE" || reply.str.find("WRONGTYPE") != std::string::npos) {
+  if (reply.error_code() == "WRONGTYPE" || reply.str.find("WRONGTYPE") != std::string::npos ||
+      reply.str.find("not an integer") != std::string::npos) {
     throw Error(exit_code::k_data, fmt::format("{} holds data that is not an rlock lock (another program uses this "
                                                "name; choose another --prefix or key)",
                                                name.lock_key()));
+  }
+  // The server cannot serve now (loading, busy script, failover, full memory, migration):
+  // unavailable, not a bug of rlock.
+  static const char* const k_transient[] = {"LOADING", "BUSY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN",
+                                              "NOREPLICAS", "OOM", "READONLY", "MISCONF"};
+  for (const char* code : k_transient) {
+    if (reply.error_code() == code) {
+      throw Error(exit_code::k_unavailable, fmt::format("Redis cannot serve {} now: {}", name.lock_key(), reply.str));
+    }
   }
   unexpected(name, reply.str);
 }

@@ -17,6 +17,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -73,7 +74,7 @@ std::string format_command(const Command& argv) {
 
 int remaining_ms(Clock::time_point deadline) {
   auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
-  return left < 0 ? 0 : static_cast<int>(left);
+  return static_cast<int>(std::clamp<int64_t>(left, 0, 60'000));  // poll again after a minute at most
 }
 
 }  // namespace
@@ -118,7 +119,7 @@ void Connection::wait_for(short events, Clock::time_point deadline, std::string_
     }
     if (count == 2 && (fds[1].revents & POLLIN)) m_on_interrupt();
     if (fds[0].revents != 0) return;
-    if (n == 0 || Clock::now() >= deadline) fail(std::string(what));
+    if (Clock::now() >= deadline) fail(std::string(what));
   }
 }
 

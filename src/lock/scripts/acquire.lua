@@ -9,8 +9,9 @@ end
 local t = redis.call('TIME')
 local now = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
 if kind == 'none' then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  -- INCR first: if the fence key holds something else it fails before anything is written.
   local fence = redis.call('INCR', KEYS[2])
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   redis.call('DEL', KEYS[3])
   redis.call('HSET', KEYS[3], 'host', ARGV[3], 'pid', ARGV[4], 'user', ARGV[5], 'cmd', ARGV[6],
              'since', now, 'fence', fence, 'ttl', ARGV[2])
