@@ -18,7 +18,10 @@
 #include <exception>
 #include <system_error>
 
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cstring>
 
 namespace rlock::cli {
 
@@ -45,6 +48,9 @@ struct Raw {
   std::string token_file, token_env;
   bool json = false, force = false;
 };
+
+// The config file read, for messages.
+std::string g_config_path;
 
 // Where a setting's value came from, for error messages and exit codes.
 enum class Source { unset, argv, env, config };
@@ -90,7 +96,7 @@ Setting& get(Parsed& p, const std::string& name) {
 std::string origin(const Setting& s) {
   switch (s.source) {
     case Source::env: return env_name(s.name);
-    case Source::config: return fmt::format("{} (config file)", s.name);
+    case Source::config: return fmt::format("{} (config file {})", s.name, g_config_path);
     default: return "--" + s.name;
   }
 }
@@ -125,10 +131,11 @@ void layer_settings(Parsed& p, const std::string& config_path, bool config_requi
   for (Setting& s : p.settings) {
     if (s.source != Source::unset) continue;
     const char* value = std::getenv(env_name(s.name).c_str());
-    if (!value && s.name == "url") value = std::getenv("REDIS_URL");
-    if (value) assign(s, value, Source::env);
+    if ((!value || !*value) && s.name == "url") value = std::getenv("REDIS_URL");
+    if (value && *value) assign(s, value, Source::env);  // an empty variable counts as unset
   }
   if (config_path.empty()) return;
+  g_config_path = config_path;
   std::string text;
   try {
     text = util::read_small_file(config_path, 1 << 20);
@@ -184,6 +191,8 @@ int exit_code_setting(Parsed& p, const std::string& name, const std::string& tex
 
 void check_key(const std::string& key) {
   if (key.empty()) usage("the lock KEY is empty");
+  // PREFIX{}...: an empty hash tag would scatter the lock's keys over Cluster slots.
+  if (key.front() == '}') usage("the lock KEY must not start with '}'");
   for (char c : key) {
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) usage("the lock KEY contains a control character");
   }
@@ -239,6 +248,15 @@ commands::ConnectOptions connect_options(Parsed& p, const Raw& raw) {
   c.tls.cert = setting_text(p, "cert", raw.cert);
   c.tls.key = setting_text(p, "key", raw.tls_key);
   c.tls.insecure = raw.insecure;
+  for (auto [path, option] : {std::pair{&c.tls.cacert, "cacert"}, {&c.tls.cert, "cert"}, {&c.tls.key, "key"}}) {
+    if (path->empty()) continue;
+    struct stat st {};
+    if (::stat(path->c_str(), &st) != 0 || !S_ISREG(st.st_mode) || ::access(path->c_str(), R_OK) != 0) {
+      Setting& s = get(p, option);
+      throw Error(exit_code::k_config, fmt::format("cannot read {} {}: {}", origin(s), *path,
+                                                   S_ISDIR(st.st_mode) ? "is a directory" : std::strerror(errno)));
+    }
+  }
   bool tls = c.url.endpoint.tls;
   if (!tls && (!c.tls.cacert.empty() || !c.tls.cert.empty() || !c.tls.key.empty() || c.tls.insecure)) {
     log::warning("TLS options are ignored for a URL that is not rediss://");

@@ -9,6 +9,8 @@
 
 #include <set>
 
+#include <unistd.h>
+
 namespace rlock::redis {
 
 namespace {
@@ -183,6 +185,14 @@ std::vector<Reply> Client::routed(const std::vector<Command>& commands, util::Mi
       }
       throw;
     }
+    bool try_again = false;
+    for (const Reply& r : replies) try_again = try_again || r.error_code() == "TRYAGAIN";
+    if (try_again && hop < k_max_redirects) {
+      // A slot mid-migration: the keys are split between two nodes for a moment.
+      log::verbose("{}: slot being migrated (TRYAGAIN); retrying", c.endpoint().display());
+      ::usleep(50'000);
+      continue;
+    }
     const Reply* redirect = nullptr;
     for (const Reply& r : replies) {
       std::string code = r.error_code();
@@ -216,10 +226,15 @@ std::vector<Reply> Client::routed(const std::vector<Command>& commands, util::Mi
       m_current = &target;  // the slot lives there now: later commands of this lock go there too
       continue;
     }
-    std::vector<Command> asking{{"ASKING"}};
-    asking.insert(asking.end(), commands.begin(), commands.end());
-    std::vector<Reply> answered = target.pipeline(asking);
-    answered.erase(answered.begin());
+    // ASKING applies to the next command only: one before each.
+    std::vector<Command> asking;
+    for (const Command& command : commands) {
+      asking.push_back({"ASKING"});
+      asking.push_back(command);
+    }
+    std::vector<Reply> both = target.pipeline(asking);
+    std::vector<Reply> answered;
+    for (size_t i = 1; i < both.size(); i += 2) answered.push_back(std::move(both[i]));
     bool again = false;
     for (const Reply& r : answered) again = again || r.error_code() == "MOVED" || r.error_code() == "ASK";
     if (!again) return answered;

@@ -2,6 +2,7 @@
 
 #include "error.hpp"
 #include "exit_code.hpp"
+#include "log.hpp"
 
 #include <hiredis/hiredis.h>
 
@@ -136,32 +137,41 @@ void Connection::connect_socket(Clock::time_point deadline) {
     m_socket.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!m_socket.valid()) fail(fmt::format("socket: {}", std::strerror(errno)));
     if (::connect(m_socket.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-      if (errno != EINPROGRESS && errno != EAGAIN) fail(fmt::format("cannot connect: {}", std::strerror(errno)));
+      if (errno != EINPROGRESS) fail(fmt::format("cannot connect: {}", std::strerror(errno)));
       wait_for(POLLOUT, deadline, timeout_text);
     }
     return;
   }
 
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
-  addrinfo* found = nullptr;
-  std::string port = std::to_string(m_endpoint.port);
-  int rc = ::getaddrinfo(m_endpoint.host.c_str(), port.c_str(), &hints, &found);
-  if (rc != 0) fail(fmt::format("cannot resolve '{}': {}", m_endpoint.host, gai_strerror(rc)));
-  std::unique_ptr<addrinfo, void (*)(addrinfo*)> addresses(found, freeaddrinfo);
+  if (m_addresses.empty()) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    addrinfo* found = nullptr;
+    std::string port = std::to_string(m_endpoint.port);
+    int rc = ::getaddrinfo(m_endpoint.host.c_str(), port.c_str(), &hints, &found);
+    if (rc != 0) fail(fmt::format("cannot resolve '{}': {}", m_endpoint.host, gai_strerror(rc)));
+    for (addrinfo* ai = found; ai; ai = ai->ai_next) {
+      const char* bytes = reinterpret_cast<const char*>(ai->ai_addr);
+      m_addresses.emplace_back(bytes, bytes + ai->ai_addrlen);
+      m_families.push_back(ai->ai_family);
+    }
+    freeaddrinfo(found);
+  }
 
   std::string last_error = "no address";
-  for (addrinfo* ai = found; ai; ai = ai->ai_next) {
-    m_socket.reset(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
+  for (size_t i = 0; i < m_addresses.size(); ++i) {
+    const auto* addr = reinterpret_cast<const sockaddr*>(m_addresses[i].data());
+    auto addr_len = static_cast<socklen_t>(m_addresses[i].size());
+    m_socket.reset(::socket(m_families[i], SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!m_socket.valid()) {
       last_error = std::strerror(errno);
       continue;
     }
     int one = 1;
     ::setsockopt(m_socket.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (::connect(m_socket.get(), ai->ai_addr, ai->ai_addrlen) == 0) return;
+    if (::connect(m_socket.get(), addr, addr_len) == 0) return;
     if (errno != EINPROGRESS) {
       last_error = std::strerror(errno);
       continue;
@@ -208,6 +218,11 @@ void Connection::connect() {
     const Reply& r = replies[i];
     if (!r.is_error()) continue;
     std::string what = hello[i][0];
+    if (what == "AUTH" && r.str.find("without any password configured") != std::string::npos) {
+      // REDISCLI_AUTH exported for another server: redis-cli only warns here too.
+      log::warning(fmt::format("{} needs no password; ignoring the one given", m_endpoint.display()));
+      continue;
+    }
     close();
     if (what == "AUTH") {
       throw Error(exit_code::k_permission,

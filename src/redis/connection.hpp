@@ -83,6 +83,9 @@ private:
   Clock::time_point capped(Clock::time_point deadline) const { return m_cap && *m_cap < deadline ? *m_cap : deadline; }
 
   std::optional<Clock::time_point> m_cap;
+  // Resolved once: a reconnect during run must not block in a DNS lookup past the deadline.
+  std::vector<std::vector<char>> m_addresses;  // sockaddr bytes
+  std::vector<int> m_families;
   int m_interrupt_fd = -1;
   std::function<void()> m_on_interrupt;
 };

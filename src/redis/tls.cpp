@@ -41,9 +41,12 @@ void check_readable(const std::string& path, const char* option) {
 
 // One context per process: every rediss:// connection shares the same trust and identity.
 SSL_CTX* context(const TlsOptions& options) {
-  static SSL_CTX* ctx = nullptr;
-  if (ctx) return ctx;
-  ctx = openssl().SSL_CTX_new(openssl().TLS_client_method());
+  static SSL_CTX* cached = nullptr;
+  if (cached) return cached;
+  // Kept only once fully set up: a failure below must not leave a half-configured context.
+  std::unique_ptr<SSL_CTX, void (*)(SSL_CTX*)> owner(openssl().SSL_CTX_new(openssl().TLS_client_method()),
+                                                      openssl().SSL_CTX_free);
+  SSL_CTX* ctx = owner.get();
   if (!ctx) throw Error(exit_code::k_internal, "cannot create a TLS context: " + openssl_reason());
   openssl().SSL_CTX_ctrl(ctx, SSL_CTRL_SET_MIN_PROTO_VERSION, TLS1_2_VERSION, nullptr);
   if (!options.insecure) {
@@ -71,7 +74,8 @@ SSL_CTX* context(const TlsOptions& options) {
       throw Error(exit_code::k_config, fmt::format("--key {}: {}", options.key, openssl_reason()));
     }
   }
-  return ctx;
+  cached = owner.release();
+  return cached;
 }
 
 bool is_ip_address(const std::string& host) {
@@ -144,7 +148,14 @@ ssize_t TlsSession::read(char* buffer, size_t size, short* want) {
   else if (err == SSL_ERROR_WANT_WRITE) *want = POLLOUT;
   else if (err == SSL_ERROR_ZERO_RETURN) return 0;
   else if (err == SSL_ERROR_SYSCALL && openssl().ERR_peek_error() == 0) return 0;
-  else throw Error(exit_code::k_unavailable, fmt::format("{}: TLS error: {}", m_display, openssl_reason()));
+  else {
+    std::string reason = openssl_reason();
+    // TLS 1.3 reports a refused client certificate only after the handshake, often without text.
+    if (reason == "TLS error" || reason.find("alert") != std::string::npos) {
+      reason += " (the server ended the session: does it require a client certificate? --cert/--key)";
+    }
+    throw Error(exit_code::k_unavailable, fmt::format("{}: TLS error: {}", m_display, reason));
+  }
   return -1;
 }
 

@@ -13,6 +13,7 @@ namespace {
 [[noreturn]] void bad_url(std::string_view url, std::string_view why) {
   // The URL may hold a password: show only its scheme and the reason.
   size_t scheme_end = url.find("://");
+  if (scheme_end != std::string_view::npos && scheme_end > 20) scheme_end = std::string_view::npos;
   std::string shown = scheme_end == std::string_view::npos ? std::string("the URL")
                                                            : fmt::format("{}://...", url.substr(0, scheme_end));
   throw Error(exit_code::k_config, fmt::format("bad Redis URL {}: {}", shown, why));
@@ -46,7 +47,8 @@ Endpoint parse_tcp(std::string_view url, std::string_view rest) {
     authority = authority.substr(at + 1);
   }
   std::string_view port_text;
-  if (!authority.empty() && authority.front() == '[') {
+  bool bracketed = !authority.empty() && authority.front() == '[';
+  if (bracketed) {
     size_t close = authority.find(']');
     if (close == std::string_view::npos) bad_url(url, "unclosed '[' in an IPv6 address");
     ep.host = std::string(authority.substr(1, close - 1));
@@ -66,7 +68,14 @@ Endpoint parse_tcp(std::string_view url, std::string_view rest) {
     ep.host = std::string(authority);
   }
   if (ep.host.empty()) bad_url(url, "no host");
-  if (ep.host.find_first_of(" /?#@[]") != std::string::npos) bad_url(url, "bad character in the host name");
+  // Only a bracketed host may hold ':' (IPv6): "127.0.0.1::6379" is a typo, not an address.
+  bool ipv6 = bracketed;
+  for (char c : ep.host) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' ||
+              c == '_' || (ipv6 && (c == ':' || c == '%'));
+    if (!ok) bad_url(url, "bad character in the host name");
+  }
+  if (ep.host.size() > 253) bad_url(url, "host name too long");
   if (!port_text.empty()) {
     long long port = 0;
     if (!util::parse_int(port_text, 1, 65535, port)) bad_url(url, fmt::format("port '{}' is not in 1-65535", port_text));
@@ -180,12 +189,15 @@ std::string Url::identity() const {
 
 Url parse_url(std::string_view url) {
   if (url.empty()) bad_url(url, "empty URL");
+  for (char c : url) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      throw Error(exit_code::k_config, "bad Redis URL: it contains a control character");
+    }
+  }
+  if (url.size() > 4096) throw Error(exit_code::k_config, "bad Redis URL: too long");
   size_t sep = url.find("://");
   if (sep == std::string_view::npos) {
     bad_url(url, "expected redis://host[:port][/db], rediss://..., unix:///path/redis.sock or redis+sentinel://...");
-  }
-  for (char c : url) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) bad_url(url, "control character in the URL");
   }
   std::string_view scheme = url.substr(0, sep);
   std::string_view rest = url.substr(sep + 3);
