@@ -7,6 +7,7 @@
 #include "lock/validity.hpp"
 #include "log.hpp"
 #include "proc/signals.hpp"
+#include "redis/tls.hpp"
 #include "redis/url.hpp"
 #include "util/file.hpp"
 #include "util/text.hpp"
@@ -229,7 +230,12 @@ std::string password_from_elsewhere(Parsed& p, const Raw& raw) {
 commands::ConnectOptions connect_options(Parsed& p, const Raw& raw) {
   commands::ConnectOptions c;
   Setting& url = get(p, "url");
-  c.url = redis::parse_url(url.source == Source::unset ? "redis://127.0.0.1:6379" : raw.url);
+  try {
+    c.url = redis::parse_url(url.source == Source::unset ? "redis://127.0.0.1:6379" : raw.url);
+  } catch (const Error& e) {
+    if (url.source == Source::unset || url.source == Source::argv) throw;
+    throw Error(e.exit_code(), fmt::format("{}: {}", origin(url), e.what()));
+  }
   if (c.url.endpoint.password.empty()) {
     c.url.endpoint.password = password_from_elsewhere(p, raw);
   } else if (url.source == Source::argv) {
@@ -261,6 +267,7 @@ commands::ConnectOptions connect_options(Parsed& p, const Raw& raw) {
   if (!tls && (!c.tls.cacert.empty() || !c.tls.cert.empty() || !c.tls.key.empty() || c.tls.insecure)) {
     log::warning("TLS options are ignored for a URL that is not rediss://");
   }
+  if (tls) redis::prepare_tls(c.tls);
   if (tls && c.tls.insecure) {
     log::warning("--insecure: the server's certificate is not verified; anyone in between can impersonate it");
   }

@@ -103,7 +103,17 @@ lock::Attempt take_lock(lock::Node& node, const lock::LockName& name, const Take
   WaitLine line;
   bool announced = false;
   for (;;) {
-    lock::Attempt a = lock::try_acquire(node, name, token, options.ttl, holder, enclosing_tokens);
+    lock::Attempt a;
+    try {
+      a = lock::try_acquire(node, name, token, options.ttl, holder, enclosing_tokens);
+    } catch (const lock::TransientError& e) {
+      // Waited out like a busy lock while the wait lasts, but never reported as busy.
+      bool can_wait = !give_up || Clock::now() + util::Millis(50) < *give_up;
+      if (!can_wait) throw;
+      log::verbose("{}; retrying", e.what());
+      if (!pause(backoff.next(std::nullopt))) throw;
+      continue;
+    }
     if (a.outcome == lock::Attempt::Outcome::acquired && options.wait_replicas > 0) {
       try {
         lock::confirm_replicas(node, name, options.wait_replicas, options.wait_timeout);

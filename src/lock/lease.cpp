@@ -54,7 +54,8 @@ void check_reply(const redis::Reply& reply, const LockName& name) {
                                               "NOREPLICAS", "OOM", "READONLY", "MISCONF"};
   for (const char* code : k_transient) {
     if (reply.error_code() == code) {
-      throw Error(exit_code::k_unavailable, fmt::format("Redis cannot serve {} now: {}", name.lock_key(), reply.str));
+      throw TransientError(exit_code::k_unavailable,
+                           fmt::format("Redis cannot serve {} now: {}", name.lock_key(), reply.str));
     }
   }
   unexpected(name, reply.str);

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "error.hpp"
 #include "lock/name.hpp"
 #include "lock/node.hpp"
 #include "util/duration.hpp"
@@ -56,6 +57,13 @@ struct ForcedRelease {
 
 // Deletes the lock whoever holds it.
 ForcedRelease force_release(Node& node, const LockName& name);
+
+// The server cannot serve the lock for a moment (TRYAGAIN, LOADING, CLUSTERDOWN...): exit 69,
+// but worth retrying while a --wait lasts.
+class TransientError : public Error {
+public:
+  using Error::Error;
+};
 
 // Throws the rlock::Error that an error reply to a lock script means (65 for foreign data at the
 // lock's name, 70 for anything unexpected).

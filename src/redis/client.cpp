@@ -170,6 +170,8 @@ void Client::follow_failover() {
 
 std::vector<Reply> Client::routed(const std::vector<Command>& commands, util::Millis budget) {
   bool re_resolved = false;
+  // TRYAGAIN retries for about --timeout, without counting as redirections.
+  auto tries_left = std::max<int64_t>(1, m_timeouts.command.count() / 50);
   for (int hop = 0; hop <= k_max_redirects; ++hop) {
     Connection& c = current();
     std::vector<Reply> replies;
@@ -187,10 +189,11 @@ std::vector<Reply> Client::routed(const std::vector<Command>& commands, util::Mi
     }
     bool try_again = false;
     for (const Reply& r : replies) try_again = try_again || r.error_code() == "TRYAGAIN";
-    if (try_again && hop < k_max_redirects) {
+    if (try_again && tries_left-- > 0) {
       // A slot mid-migration: the keys are split between two nodes for a moment.
       log::verbose("{}: slot being migrated (TRYAGAIN); retrying", c.endpoint().display());
       ::usleep(50'000);
+      --hop;
       continue;
     }
     const Reply* redirect = nullptr;

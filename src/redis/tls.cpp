@@ -83,7 +83,18 @@ bool is_ip_address(const std::string& host) {
   return inet_pton(AF_INET, host.c_str(), buffer) == 1 || inet_pton(AF_INET6, host.c_str(), buffer) == 1;
 }
 
+[[noreturn]] void session_failed(const std::string& display) {
+  std::string reason = openssl_reason();
+  // TLS 1.3 reports a refused client certificate only after the handshake, often without text.
+  if (reason == "TLS error" || reason.find("alert") != std::string::npos) {
+    reason += " (the server ended the session: does it require a client certificate? --cert/--key)";
+  }
+  throw Error(exit_code::k_unavailable, fmt::format("{}: TLS error: {}", display, reason));
+}
+
 }  // namespace
+
+void prepare_tls(const TlsOptions& options) { context(options); }
 
 TlsSession::TlsSession(int fd, const std::string& host, const TlsOptions& options, const std::string& display,
                        const Wait& wait)
@@ -148,14 +159,7 @@ ssize_t TlsSession::read(char* buffer, size_t size, short* want) {
   else if (err == SSL_ERROR_WANT_WRITE) *want = POLLOUT;
   else if (err == SSL_ERROR_ZERO_RETURN) return 0;
   else if (err == SSL_ERROR_SYSCALL && openssl().ERR_peek_error() == 0) return 0;
-  else {
-    std::string reason = openssl_reason();
-    // TLS 1.3 reports a refused client certificate only after the handshake, often without text.
-    if (reason == "TLS error" || reason.find("alert") != std::string::npos) {
-      reason += " (the server ended the session: does it require a client certificate? --cert/--key)";
-    }
-    throw Error(exit_code::k_unavailable, fmt::format("{}: TLS error: {}", m_display, reason));
-  }
+  else session_failed(m_display);
   return -1;
 }
 
@@ -166,7 +170,7 @@ ssize_t TlsSession::write(const char* data, size_t size, short* want) {
   int err = openssl().SSL_get_error(m_ssl, n);
   if (err == SSL_ERROR_WANT_READ) *want = POLLIN;
   else if (err == SSL_ERROR_WANT_WRITE) *want = POLLOUT;
-  else throw Error(exit_code::k_unavailable, fmt::format("{}: TLS error: {}", m_display, openssl_reason()));
+  else session_failed(m_display);
   return -1;
 }
 

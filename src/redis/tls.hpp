@@ -17,6 +17,10 @@ struct TlsOptions {
   bool insecure = false;  // skip certificate and host name verification
 };
 
+// Loads the CA bundle and client certificate now (throws rlock::Error 78 for bad files), so that
+// they are checked before any connection.
+void prepare_tls(const TlsOptions& options);
+
 // One TLS session over a connected, non-blocking socket (OpenSSL).
 class TlsSession {
 public:
