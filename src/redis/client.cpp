@@ -63,11 +63,13 @@ void Client::set_interrupt(int fd, std::function<void()> on_ready) {
   m_interrupt_fd = fd;
   m_on_interrupt = std::move(on_ready);
   for (auto& [name, c] : m_nodes) configure(*c);
+  for (auto& [name, c] : m_sentinels) configure(*c);
 }
 
 void Client::cap_waits(std::optional<Clock::time_point> cap) {
   m_cap = cap;
   for (auto& [name, c] : m_nodes) configure(*c);
+  for (auto& [name, c] : m_sentinels) configure(*c);
 }
 
 Connection& Client::node(const std::string& host, int port) {
@@ -104,8 +106,13 @@ std::optional<std::pair<std::string, int>> Client::ask_sentinels(std::string& la
     plain.password.clear();
     plain.db = 0;
     plain.tls = false;
-    Connection sentinel(plain, m_timeouts);
-    configure(sentinel);
+    // Kept open (and resolved once): run asks before every renewal, inside its deadline.
+    std::unique_ptr<Connection>& kept = m_sentinels[plain.identity()];
+    if (!kept) {
+      kept = std::make_unique<Connection>(plain, m_timeouts);
+      configure(*kept);
+    }
+    Connection& sentinel = *kept;
     Reply r;
     try {
       r = sentinel.call({"SENTINEL", "get-master-addr-by-name", m_url.master});

@@ -57,6 +57,7 @@ private:
   Timeouts m_timeouts;
   TlsOptions m_tls;
   std::map<std::string, std::unique_ptr<Connection>> m_nodes;
+  std::map<std::string, std::unique_ptr<Connection>> m_sentinels;
   Connection* m_current = nullptr;
   int m_interrupt_fd = -1;
   std::function<void()> m_on_interrupt;
