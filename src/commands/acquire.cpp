@@ -14,6 +14,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <system_error>
 #include <thread>
 
@@ -26,6 +27,12 @@ void print(const std::string& text) {
   if (::write(STDOUT_FILENO, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
     throw Error(exit_code::k_system, "cannot write to standard output");
   }
+}
+
+// Whether token is the hold of an enclosing run (RLOCK_HELD): that run alone renews and releases it.
+bool held_by_enclosing_run(const ConnectOptions& connect, const lock::LockName& name, const std::string& token) {
+  std::vector<std::string> tokens = lock::tokens_for(enclosing_holds(), connect.url.identity(), name.lock_key());
+  return std::find(tokens.begin(), tokens.end(), token) != tokens.end();
 }
 
 }  // namespace
@@ -97,13 +104,9 @@ int release(const ReleaseOptions& options) {
     return exit_code::k_ok;
   }
   std::string token = read_token(options.token);
-  std::vector<std::string> enclosing =
-      lock::tokens_for(enclosing_holds(), options.connect.url.identity(), name.lock_key());
-  for (const std::string& t : enclosing) {
-    if (t == token) {
-      log::verbose("{} is held by an enclosing run, which releases it", options.key);
-      return exit_code::k_ok;
-    }
+  if (held_by_enclosing_run(options.connect, name, token)) {
+    log::verbose("{} is held by an enclosing run, which releases it", options.key);
+    return exit_code::k_ok;
   }
   if (!lock::release(node, name, token)) {
     log::error(fmt::format("{} is not held with this token (it expired, or another holder has it)", options.key));
@@ -118,13 +121,10 @@ int extend(const ExtendOptions& options) {
   lock::ClientNode node(connection);
   lock::LockName name = lock_name(options.connect, options.key);
   std::string token = read_token(options.token);
-  for (const std::string& t :
-       lock::tokens_for(enclosing_holds(), options.connect.url.identity(), name.lock_key())) {
-    if (t == token) {
-      // The enclosing run renews it on its own schedule; a shorter TTL here would undercut it.
-      log::verbose("{} is held by an enclosing run, which renews it", options.key);
-      return exit_code::k_ok;
-    }
+  if (held_by_enclosing_run(options.connect, name, token)) {
+    // The enclosing run renews it on its own schedule; a shorter TTL here would undercut it.
+    log::verbose("{} is held by an enclosing run, which renews it", options.key);
+    return exit_code::k_ok;
   }
   if (!lock::extend(node, name, token, options.ttl)) {
     log::error(fmt::format("{} is not held with this token (it expired, or another holder has it)", options.key));
