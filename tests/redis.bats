@@ -106,23 +106,6 @@ calls() {
   lock_free k
 }
 
-@test "--wait-replicas: a replica that acknowledges lets the lock be taken" {
-  redis_start
-  local master_port=$REDIS_PORT replica_dir replica_port replica_pid
-  replica_dir=$(mktemp -d /tmp/rlock-test.XXXXXX)
-  replica_port=$(free_port)
-  redis-server --port "$replica_port" --bind 127.0.0.1 --save '' --appendonly no --dir "$replica_dir" \
-    --replicaof 127.0.0.1 "$master_port" --daemonize no --logfile "$replica_dir/redis.log" </dev/null >/dev/null 2>&1 3>&- &
-  replica_pid=$!
-  echo "$replica_pid" >>"$BATS_TEST_TMPDIR/.bg_pids"
-  wait_until -t 10 sh -c "redis-cli -p $master_port info replication | grep -q 'connected_slaves:1'"
-  wait_until -t 10 sh -c "redis-cli -p $replica_port info replication | grep -q 'master_link_status:up'"
-  run rlock run k --wait-replicas 1 --wait-timeout 2s -- true
-  assert_success
-  kill -KILL "$replica_pid"
-  rm -rf "$replica_dir"
-}
-
 @test "list and status without keys skip another program's data under the prefix" {
   redis_start
   rcli hset "rlock:{foreign}" a b >/dev/null
