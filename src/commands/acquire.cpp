@@ -30,8 +30,8 @@ void print(const std::string& text) {
 }
 
 // Whether token is the hold of an enclosing run (RLOCK_HELD): that run alone renews and releases it.
-bool held_by_enclosing_run(const ConnectOptions& connect, const lock::LockName& name, const std::string& token) {
-  std::vector<std::string> tokens = lock::tokens_for(enclosing_holds(), connect.url.identity(), name.lock_key());
+bool held_by_enclosing_run(const lock::LockName& name, const std::string& token) {
+  std::vector<std::string> tokens = lock::tokens_for(enclosing_holds(), name.lock_key());
   return std::find(tokens.begin(), tokens.end(), token) != tokens.end();
 }
 
@@ -43,7 +43,7 @@ int acquire(const AcquireOptions& options) {
   lock::LockName name = lock_name(options.connect, options.take.key);
   std::vector<lock::Hold> holds = enclosing_holds();
   std::vector<std::string> enclosing =
-      lock::tokens_for(holds, options.connect.url.identity(), name.lock_key());
+      lock::tokens_for(holds, name.lock_key());
   std::string token = util::random_token();
   lock::Holder holder = this_holder(fmt::format("rlock acquire {}", options.take.key));
   // rlock exits at once: the process that keeps the lock is the one that called it.
@@ -104,7 +104,7 @@ int release(const ReleaseOptions& options) {
     return exit_code::k_ok;
   }
   std::string token = read_token(options.token);
-  if (held_by_enclosing_run(options.connect, name, token)) {
+  if (held_by_enclosing_run(name, token)) {
     log::verbose("{} is held by an enclosing run, which releases it", options.key);
     return exit_code::k_ok;
   }
@@ -121,7 +121,7 @@ int extend(const ExtendOptions& options) {
   lock::ClientNode node(connection);
   lock::LockName name = lock_name(options.connect, options.key);
   std::string token = read_token(options.token);
-  if (held_by_enclosing_run(options.connect, name, token)) {
+  if (held_by_enclosing_run(name, token)) {
     // The enclosing run renews it on its own schedule; a shorter TTL here would undercut it.
     log::verbose("{} is held by an enclosing run, which renews it", options.key);
     return exit_code::k_ok;

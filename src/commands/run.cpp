@@ -138,8 +138,7 @@ void Supervisor::exec_nested(const lock::Attempt& attempt, const std::string& to
 
 int Supervisor::run() {
   std::vector<lock::Hold> holds = enclosing_holds();
-  std::string server = m_options.connect.url.identity();
-  std::vector<std::string> enclosing = lock::tokens_for(holds, server, m_name.lock_key());
+  std::vector<std::string> enclosing = lock::tokens_for(holds, m_name.lock_key());
   lock::Holder holder = this_holder(m_options.display_command);
 
   lock::Attempt attempt = take_lock(m_node, m_name, m_options.take, m_token, holder, enclosing,
@@ -171,7 +170,7 @@ int Supervisor::run() {
     return exit_code::k_signal_base + *m_interrupted;
   }
 
-  holds.push_back({server, m_name.lock_key(), m_token, attempt.fence});
+  holds.push_back({m_name.lock_key(), m_token, attempt.fence});
   proc::SpawnSpec spec;
   spec.path = m_path;
   spec.argv = m_options.argv;

@@ -8,11 +8,11 @@ std::vector<Hold> parse_holds(std::string_view text) {
   std::vector<Hold> holds;
   for (const std::string& line : util::split(text, "\n")) {
     std::vector<std::string> fields = util::split(line, " ");
-    if (fields.size() != 4) continue;
+    if (fields.size() != 3) continue;
     Hold h;
     long long fence = 0;
-    if (!util::percent_decode(fields[0], h.server) || !util::percent_decode(fields[1], h.lock_key) ||
-        !util::percent_decode(fields[2], h.token) || !util::parse_int(fields[3], 0, INT64_MAX, fence)) {
+    if (!util::percent_decode(fields[0], h.lock_key) || !util::percent_decode(fields[1], h.token) ||
+        !util::parse_int(fields[2], 0, INT64_MAX, fence)) {
       continue;
     }
     h.fence = fence;
@@ -25,19 +25,14 @@ std::string format_holds(const std::vector<Hold>& holds) {
   std::string out;
   for (const Hold& h : holds) {
     if (!out.empty()) out += '\n';
-    out += util::percent_encode(h.server) + ' ' + util::percent_encode(h.lock_key) + ' ' +
-           util::percent_encode(h.token) + ' ' + std::to_string(h.fence);
+    out += util::percent_encode(h.lock_key) + ' ' + util::percent_encode(h.token) + ' ' + std::to_string(h.fence);
   }
   return out;
 }
 
-std::vector<std::string> tokens_for(const std::vector<Hold>& holds, std::string_view server,
-                                    std::string_view lock_key) {
+std::vector<std::string> tokens_for(const std::vector<Hold>& holds, std::string_view lock_key) {
   std::vector<std::string> tokens;
   for (const Hold& h : holds) {
-    // The server is not compared: one server has many spellings (127.0.0.1, localhost, a
-    // Sentinel name), and the acquire script checks the 128-bit token against the lock anyway.
-    (void)server;
     if (h.lock_key == lock_key) tokens.push_back(h.token);
   }
   return tokens;

@@ -182,11 +182,6 @@ std::string Url::display() const {
                      endpoint.db ? fmt::format("/{}", endpoint.db) : "");
 }
 
-std::string Url::identity() const {
-  if (kind == Kind::direct) return endpoint.identity();
-  return fmt::format("sentinel:{}/{}", master, endpoint.db);
-}
-
 Url parse_url(std::string_view url) {
   if (url.empty()) bad_url(url, "empty URL");
   for (char c : url) {

@@ -22,7 +22,7 @@ struct Endpoint {
 
   // The URL without its password, for messages and logs.
   std::string display() const;
-  // A stable name of the server and database, for recognising a hold across processes.
+  // A stable name of the server and database, naming its connection.
   std::string identity() const;
 };
 
@@ -37,8 +37,6 @@ struct Url {
 
   // The URL without its password, for messages and logs.
   std::string display() const;
-  // A stable name of where the locks live, for recognising a hold across processes.
-  std::string identity() const;
 };
 
 // Parses redis://[user[:pass]@]host[:port][/db], rediss://... (TLS), unix:///path[?db=N] and
