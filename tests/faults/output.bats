@@ -49,7 +49,7 @@ pause_redis_past_ttl() {
 @test "stderr that stalls while the child runs: the child is stopped before the lease ends" {
   fifo_open err
   bg_redirect first 2 "$err_FIFO" rlock run -v k -t 2s --timeout 300ms -- "$CS" "$WLOG" first 30
-  wait_until -t 10 cs_started first || fail "the child did not start: $(cat "$T/first.err")"
+  wait_cs first first
   local n
   n=$(fifo_fill err)
   ((n > 0)) || fail "the FIFO was already full"

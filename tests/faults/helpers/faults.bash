@@ -54,6 +54,19 @@ cs_started() {
   awk -v l="$1" '$1 == "start" && $4 == l { found = 1 } END { exit !found }' "${2:-$WLOG}"
 }
 
+# wait_cs LABEL BGNAME [SECONDS]: waits (default 10s) until the critical section LABEL has
+# started; fails at once, with BGNAME's stderr, when the background command BGNAME ended first.
+wait_cs() {
+  local label=$1 name=$2 timeout=${3:-10}
+  wait_until -t "$timeout" _cs_started_or_done "$label" "$name" || true
+  cs_started "$label" && return 0
+  if bg_done "$name"; then
+    fail "$name exited $(cat "$T/$name.rc") before the critical section $label started: $(bg_err "$name")"
+  fi
+  fail "the critical section $label did not start within ${timeout}s: $(bg_err "$name")"
+}
+_cs_started_or_done() { cs_started "$1" || bg_done "$2"; }
+
 # cs_ended LABEL [LOG]: whether a critical section LABEL has recorded its normal end.
 cs_ended() {
   local pid

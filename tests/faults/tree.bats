@@ -1,0 +1,178 @@
+#!/usr/bin/env bats
+# The child's process tree: a loss found at release is reported; background jobs the command
+# leaves behind (in its process group, or daemonised with setsid) keep the lock until they end,
+# or are ended with --leftovers kill; when rlock itself is killed (SIGKILL), its whole tree goes
+# with it, even a child that cleared its parent-death signal by executing a set-group-ID binary.
+#
+# Critical sections run the witness (helpers/cs), which records any overlap.
+
+load ../helpers/common
+load helpers/faults
+
+setup() {
+  faults_setup
+  redis_start
+}
+
+teardown() {
+  common_teardown
+}
+
+# A child that says it started, then exits 0 when the test creates $T/go.
+started_then_go() {
+  printf 'touch "%s/started"; while [ ! -e "%s/go" ]; do sleep 0.05; done; exit 0' "$T" "$T"
+}
+
+# second_holder LABEL: one `rlock run k -n` of a witnessed critical section; succeeds when it
+# got the lock.
+second_holder() {
+  rlock run k -n -- "$CS" "$WLOG" "$1" 0 2>>"$T/second.err"
+}
+
+# --- a loss found at release ---------------------------------------------------------------------
+
+@test "lock deleted while the child runs, child exits 0 before the next renewal: exit 76, one error" {
+  bg holder rlock run k -t 30s -- sh -c "$(started_then_go)"
+  wait_until test -e "$T/started" || fail "the child did not start: $(bg_err holder)"
+  rcli del "$(lock_key k)" >/dev/null
+  touch "$T/go"
+  bg_wait holder 10
+  [[ $BG_STATUS == 76 ]] || fail "expected 76, got $BG_STATUS; stderr: $(bg_err holder)"
+  local err n
+  err=$(bg_err holder)
+  n=$(count_error_lines "$err")
+  ((n == 1)) || fail "expected one 'rlock: error:' line, got $n: '$err'"
+  grep '^rlock: error: ' <<<"$err" | grep -qi lost || fail "the error does not say the lock was lost: '$err'"
+}
+
+@test "lock deleted while the child runs: --lost-exit-code 9 gives 9 at release" {
+  bg holder rlock run k -t 30s --lost-exit-code 9 -- sh -c "$(started_then_go)"
+  wait_until test -e "$T/started" || fail "the child did not start: $(bg_err holder)"
+  rcli del "$(lock_key k)" >/dev/null
+  touch "$T/go"
+  bg_wait holder 10
+  [[ $BG_STATUS == 9 ]] || fail "expected 9, got $BG_STATUS; stderr: $(bg_err holder)"
+}
+
+@test "lock taken over while the child runs: exit 76 at release, the new holder's lock untouched" {
+  bg holder rlock run k -t 30s -- sh -c "$(started_then_go)"
+  wait_until test -e "$T/started" || fail "the child did not start: $(bg_err holder)"
+  rcli set "$(lock_key k)" someone-else-0123456789abcdef0123 >/dev/null
+  touch "$T/go"
+  bg_wait holder 10
+  [[ $BG_STATUS == 76 ]] || fail "expected 76, got $BG_STATUS; stderr: $(bg_err holder)"
+  assert_equal "$(rcli get "$(lock_key k)")" someone-else-0123456789abcdef0123
+}
+
+# --- background jobs left behind -----------------------------------------------------------------
+
+# contend_while_job_runs: while the critical section "job" has not ended, tries `rlock run k -n`
+# of a witnessed section; each try must be refused with 75 (a try that gets the lock after the
+# job ended is fine: the witness tells). Sets BUSY_SEEN to the number of refusals.
+contend_while_job_runs() {
+  BUSY_SEEN=0
+  local rc
+  while ! cs_ended job; do
+    rc=0
+    rlock run k -n -- "$CS" "$WLOG" intruder 0 2>>"$T/intruder.err" || rc=$?
+    case $rc in
+      75) BUSY_SEEN=$((BUSY_SEEN + 1)) ;;
+      0) break ;;
+      *) fail "a contender exited $rc: $(cat "$T/intruder.err")" ;;
+    esac
+    sleep 0.1
+  done
+}
+
+@test "a background job left by the command keeps the lock (renewed) until it exits" {
+  bg holder rlock run k -t 2s -c "\"\$CS\" \"\$WLOG\" job 4 & exit 0"
+  wait_cs job holder
+  contend_while_job_runs
+  assert_no_overlap
+  ((BUSY_SEEN >= 3)) || fail "only $BUSY_SEEN contenders were refused while the 4s job ran"
+  bg_wait holder 10
+  assert_equal "$BG_STATUS" 0
+  assert lock_free k
+}
+
+@test "a daemonised leftover (setsid -f) keeps the lock until it exits" {
+  bg holder rlock run k -t 2s -c "setsid -f \"\$CS\" \"\$WLOG\" job 4; exit 0"
+  wait_cs job holder
+  contend_while_job_runs
+  assert_no_overlap
+  ((BUSY_SEEN >= 3)) || fail "only $BUSY_SEEN contenders were refused while the 4s job ran"
+  bg_wait holder 10
+  assert_equal "$BG_STATUS" 0
+  assert lock_free k
+}
+
+@test "--leftovers kill ends the background job when the command exits, with the command's status" {
+  bg holder rlock run k -t 3s --leftovers kill --kill-after 1s -c "\"\$CS\" \"\$WLOG\" job 30 & exit 3"
+  wait_cs job holder
+  local job
+  job=$(cs_pid job)
+  bg_wait holder 10
+  [[ $BG_STATUS == 3 ]] || fail "expected the command's status 3, got $BG_STATUS; stderr: $(bg_err holder)"
+  wait_until -t 1 pid_gone "$job" || fail "the leftover job $job is still running after rlock exited"
+  grep -q "^stop [0-9]* $job TERM" "$WLOG" || fail "the job did not get SIGTERM: $(cat "$WLOG")"
+  assert lock_free k
+  second_holder after || fail "the lock could not be taken after rlock exited: $(cat "$T/second.err")"
+  assert_no_overlap
+}
+
+@test "--leftovers kill: a leftover that ignores SIGTERM gets SIGKILL after --kill-after" {
+  bg holder env CS_IGNORE_TERM=1 rlock run k -t 3s --leftovers kill --kill-after 1s -c "\"\$CS\" \"\$WLOG\" job 30 & exit 0"
+  wait_cs job holder
+  local job
+  job=$(cs_pid job)
+  bg_wait holder 10
+  [[ $BG_STATUS == 0 ]] || fail "expected the command's status 0, got $BG_STATUS; stderr: $(bg_err holder)"
+  wait_until -t 1 pid_gone "$job" || fail "the leftover job $job survived"
+  assert lock_free k
+}
+
+@test "--leftovers kill ends a daemonised leftover (setsid -f) too" {
+  bg holder rlock run k -t 3s --leftovers kill --kill-after 1s -c "setsid -f \"\$CS\" \"\$WLOG\" job 30; exit 4"
+  wait_cs job holder
+  local job
+  job=$(cs_pid job)
+  bg_wait holder 10
+  [[ $BG_STATUS == 4 ]] || fail "expected the command's status 4, got $BG_STATUS; stderr: $(bg_err holder)"
+  wait_until -t 1 pid_gone "$job" || fail "the daemonised leftover $job is still running after rlock exited"
+  assert lock_free k
+  second_holder after || fail "the lock could not be taken after rlock exited: $(cat "$T/second.err")"
+  assert_no_overlap
+}
+
+# --- rlock killed ------------------------------------------------------------------------------
+
+@test "SIGKILL of rlock: child and grandchild are gone within 1.5s; the next holder sees no overlap" {
+  bg holder rlock run k -t 3s -c "\"\$CS\" \"\$WLOG\" grandchild 30 & wait"
+  wait_cs grandchild holder
+  local child grandchild
+  child=$(child_of "$holder_pid")
+  grandchild=$(cs_pid grandchild)
+  [[ -n $child ]] || fail "rlock has no child"
+  kill -KILL "$holder_pid"
+  wait_until -t 1.5 pid_gone "$grandchild" || fail "the grandchild $grandchild outlived rlock by 1.5s"
+  wait_until -t 0.5 pid_gone "$child" || fail "the child $child outlived rlock"
+  # After the lease, another holder takes the lock: nothing of the first is left.
+  wait_until -t 10 second_holder second || fail "no second holder after the TTL: $(cat "$T/second.err")"
+  assert_no_overlap
+}
+
+@test "SIGKILL of rlock: a child that executed a set-group-ID binary is gone within 1.5s" {
+  [[ $(id -u) == 0 ]] || skip "making a set-group-ID binary needs root"
+  local sg
+  sg=$(sgid_sleep) || skip "could not make a set-group-ID copy of sleep"
+  bg holder rlock run k -t 3s -- "$sg" 30
+  local child=""
+  wait_until eval 'child=$(child_of "$holder_pid"); [[ -n $child && $(cat /proc/$child/comm 2>/dev/null) == sleep ]]' ||
+    fail "rlock did not start the set-group-ID sleep: $(bg_err holder)"
+  # The binary really runs with another effective group (so the kernel cleared PDEATHSIG).
+  local egid
+  egid=$(awk '/^Gid:/ { print $3 }' "/proc/$child/status")
+  [[ $egid == "$(getent group nogroup | cut -d: -f3)" ]] || skip "the set-group-ID bit had no effect here (nosuid mount?)"
+  kill -KILL "$holder_pid"
+  wait_until -t 1.5 pid_gone "$child" || fail "the set-group-ID child $child outlived rlock by 1.5s"
+}
