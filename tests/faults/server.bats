@@ -1,0 +1,241 @@
+#!/usr/bin/env bats
+# Server-side faults: a restart without persistence (fencing tokens, waiters), an eviction
+# policy that may drop locks, a server too busy to answer (an acquire that times out must not
+# leave a lock behind), a key whose TTL the server shortened, pauses, answers that never end,
+# and a DNS server that never answers.
+#
+# Each test starts its own redis-server with the options it needs.
+
+load ../helpers/common
+load helpers/faults
+
+setup() {
+  faults_setup
+}
+
+teardown() {
+  common_teardown
+}
+
+# A child that says it started, then exits 0 when the test creates $T/go.
+started_then_go() {
+  printf 'touch "%s/started"; while [ ! -e "%s/go" ]; do sleep 0.05; done; exit 0' "$T" "$T"
+}
+
+# fence_of_a_run: the RLOCK_FENCE a `rlock run k` gets.
+fence_of_a_run() {
+  rlock run k -- sh -c 'echo "$RLOCK_FENCE"'
+}
+
+# --- restart without persistence ------------------------------------------------------------------
+
+@test "fences after a restart without persistence are above every fence given before" {
+  redis_start
+  local f1 f2 f3
+  f1=$(fence_of_a_run) || fail "the first run failed"
+  f2=$(fence_of_a_run) || fail "the second run failed"
+  [[ $f1 =~ ^[0-9]+$ && $f2 =~ ^[0-9]+$ ]] || fail "fences '$f1' '$f2'"
+  ((f2 > f1)) || fail "fences $f1 then $f2"
+  redis_restart
+  assert key_missing "$(lock_key k):fence"
+  f3=$(fence_of_a_run) || fail "the run after the restart failed"
+  [[ $f3 =~ ^[0-9]+$ ]] || fail "fence '$f3'"
+  ((f3 > f1 && f3 > f2)) || fail "fence $f3 after the restart is not above $f1 and $f2 given before it"
+}
+
+@test "a waiter survives a restart of Redis and gets the lock" {
+  redis_start
+  acquire_token k -t 2s
+  bg waiter rlock run -v k -w 20 -- "$CS" "$WLOG" waiter 0
+  wait_until -t 10 grep -qi wait "$T/waiter.err" || fail "the waiter does not say it waits: $(bg_err waiter)"
+  pid_alive "$waiter_pid" || fail "the waiter gave up: $(bg_err waiter)"
+  redis_restart
+  bg_wait waiter 25
+  [[ $BG_STATUS == 0 ]] || fail "the waiter exited $BG_STATUS after a restart of Redis: $(bg_err waiter)"
+  assert cs_started waiter
+}
+
+@test "a waiter survives a Redis pause longer than --timeout and gets the lock" {
+  redis_start
+  acquire_token k -t 2s
+  bg waiter rlock run -v k -w 20 --timeout 500ms -- "$CS" "$WLOG" waiter 0
+  wait_until -t 10 grep -qi wait "$T/waiter.err" || fail "the waiter does not say it waits: $(bg_err waiter)"
+  redis_pause
+  sleep 1.5
+  redis_resume
+  bg_wait waiter 25
+  [[ $BG_STATUS == 0 ]] || fail "the waiter exited $BG_STATUS after a Redis pause: $(bg_err waiter)"
+  assert cs_started waiter
+}
+
+# --- eviction policy ------------------------------------------------------------------------------
+
+# warnings_about TEXT: the "rlock: warning: " lines of the last run's stderr that contain TEXT.
+warnings_about() {
+  grep '^rlock: warning: ' <<<"$stderr" | grep -i -- "$1"
+}
+
+@test "volatile-lru with a maxmemory: run warns about maxmemory-policy and works" {
+  redis_start --maxmemory 100mb --maxmemory-policy volatile-lru
+  run --separate-stderr rlock run k -- echo ran
+  assert_success
+  assert_output ran
+  warnings_about maxmemory-policy >/dev/null || fail "no 'rlock: warning:' naming maxmemory-policy: '$stderr'"
+  assert lock_free k
+}
+
+@test "allkeys-lru with a maxmemory: run warns too" {
+  redis_start --maxmemory 100mb --maxmemory-policy allkeys-lru
+  run --separate-stderr rlock run k -- echo ran
+  assert_success
+  warnings_about maxmemory-policy >/dev/null || fail "no 'rlock: warning:' naming maxmemory-policy: '$stderr'"
+}
+
+@test "--strict refuses an evicting policy with 78 and leaves no lock" {
+  redis_start --maxmemory 100mb --maxmemory-policy volatile-lru
+  run --separate-stderr rlock run k --strict -- touch "$T/ran"
+  [[ $status == 78 ]] || fail "expected 78 with --strict, got $status: '$stderr'"
+  (($(count_error_lines "$stderr") == 1)) || fail "expected one 'rlock: error:' line: '$stderr'"
+  assert_file_not_exists "$T/ran"
+  assert lock_free k
+  run --separate-stderr rlock acquire k --strict
+  [[ $status == 78 ]] || fail "acquire --strict: expected 78, got $status: '$stderr'"
+  assert lock_free k
+}
+
+@test "noeviction, or no maxmemory: no warning" {
+  redis_start --maxmemory 100mb --maxmemory-policy noeviction
+  run --separate-stderr rlock run k -- true
+  assert_success
+  assert_equal "$stderr" ""
+  run --separate-stderr rlock run k --strict -- true
+  assert_success
+  redis_stop
+  redis_start --maxmemory 0 --maxmemory-policy volatile-lru
+  run --separate-stderr rlock run k -- true
+  assert_success
+  assert_equal "$stderr" ""
+}
+
+@test "status -v names the eviction policy" {
+  redis_start --maxmemory 100mb --maxmemory-policy volatile-lru
+  acquire_token k 2>/dev/null
+  run --separate-stderr rlock status -v k
+  assert_success
+  [[ "$output$stderr" == *volatile-lru* ]] || fail "status -v does not name the policy: '$output' '$stderr'"
+}
+
+# --- a server too busy to answer -------------------------------------------------------------------
+
+@test "run whose acquire timed out (server busy) leaves no lock behind" {
+  redis_start --enable-debug-command yes
+  # An earlier use: the server has rlock's scripts in its cache, so a queued EVALSHA runs.
+  rlock run k -- true || fail "the warm-up run failed"
+  redis_debug_sleep 1.5
+  run --separate-stderr rlock run -n --timeout 300ms -t 60s k -- touch "$T/ran"
+  [[ $status == 69 ]] || fail "expected 69, got $status: '$stderr'"
+  assert_file_not_exists "$T/ran"
+  wait_until -t 10 redis_answers || fail "the server did not wake up"
+  wait_until -t 2 lock_free k || fail "the lock is still held $(rcli pttl "$(lock_key k)")ms after the server woke: an orphan of the timed-out acquire"
+}
+
+@test "acquire that timed out (server busy) leaves no lock behind" {
+  redis_start --enable-debug-command yes
+  # An earlier use: the server has rlock's scripts in its cache, so a queued EVALSHA runs.
+  rlock run k -- true || fail "the warm-up run failed"
+  redis_debug_sleep 1.5
+  run --separate-stderr rlock acquire -n --timeout 300ms -t 60s k
+  [[ $status == 69 ]] || fail "expected 69, got $status: '$stderr'"
+  assert_equal "$output" ""
+  wait_until -t 10 redis_answers || fail "the server did not wake up"
+  wait_until -t 2 lock_free k || fail "the lock is still held $(rcli pttl "$(lock_key k)")ms after the server woke: an orphan of the timed-out acquire"
+}
+
+# --- the server shortens the lease ------------------------------------------------------------------
+
+@test "a lease the server shortened behind rlock's back is reported at the next renewal" {
+  redis_start
+  bg holder rlock run -v -t 6s k -- sh -c "$(started_then_go)"
+  wait_until test -e "$T/started" || fail "the child did not start: $(bg_err holder)"
+  # Renewals come every 2s. Take 2.5s off whatever is left: at the next renewal 1.5s are left
+  # where rlock expects about 4s, and the key still exists then.
+  local pttl
+  pttl=$(rcli pttl "$(lock_key k)")
+  ((pttl > 3000)) || fail "PTTL $pttl"
+  rcli pexpire "$(lock_key k)" $((pttl - 2500)) >/dev/null
+  # The wording is rlock's to choose; this looks for "shorter" or "clock" (adjust if it differs).
+  wait_until -t 8 grep -qiE 'shorter|clock' "$T/holder.err" ||
+    fail "no line about the shortened TTL (shorter/clock) on stderr: $(bg_err holder)"
+  touch "$T/go"
+  bg_wait holder 10
+}
+
+# --- timeouts -------------------------------------------------------------------------------------
+
+@test "--timeout longer than the TTL: clamped (the child runs to its end) or refused with 64" {
+  redis_start
+  local t0 took
+  t0=$(now_ms)
+  run --separate-stderr timeout 30 rlock run k -t 3s --timeout 5s -- sh -c 'sleep 4; touch "$0"' "$T/done"
+  took=$(elapsed_ms "$t0")
+  case $status in
+    0) assert_file_exists "$T/done" ;;
+    64)
+      assert_file_not_exists "$T/done"
+      (($(count_error_lines "$stderr") == 1)) || fail "expected one 'rlock: error:' line: '$stderr'"
+      ;;
+    *) fail "exit $status after ${took}ms (expected 0, or 64 for a refusal): '$stderr'" ;;
+  esac
+  assert lock_free k
+}
+
+@test "a server whose answer never ends: --timeout 500ms gives 69 within 3s" {
+  fake_redis_stream
+  local t0 took
+  t0=$(now_ms)
+  run --separate-stderr timeout 20 rlock run -u "redis://127.0.0.1:$FAKE_PORT" --timeout 500ms k -- touch "$T/ran"
+  took=$(elapsed_ms "$t0")
+  [[ $status == 69 ]] || fail "expected 69, got $status after ${took}ms: '$stderr'"
+  ((took < 3000)) || fail "took ${took}ms"
+  assert_file_not_exists "$T/ran"
+  t0=$(now_ms)
+  run --separate-stderr timeout 20 rlock status -u "redis://127.0.0.1:$FAKE_PORT" --timeout 500ms k
+  took=$(elapsed_ms "$t0")
+  [[ $status == 69 ]] || fail "status: expected 69, got $status after ${took}ms: '$stderr'"
+  ((took < 3000)) || fail "status took ${took}ms"
+}
+
+# --- DNS ------------------------------------------------------------------------------------------
+
+@test "a DNS server that never answers: the first lookup is bounded by --connect-timeout (69 within 3s)" {
+  [[ $(id -u) == 0 ]] || skip "needs root for a private mount and network namespace"
+  command -v unshare >/dev/null && command -v ip >/dev/null && command -v socat >/dev/null ||
+    skip "needs unshare, ip and socat"
+  # In private mount and network namespaces: /etc/resolv.conf names 127.0.0.1, where a UDP
+  # socket swallows every query (no answer, no ICMP error).
+  printf 'nameserver 127.0.0.1\noptions timeout:5 attempts:2\n' >"$T/resolv.conf"
+  run --separate-stderr timeout 40 unshare -mn bash -c '
+    T=$0
+    ip link set lo up || exit 90
+    socat -u UDP-RECV:53,bind=127.0.0.1 /dev/null &
+    sink=$!
+    for _ in $(seq 1 100); do ss -lunH "sport = :53" | grep -q . && break; sleep 0.05; done
+    ss -lunH "sport = :53" | grep -q . || exit 91
+    mount --bind "$T/resolv.conf" /etc/resolv.conf || exit 92
+    t0=${EPOCHREALTIME/./}
+    rlock run -u redis://does-not-exist.invalid:6379 --connect-timeout 500ms k -- true
+    rc=$?
+    t1=${EPOCHREALTIME/./}
+    kill "$sink"
+    echo "rc=$rc took=$(((t1 - t0) / 1000))"
+  ' "$T"
+  case $status in
+    90 | 91 | 92) skip "could not set up the namespaces (step $status): $stderr" ;;
+  esac
+  assert_success
+  local rc took
+  rc=$(sed -n 's/^rc=\([0-9]*\) .*/\1/p' <<<"$output")
+  took=$(sed -n 's/.* took=\([0-9]*\)$/\1/p' <<<"$output")
+  [[ $rc == 69 ]] || fail "expected 69, got '$rc': $output; stderr: $stderr"
+  ((took < 3000)) || fail "the lookup took ${took}ms with --connect-timeout 500ms"
+}
