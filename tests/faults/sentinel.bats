@@ -1,0 +1,160 @@
+#!/usr/bin/env bats
+# Sentinel faults: a renewal only counts when a majority of the sentinels still name the master
+# rlock renews on, so a holder cut off from most sentinels stops its child before its lease can
+# end; and sentinels that require a password.
+#
+# Each test starts a master, a replica and 3 sentinels. rlock reaches the sentinels through
+# pausable proxies (a paused proxy accepts connections but answers nothing, like a sentinel on
+# a host that is cut off), and the master directly.
+
+load ../helpers/common
+load ../helpers/servers
+load helpers/faults
+
+setup() {
+  faults_setup
+}
+
+teardown() {
+  common_teardown
+}
+
+# topology_behind_proxies: master, replica, 3 sentinels, a proxy to each sentinel (s1, s2, s3);
+# exports PROXIED_URL, the redis+sentinel URL through the proxies.
+topology_behind_proxies() {
+  repl_start
+  sentinels_start 3
+  local ports=($SENTINEL_PORTS)
+  proxy_start s1 "${ports[0]}"
+  proxy_start s2 "${ports[1]}"
+  proxy_start s3 "${ports[2]}"
+  export PROXIED_URL="redis+sentinel://127.0.0.1:$s1_PORT,127.0.0.1:$s2_PORT,127.0.0.1:$s3_PORT/mymaster"
+  unset RLOCK_URL
+}
+
+# second_holder LABEL: one `rlock run k -n` on the master itself, of a witnessed critical section;
+# succeeds when it got the lock.
+second_holder() {
+  rlock run k -n -u "redis://127.0.0.1:$MASTER_PORT" -- "$CS" "$WLOG" "$1" 0 2>>"$T/second.err"
+}
+
+# holder_cut_off PROXY...: a run with a 3s lease through the proxies; once its child runs, the
+# given proxies are paused. The child must be gone within the TTL (its lease ends at most 3s
+# after the last renewal that counted, which was before the pause), rlock exits 76, and a
+# second holder on the master sees no overlap.
+holder_cut_off() {
+  bg holder rlock run k -t 3s --kill-after 1s --connect-timeout 500ms --timeout 500ms -u "$PROXIED_URL" -- \
+    "$CS" "$WLOG" first 30
+  wait_cs first holder
+  local child
+  child=$(cs_pid first)
+  # Let a renewal or two go through the proxies first.
+  sleep 1.2
+  pid_alive "$child" || fail "the child stopped before the fault: $(bg_err holder)"
+  local p t0
+  t0=$(now_ms)
+  for p in "$@"; do
+    proxy_pause "$p"
+  done
+  wait_until -t 3 pid_gone "$child" ||
+    fail "the child still runs 3s after the sentinels $* stopped answering: the lease may have ended under it; $(bg_err holder)"
+  echo "# the child was stopped $(elapsed_ms "$t0")ms after the pause" >&3
+  bg_wait holder 15
+  [[ $BG_STATUS == 76 ]] || fail "expected 76, got $BG_STATUS: $(bg_err holder)"
+  wait_until -t 10 second_holder second || fail "no second holder on the master: $(cat "$T/second.err")"
+  assert_no_overlap
+}
+
+@test "the proxied topology works when nothing is paused" {
+  topology_behind_proxies
+  run --separate-stderr rlock run k -t 3s -u "$PROXIED_URL" -- sh -c 'sleep 2.5; echo ran'
+  assert_success
+  assert_output ran
+}
+
+@test "renewals without a majority of the sentinels do not count: 2 of 3 (s2, s3) cut off, the child is stopped, 76" {
+  topology_behind_proxies
+  holder_cut_off s2 s3
+}
+
+@test "renewals without any sentinel answering do not count: the child is stopped, 76" {
+  topology_behind_proxies
+  holder_cut_off s1 s2 s3
+}
+
+@test "one sentinel of 3 cut off: the majority still answers and the run goes on" {
+  topology_behind_proxies
+  bg holder rlock run k -t 3s --kill-after 1s --connect-timeout 500ms --timeout 500ms -u "$PROXIED_URL" -- \
+    "$CS" "$WLOG" first 5
+  wait_cs first holder
+  proxy_pause s1
+  bg_wait holder 20
+  [[ $BG_STATUS == 0 ]] || fail "expected 0 with 2 of 3 sentinels answering, got $BG_STATUS: $(bg_err holder)"
+  assert cs_ended first
+}
+
+# --- sentinels with a password --------------------------------------------------------------------
+
+# sentinels_start_auth PASSWORD: like sentinels_start 3, but the sentinels require PASSWORD
+# (requirepass) and use it between themselves (sentinel sentinel-pass). Exports SENTINEL_URL.
+sentinels_start_auth() {
+  local pass=$1 i conf ports=() hosts=()
+  conf=$(_srv_root)/sentinel-auth.conf.template
+  mkdir -p "$(dirname "$conf")"
+  {
+    echo "sentinel monitor mymaster 127.0.0.1 $MASTER_PORT 2"
+    echo "sentinel down-after-milliseconds mymaster 1000"
+    echo "sentinel failover-timeout mymaster 5000"
+    echo "requirepass $pass"
+    echo "sentinel sentinel-pass $pass"
+  } >"$conf"
+  for i in 1 2 3; do
+    SRV_PASS=$pass srv_start "sentinel$i" --sentinel "$conf" || fail "could not start sentinel $i"
+    ports+=("$SRV_PORT")
+    hosts+=("127.0.0.1:$SRV_PORT")
+  done
+  export SENTINEL_PORTS="${ports[*]}"
+  local IFS=,
+  export SENTINEL_URL="redis+sentinel://${hosts[*]}/mymaster"
+  unset IFS
+  local p
+  for p in "${ports[@]}"; do
+    wait_until -t 10 eval '[[ $(REDISCLI_AUTH=$pass redis-cli -h 127.0.0.1 -p $p sentinel get-master-addr-by-name mymaster 2>/dev/null | sed -n 2p) == "$MASTER_PORT" ]]' ||
+      fail "sentinel on $p does not know the master"
+  done
+}
+
+@test "sentinels with a password: --sentinel-password-file reaches the master" {
+  repl_start
+  sentinels_start_auth sentinel-s3cret
+  printf 'sentinel-s3cret\n' >"$T/sentinel.pass"
+  chmod 600 "$T/sentinel.pass"
+  run --separate-stderr rlock run k -u "$SENTINEL_URL" --sentinel-password-file "$T/sentinel.pass" -- \
+    sh -c 'redis-cli -p "$0" exists "rlock:{k}"' "$MASTER_PORT"
+  assert_success
+  assert_output 1
+  [[ $stderr != *sentinel-s3cret* ]] || fail "the password shows on stderr: '$stderr'"
+}
+
+@test "sentinels with a password: RLOCK_SENTINEL_PASSWORD reaches the master" {
+  repl_start
+  sentinels_start_auth sentinel-s3cret
+  RLOCK_SENTINEL_PASSWORD=sentinel-s3cret run --separate-stderr rlock run k -u "$SENTINEL_URL" -- \
+    sh -c 'redis-cli -p "$0" exists "rlock:{k}"' "$MASTER_PORT"
+  assert_success
+  assert_output 1
+}
+
+@test "sentinels with a password, none given: a clear error (69 or 77) about the sentinels" {
+  repl_start
+  sentinels_start_auth sentinel-s3cret
+  run --separate-stderr rlock run k -u "$SENTINEL_URL" -- touch "$T/ran"
+  [[ $status == 69 || $status == 77 ]] || fail "expected 69 or 77, got $status: '$stderr'"
+  assert_error_exit "$status"
+  grep -qi sentinel <<<"$stderr" || fail "the error does not say the sentinels refused: '$stderr'"
+  assert_file_not_exists "$T/ran"
+  RLOCK_SENTINEL_PASSWORD=wrong-pass run --separate-stderr rlock run k -u "$SENTINEL_URL" -- touch "$T/ran"
+  [[ $status == 69 || $status == 77 ]] || fail "wrong password: expected 69 or 77, got $status: '$stderr'"
+  [[ $stderr != *wrong-pass* ]] || fail "the password shows on stderr: '$stderr'"
+  assert_file_not_exists "$T/ran"
+}
