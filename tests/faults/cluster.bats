@@ -1,0 +1,85 @@
+#!/usr/bin/env bats
+# Redis Cluster with a dead master: the URL naming the dead node is "unavailable" (69, never
+# busy), a URL naming a live node still serves the keys of the live masters, and a key whose
+# slot lived on the dead master is 69 within the timeouts.
+#
+# The cluster (3 masters, no replicas) serves the slots it still covers
+# (cluster-require-full-coverage no), as a cluster that lost a master without a replica does
+# when so configured.
+
+load ../helpers/common
+load ../helpers/servers
+load helpers/faults
+
+BATS_TEST_TIMEOUT=90
+
+setup() {
+  faults_setup
+}
+
+teardown() {
+  common_teardown
+}
+
+# key_on PORT: prints a key whose lock's slot ({key}) is owned by the master on PORT.
+key_on() {
+  local i
+  for i in $(seq 1 200); do
+    if [[ $(cluster_port_of "rlock:{key$i}") == "$1" ]]; then
+      echo "key$i"
+      return 0
+    fi
+  done
+  return 1
+}
+
+@test "cluster, one master dead: its URL is 69, a live node serves live slots, its slots are 69" {
+  cluster_start 3
+  local p
+  for p in $CLUSTER_PORTS; do
+    srv_cli "$p" config set cluster-require-full-coverage no >/dev/null
+  done
+  local ports=($CLUSTER_PORTS) pids=($CLUSTER_PIDS)
+  local live_port=${ports[0]} dead_port=${ports[2]} dead_pid=${pids[2]}
+  local live_key dead_key
+  live_key=$(key_on "$live_port") || fail "no key on the first master"
+  dead_key=$(key_on "$dead_port") || fail "no key on the third master"
+  # The cluster works through any node before the fault.
+  run --separate-stderr rlock run "$dead_key" -n -u "redis://127.0.0.1:$live_port" -- echo ran
+  assert_success
+  assert_output ran
+
+  srv_kill "$dead_pid"
+  local t0 took
+  t0=$(now_ms)
+  run --separate-stderr timeout 20 rlock run "$live_key" -n --connect-timeout 500ms --timeout 1s \
+    -u "redis://127.0.0.1:$dead_port" -- touch "$T/ran"
+  took=$(elapsed_ms "$t0")
+  assert_error_exit 69
+  assert_file_not_exists "$T/ran"
+  ((took < 5000)) || fail "the dead node's URL took ${took}ms"
+
+  run --separate-stderr timeout 20 rlock run "$live_key" -n --connect-timeout 500ms --timeout 1s \
+    -u "redis://127.0.0.1:$live_port" -- echo ran
+  assert_success
+  assert_output ran
+
+  t0=$(now_ms)
+  run --separate-stderr timeout 30 rlock run "$dead_key" -n --connect-timeout 500ms --timeout 1s \
+    -u "redis://127.0.0.1:$live_port" -- touch "$T/ran"
+  took=$(elapsed_ms "$t0")
+  assert_error_exit 69
+  assert_file_not_exists "$T/ran"
+  ((took < 10000)) || fail "a key of the dead master's slots took ${took}ms"
+
+  # Once the others have marked it failed, the same: 69 for its slots, live slots still served.
+  wait_until -t 20 eval '[[ $(srv_cli "$live_port" cluster nodes 2>/dev/null | grep -c "fail[ ,]") -ge 1 ]]' ||
+    fail "the live nodes did not mark the dead master as failed"
+  run --separate-stderr timeout 30 rlock run "$dead_key" -n --connect-timeout 500ms --timeout 1s \
+    -u "redis://127.0.0.1:$live_port" -- touch "$T/ran"
+  assert_error_exit 69
+  run --separate-stderr timeout 20 rlock run "$live_key" -n --connect-timeout 500ms --timeout 1s \
+    -u "redis://127.0.0.1:$live_port" -- echo ran
+  assert_success
+  assert_output ran
+}
