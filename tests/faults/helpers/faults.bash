@@ -160,7 +160,7 @@ pty_run() {
 
 # pty_mark_ns TEXT: the time (CLOCK_MONOTONIC ns) at which the first step starting with TEXT ended.
 pty_mark_ns() {
-  awk -v s="$1" 'index(substr($0, index($0, " ") + 1), s) == 1 { print $1; exit }' "$PTY_MARKS"
+  MARK=$1 awk 'index(substr($0, index($0, " ") + 1), ENVIRON["MARK"]) == 1 { print $1; exit }' "$PTY_MARKS"
 }
 
 # ---------------------------------------------------------------------------------------------
