@@ -66,6 +66,10 @@ second_holder() {
 
 # --- background jobs left behind -----------------------------------------------------------------
 
+# A shell snippet for -c commands: wait until the background critical section "job" has
+# recorded its start (so the command never exits before its leftover exists).
+JOB_UP='until grep -q "^start .* job\$" "$WLOG"; do sleep 0.02; done'
+
 # contend_while_job_runs: while the critical section "job" has not ended, tries `rlock run k -n`
 # of a witnessed section; each try must be refused with 75 (a try that gets the lock after the
 # job ended is fine: the witness tells). Sets BUSY_SEEN to the number of refusals.
@@ -85,7 +89,7 @@ contend_while_job_runs() {
 }
 
 @test "a background job left by the command keeps the lock (renewed) until it exits" {
-  bg holder rlock run k -t 2s -c "\"\$CS\" \"\$WLOG\" job 4 & exit 0"
+  bg holder rlock run k -t 2s -c "\"\$CS\" \"\$WLOG\" job 4 & $JOB_UP; exit 0"
   wait_cs job holder
   contend_while_job_runs
   assert_no_overlap
@@ -96,7 +100,7 @@ contend_while_job_runs() {
 }
 
 @test "a daemonised leftover (setsid -f) keeps the lock until it exits" {
-  bg holder rlock run k -t 2s -c "setsid -f \"\$CS\" \"\$WLOG\" job 4; exit 0"
+  bg holder rlock run k -t 2s -c "setsid -f \"\$CS\" \"\$WLOG\" job 4; $JOB_UP; exit 0"
   wait_cs job holder
   contend_while_job_runs
   assert_no_overlap
@@ -107,7 +111,7 @@ contend_while_job_runs() {
 }
 
 @test "--leftovers kill ends the background job when the command exits, with the command's status" {
-  bg holder rlock run k -t 3s --leftovers kill --kill-after 1s -c "\"\$CS\" \"\$WLOG\" job 30 & exit 3"
+  bg holder rlock run k -t 3s --leftovers kill --kill-after 1s -c "\"\$CS\" \"\$WLOG\" job 30 & $JOB_UP; exit 3"
   wait_cs job holder
   local job
   job=$(cs_pid job)
@@ -121,7 +125,7 @@ contend_while_job_runs() {
 }
 
 @test "--leftovers kill: a leftover that ignores SIGTERM gets SIGKILL after --kill-after" {
-  bg holder env CS_IGNORE_TERM=1 rlock run k -t 3s --leftovers kill --kill-after 1s -c "\"\$CS\" \"\$WLOG\" job 30 & exit 0"
+  bg holder env CS_IGNORE_TERM=1 rlock run k -t 3s --leftovers kill --kill-after 1s -c "\"\$CS\" \"\$WLOG\" job 30 & $JOB_UP; exit 0"
   wait_cs job holder
   local job
   job=$(cs_pid job)
@@ -132,7 +136,7 @@ contend_while_job_runs() {
 }
 
 @test "--leftovers kill ends a daemonised leftover (setsid -f) too" {
-  bg holder rlock run k -t 3s --leftovers kill --kill-after 1s -c "setsid -f \"\$CS\" \"\$WLOG\" job 30; exit 4"
+  bg holder rlock run k -t 3s --leftovers kill --kill-after 1s -c "setsid -f \"\$CS\" \"\$WLOG\" job 30; $JOB_UP; exit 4"
   wait_cs job holder
   local job
   job=$(cs_pid job)
