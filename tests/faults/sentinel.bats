@@ -145,13 +145,15 @@ sentinels_start_auth() {
   assert_output 1
 }
 
-@test "sentinels with a password, none given: a clear error (69 or 77) about the sentinels" {
+@test "sentinels with a password, none given: 69 or 77, with a hint naming the sentinels' password" {
   repl_start
   sentinels_start_auth sentinel-s3cret
   run --separate-stderr rlock run k -u "$SENTINEL_URL" -- touch "$T/ran"
   [[ $status == 69 || $status == 77 ]] || fail "expected 69 or 77, got $status: '$stderr'"
   assert_error_exit "$status"
-  grep -qi sentinel <<<"$stderr" || fail "the error does not say the sentinels refused: '$stderr'"
+  # The hint that fixes it names the sentinels' password, not the master's.
+  grep -qiE 'sentinel-password|SENTINEL_PASSWORD' <<<"$stderr" ||
+    fail "the error does not point at --sentinel-password-file or RLOCK_SENTINEL_PASSWORD: '$stderr'"
   assert_file_not_exists "$T/ran"
   RLOCK_SENTINEL_PASSWORD=wrong-pass run --separate-stderr rlock run k -u "$SENTINEL_URL" -- touch "$T/ran"
   [[ $status == 69 || $status == 77 ]] || fail "wrong password: expected 69 or 77, got $status: '$stderr'"
