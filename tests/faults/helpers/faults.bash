@@ -16,7 +16,8 @@ if [[ ! -x $RLOCK_BIN && -x $BATS_TEST_DIRNAME/../../build/rlock ]]; then
   RLOCK_BIN=$BATS_TEST_DIRNAME/../../build/rlock
 fi
 
-# Debian's python3 (the pty driver needs nothing else), whatever python3 comes first on PATH.
+# The pty driver runs with Debian's python3 when there is one (it needs nothing beyond the
+# standard library), else with the first python3 on PATH.
 if [[ -x /usr/bin/python3 ]]; then
   FAULTS_PYTHON=/usr/bin/python3
 else
