@@ -1,5 +1,7 @@
 #pragma once
 
+#include "util/clock.hpp"
+
 #include <fmt/core.h>
 
 #include <string_view>
@@ -29,5 +31,22 @@ void verbose(fmt::format_string<Args...> format, Args&&... args) {
     verbose_line(fmt::format(format, std::forward<Args>(args)...));
   }
 }
+
+// Writes text to stderr as it is (an updating status line's control sequences are rlock's own;
+// whatever it quotes must have gone through util::printable).
+void raw(std::string_view text);
+
+// From now on, writing to stderr never blocks: stderr gets an open file description of its own
+// with O_NONBLOCK (the child keeps the blocking one it shares), lines that cannot be written at
+// once wait in a queue of at most 64 KiB, and lines past that are dropped and counted. run calls
+// this before it holds a lock, so a stalled stderr (a full pipe, a terminal paused with ^S) can
+// never hold up its loop.
+void set_nonblocking();
+// The descriptor to poll for POLLOUT while lines wait in the queue; -1 when none wait.
+int pending_fd();
+// Writes what it can of the waiting lines without blocking.
+void drain();
+// Writes the waiting lines, waiting for stderr at most until deadline; drops what is left.
+void flush(util::BootClock::time_point deadline);
 
 }  // namespace rlock::log

@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 
@@ -51,7 +52,11 @@ std::optional<Millis> parse_duration(std::string_view text, std::string* why) {
     double scale = unit_millis(unit);
     if (scale == 0.0) return fail(fmt::format("unknown unit '{}' (use ms, s, m, h or d)", unit));
     bare = bare && unit.empty() && start == 0;
-    total += std::stod(std::string(number)) * scale;
+    double value = 0;
+    auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
+    if (ec == std::errc::result_out_of_range) return fail("duration too long");
+    if (ec != std::errc() || end != number.data() + number.size()) return fail("expected a number");
+    total += value * scale;
   }
   // A year of milliseconds is far beyond any lock; the bound keeps the arithmetic exact.
   if (!std::isfinite(total) || total > 365.0 * 86400 * 1000) return fail("duration too long");

@@ -6,8 +6,18 @@
 
 namespace rlock::util {
 
-// The text as a JSON string literal, quotes included.
+// The text as a JSON string literal, quotes included, always valid UTF-8: control characters are
+// escaped and each byte that is not part of a valid UTF-8 sequence becomes U+FFFD.
 std::string json_quote(std::string_view text);
+
+// The text made safe to show on a terminal, in a message or a table cell: valid UTF-8 passes,
+// control characters (C0, DEL, C1), line and paragraph separators and bidirectional overrides
+// are escaped (\n, \r, \t, \x1b, \u202e), and bytes that are not valid UTF-8 become \xNN. No
+// escape sequence, line break or reordering reaches the terminal.
+std::string printable(std::string_view text);
+
+// Whether the text is well-formed UTF-8 (no overlong forms, surrogates or values past U+10FFFF).
+bool valid_utf8(std::string_view text);
 
 // Percent-encodes every byte outside [A-Za-z0-9._~/:-]; the inverse of percent_decode.
 std::string percent_encode(std::string_view text);
