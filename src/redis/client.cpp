@@ -7,6 +7,8 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
+#include <map>
 #include <set>
 
 #include <unistd.h>
@@ -59,17 +61,27 @@ void Client::configure(Connection& c) {
   c.cap_waits(m_cap);
 }
 
+void Client::set_greeting(Command command) {
+  m_greeting = std::move(command);
+  for (auto& [name, c] : m_nodes) c->set_greeting(m_greeting);
+}
+
+std::optional<Reply> Client::greeting_reply() {
+  if (!m_current) return std::nullopt;
+  return m_current->greeting_reply();
+}
+
 void Client::set_interrupt(int fd, std::function<void()> on_ready) {
   m_interrupt_fd = fd;
   m_on_interrupt = std::move(on_ready);
   for (auto& [name, c] : m_nodes) configure(*c);
-  for (auto& [name, c] : m_sentinels) configure(*c);
+  for (auto& c : m_sentinels) configure(*c);
 }
 
 void Client::cap_waits(std::optional<Clock::time_point> cap) {
   m_cap = cap;
   for (auto& [name, c] : m_nodes) configure(*c);
-  for (auto& [name, c] : m_sentinels) configure(*c);
+  for (auto& c : m_sentinels) configure(*c);
 }
 
 Connection& Client::node(const std::string& host, int port) {
@@ -82,6 +94,7 @@ Connection& Client::node(const std::string& host, int port) {
   if (it == m_nodes.end()) {
     it = m_nodes.emplace(name, std::make_unique<Connection>(e, m_timeouts, m_tls)).first;
     configure(*it->second);
+    it->second->set_greeting(m_greeting);
   }
   return *it->second;
 }
@@ -94,48 +107,77 @@ Connection& Client::current() {
   }
   auto conn = std::make_unique<Connection>(m_url.endpoint, m_timeouts, m_tls);
   configure(*conn);
+  conn->set_greeting(m_greeting);
   m_current = conn.get();
   m_nodes.emplace(m_url.endpoint.identity(), std::move(conn));
   return *m_current;
 }
 
-std::optional<std::pair<std::string, int>> Client::ask_sentinels(std::string& last) {
-  for (const Endpoint& s : m_url.sentinels) {
-    Endpoint plain = s;
-    plain.user.clear();
-    plain.password.clear();
-    plain.db = 0;
-    plain.tls = false;
-    // Kept open (and resolved once): run asks before every renewal, inside its deadline.
-    std::unique_ptr<Connection>& kept = m_sentinels[plain.identity()];
-    if (!kept) {
-      kept = std::make_unique<Connection>(plain, m_timeouts);
-      configure(*kept);
+std::optional<std::pair<std::string, int>> Client::master_by_majority(std::string& why) {
+  if (m_sentinels.empty()) {
+    for (const Endpoint& s : m_url.sentinels) {
+      Endpoint e = s;
+      // The sentinels' own credentials (sentinel requirepass or an ACL user), not the master's.
+      e.user = m_url.sentinel_user;
+      e.password = m_url.sentinel_password;
+      e.db = 0;
+      e.tls = false;
+      // Kept open (and resolved once): run asks before every renewal, inside its deadline.
+      m_sentinels.push_back(std::make_unique<Connection>(e, m_timeouts));
+      configure(*m_sentinels.back());
     }
-    Connection& sentinel = *kept;
-    Reply r;
-    try {
-      r = sentinel.call({"SENTINEL", "get-master-addr-by-name", m_url.master});
-    } catch (const Error& e) {
-      last = e.what();
+  }
+  std::vector<Connection*> all;
+  for (auto& c : m_sentinels) all.push_back(c.get());
+  std::vector<std::vector<Command>> ask(all.size(), {{"SENTINEL", "get-master-addr-by-name", m_url.master}});
+  size_t majority = m_url.sentinels.size() / 2 + 1;
+  // Done as soon as a majority names the same master: a paused sentinel costs nothing then.
+  auto agreed = [&](const std::vector<std::optional<Outcome>>& so_far) {
+    std::map<std::string, size_t> same;
+    for (const auto& o : so_far) {
+      if (!o || o->error || o->replies.empty()) continue;
+      const Reply& r = o->replies.front();
+      if (r.type != Reply::Type::array || r.elements.size() != 2) continue;
+      if (++same[r.elements[0].str + ":" + r.elements[1].str] >= majority) return true;
+    }
+    return false;
+  };
+  std::vector<Outcome> answers = exchange_all(all, ask, m_interrupt_fd, m_on_interrupt, agreed);
+  std::map<std::pair<std::string, int>, size_t> votes;
+  std::string last = "no sentinel answered";
+  for (size_t i = 0; i < answers.size(); ++i) {
+    const Endpoint& s = all[i]->endpoint();
+    if (answers[i].error) {
+      // A refused login is a configuration problem, not a partition: say so at once.
+      if (answers[i].error->exit_code() == exit_code::k_permission) {
+        throw Error(exit_code::k_permission,
+                    fmt::format("{} (the sentinels' own password: --sentinel-password-file, RLOCK_SENTINEL_PASSWORD, "
+                                "--sentinel-user)",
+                                answers[i].error->what()));
+      }
+      last = answers[i].error->what();
       continue;
     }
+    const Reply& r = answers[i].replies.front();
+    long long port = 0;
     if (r.is_error()) {
       last = fmt::format("sentinel {}:{} answered: {}", s.host, s.port, r.str);
-      continue;
-    }
-    long long port = 0;
-    if (r.type != Reply::Type::array || r.elements.size() != 2) {
-      last = fmt::format("no sentinel knows a master named '{}'", m_url.master);
-      continue;
-    }
-    if (!util::parse_int(r.elements[1].str, 1, 65535, port)) {
+    } else if (r.type != Reply::Type::array || r.elements.size() != 2) {
+      last = fmt::format("sentinel {}:{} knows no master named '{}'", s.host, s.port, m_url.master);
+    } else if (!util::parse_int(r.elements[1].str, 1, 65535, port)) {
       last = fmt::format("sentinel {}:{} gave a bad port", s.host, s.port);
-      continue;
+    } else {
+      log::verbose("sentinel {}:{} names {}:{} as master {}", s.host, s.port, r.elements[0].str, port, m_url.master);
+      ++votes[{r.elements[0].str, static_cast<int>(port)}];
     }
-    log::verbose("sentinel {}:{} names {}:{} as master {}", s.host, s.port, r.elements[0].str, port, m_url.master);
-    return std::make_pair(r.elements[0].str, static_cast<int>(port));
   }
+  size_t best = 0;
+  for (const auto& [address, count] : votes) {
+    if (count >= majority) return address;
+    best = std::max(best, count);
+  }
+  why = fmt::format("only {} of the {} sentinels agree on a master (a majority, {}, must); last problem: {}", best,
+                    m_url.sentinels.size(), majority, last);
   return std::nullopt;
 }
 
@@ -143,7 +185,7 @@ void Client::resolve_master() {
   std::string last = "no sentinel answered";
   // Sentinels may briefly name a server that is not master yet (mid-failover): ask a few times.
   for (int round = 0; round < 3; ++round) {
-    auto address = ask_sentinels(last);
+    auto address = master_by_majority(last);
     if (!address) break;
     Connection& master = node(address->first, address->second);
     try {
@@ -162,34 +204,100 @@ void Client::resolve_master() {
   throw Error(exit_code::k_unavailable, fmt::format("{}: no master found: {}", m_url.display(), last));
 }
 
-void Client::follow_failover() {
-  if (m_url.kind != Url::Kind::sentinel || !m_current) return;
-  std::string last;
-  auto address = ask_sentinels(last);
-  if (!address) return;  // the renewal itself will tell whether the master is still there
-  const Endpoint& now = m_current->endpoint();
-  if (now.host == address->first && now.port == address->second) return;
+bool Client::confirm_master() {
+  if (m_url.kind != Url::Kind::sentinel) return true;
+  std::string why;
+  auto address = master_by_majority(why);
+  if (!address) {
+    log::verbose("{}: the master is not confirmed: {}", m_url.display(), why);
+    return false;
+  }
+  if (m_current && m_current->endpoint().host == address->first && m_current->endpoint().port == address->second) {
+    return true;
+  }
   Connection& master = node(address->first, address->second);
-  log::verbose("the sentinels now name {} as master {}: following the failover", master.endpoint().display(),
-               m_url.master);
+  log::verbose("a majority of the sentinels now names {} as master {}: following the failover",
+               master.endpoint().display(), m_url.master);
   m_current = &master;
+  return true;
 }
 
-std::vector<Reply> Client::routed(const std::vector<Command>& commands, util::Millis budget) {
+void Client::learn_nodes() {
+  if (m_url.kind != Url::Kind::direct || !m_cluster_nodes.empty()) return;
+  Reply slots;
+  try {
+    slots = current().call({"CLUSTER", "SLOTS"});
+  } catch (const Error& e) {
+    if (e.exit_code() == exit_code::k_permission) return;  // an ACL without +cluster: keep what we have
+    throw;
+  }
+  if (slots.type != Reply::Type::array) return;  // not a Cluster
+  for (const Reply& range : slots.elements) {
+    for (size_t i = 2; i < range.elements.size(); ++i) {
+      const Reply& n = range.elements[i];
+      if (n.elements.size() < 2 || n.elements[0].str.empty()) continue;
+      std::pair<std::string, int> address{n.elements[0].str, static_cast<int>(n.elements[1].integer)};
+      if (std::find(m_cluster_nodes.begin(), m_cluster_nodes.end(), address) == m_cluster_nodes.end()) {
+        m_cluster_nodes.push_back(address);
+      }
+    }
+  }
+}
+
+bool Client::try_other_node(const std::string& why) {
+  if (m_cluster_nodes.empty() || !m_current) return false;
+  const Endpoint failed = m_current->endpoint();
+  for (const auto& [host, port] : m_cluster_nodes) {
+    if (host == failed.host && port == failed.port) continue;
+    Connection& other = node(host, port);
+    if (!other.connected() && other.endpoint().identity() == failed.identity()) continue;
+    log::verbose("{}; asking Cluster node {} where the slot is now", why, other.endpoint().display());
+    m_current = &other;
+    return true;
+  }
+  return false;
+}
+
+bool Client::pause(util::Millis duration) {
+  auto until = Clock::now() + duration;
+  if (m_cap && until > *m_cap) return false;
+  for (;;) {
+    pollfd p{m_interrupt_fd, POLLIN, 0};
+    int n = util::poll_until(&p, m_interrupt_fd >= 0 ? 1 : 0, until);
+    if (n > 0) {
+      m_on_interrupt();
+      continue;
+    }
+    return true;
+  }
+}
+
+std::vector<Reply> Client::routed(const std::vector<Command>& commands, util::Millis budget,
+                                  const std::vector<Command>& undo) {
   bool re_resolved = false;
-  // TRYAGAIN retries for about --timeout, without counting as redirections.
+  int node_changes = 0;
+  // TRYAGAIN retries for about --io-timeout, without counting as redirections.
   auto tries_left = std::max<int64_t>(1, m_timeouts.command.count() / 50);
   for (int hop = 0; hop <= k_max_redirects; ++hop) {
     Connection& c = current();
     std::vector<Reply> replies;
     try {
-      replies = budget.count() ? std::vector<Reply>{c.call_blocking(commands.front(), budget)} : c.pipeline(commands);
+      replies = budget.count() ? std::vector<Reply>{c.call_blocking(commands.front(), budget)}
+                               : c.pipeline(commands, undo);
     } catch (const Error& e) {
+      if (e.exit_code() != exit_code::k_unavailable) throw;
       // The master may have moved: ask the sentinels once more before giving up.
-      if (m_url.kind == Url::Kind::sentinel && e.exit_code() == exit_code::k_unavailable && !re_resolved) {
+      if (m_url.kind == Url::Kind::sentinel && !re_resolved) {
         log::verbose("{}; asking the sentinels again", e.what());
         m_current = nullptr;
         re_resolved = true;
+        --hop;
+        continue;
+      }
+      // A failed Cluster master: another node knows where its slots went (to a promoted replica).
+      if (node_changes < 3 && try_other_node(e.what())) {
+        ++node_changes;
+        --hop;
         continue;
       }
       throw;
@@ -199,7 +307,7 @@ std::vector<Reply> Client::routed(const std::vector<Command>& commands, util::Mi
     if (try_again && tries_left-- > 0) {
       // A slot mid-migration: the keys are split between two nodes for a moment.
       log::verbose("{}: slot being migrated (TRYAGAIN); retrying", c.endpoint().display());
-      ::usleep(50'000);
+      if (!pause(util::Millis(50))) return replies;  // no time left under the cap: the caller sees TRYAGAIN
       --hop;
       continue;
     }
@@ -242,7 +350,7 @@ std::vector<Reply> Client::routed(const std::vector<Command>& commands, util::Mi
       asking.push_back({"ASKING"});
       asking.push_back(command);
     }
-    std::vector<Reply> both = target.pipeline(asking);
+    std::vector<Reply> both = target.pipeline(asking, undo);
     std::vector<Reply> answered;
     for (size_t i = 1; i < both.size(); i += 2) answered.push_back(std::move(both[i]));
     bool again = false;
@@ -253,15 +361,18 @@ std::vector<Reply> Client::routed(const std::vector<Command>& commands, util::Mi
               fmt::format("{}: more than {} Cluster redirections", m_url.display(), k_max_redirects));
 }
 
-std::vector<Reply> Client::pipeline(const std::vector<Command>& commands) { return routed(commands, util::Millis(0)); }
-
-Reply Client::call(const Command& argv) { return std::move(routed({argv}, util::Millis(0)).front()); }
-
-Reply Client::call_blocking(const Command& argv, util::Millis budget) {
-  return std::move(routed({argv}, budget).front());
+std::vector<Reply> Client::pipeline(const std::vector<Command>& commands, const std::vector<Command>& undo) {
+  return routed(commands, util::Millis(0), undo);
 }
 
-Reply Client::eval(const Script& script, const std::vector<std::string>& keys, const std::vector<std::string>& args) {
+Reply Client::call(const Command& argv) { return std::move(routed({argv}, util::Millis(0), {}).front()); }
+
+Reply Client::call_blocking(const Command& argv, util::Millis budget) {
+  return std::move(routed({argv}, budget, {}).front());
+}
+
+Reply Client::eval(const Script& script, const std::vector<std::string>& keys, const std::vector<std::string>& args,
+                   const std::vector<Command>& undo) {
   Command argv;
   argv.reserve(3 + keys.size() + args.size());
   argv.emplace_back("EVALSHA");
@@ -269,18 +380,18 @@ Reply Client::eval(const Script& script, const std::vector<std::string>& keys, c
   argv.push_back(std::to_string(keys.size()));
   argv.insert(argv.end(), keys.begin(), keys.end());
   argv.insert(argv.end(), args.begin(), args.end());
-  Reply reply = call(argv);
+  Reply reply = std::move(routed({argv}, util::Millis(0), undo).front());
   if (reply.error_code() == "NOSCRIPT") {
     log::verbose("loading script {} into the server's cache", script.name);
     argv[0] = "EVAL";
     argv[1] = std::string(script.source);
-    reply = call(argv);
+    reply = std::move(routed({argv}, util::Millis(0), undo).front());
   }
   if (reply.is_error() && reply.str.find("can't run this command") != std::string::npos) {
     throw Error(exit_code::k_permission,
                 fmt::format("{}: permission denied: the ACL user may not run {} (in rlock's {} script); rlock needs "
-                            "+evalsha +eval +get +set +del +incr +hset +hget +hmget +hgetall +pexpire +pttl +type "
-                            "+time +scan on its keys",
+                            "+evalsha +eval +get +set +del +incr +hset +hget +hmget +hgetall +pexpire +pttl "
+                            "+type +time +scan on its keys",
                             m_url.display(), script_command(script, reply.str), script.name));
   }
   return reply;

@@ -12,10 +12,12 @@
 
 namespace rlock::redis {
 
-// Where rlock's commands go. Knows the URL's kind: asks the sentinels for the master (checking
-// its ROLE, and asking again after a failover or a READONLY answer), follows Cluster MOVED and
-// ASK redirections (at most k_max_redirects per command), and runs scripts by EVALSHA with an
-// EVAL fallback on whichever node answers NOSCRIPT. One Connection per node, opened lazily.
+// Where rlock's commands go. Knows the URL's kind: asks the sentinels for the master (all of
+// them at once, trusting only an address a majority names, and checking its ROLE; asking again
+// after a failover or a READONLY answer), follows Cluster MOVED and ASK redirections (at most
+// k_max_redirects per command) and replaces a failed Cluster node by asking the other nodes it
+// knows, and runs scripts by EVALSHA with an EVAL fallback on whichever node answers NOSCRIPT.
+// One Connection per node, opened lazily.
 class Client {
 public:
   Client(Url url, Timeouts timeouts, TlsOptions tls);
@@ -23,23 +25,37 @@ public:
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
+  // See Connection::set_greeting; applies to every node that holds data (not the sentinels).
+  void set_greeting(Command command);
+  // The greeting's reply from the node that served the last command, if it was sent there.
+  std::optional<Reply> greeting_reply();
+
   // See Connection::set_interrupt and Connection::cap_waits; applies to every node.
   void set_interrupt(int fd, std::function<void()> on_ready);
   void cap_waits(std::optional<Clock::time_point> cap);
 
-  // Sends the commands (all for one hash slot) in one write and returns their replies.
-  std::vector<Reply> pipeline(const std::vector<Command>& commands);
+  // Sends the commands (all for one hash slot) in one write and returns their replies. `undo`:
+  // see Connection::pipeline.
+  std::vector<Reply> pipeline(const std::vector<Command>& commands, const std::vector<Command>& undo = {});
   Reply call(const Command& argv);
-  // Like call, allowing the server `budget` more than --timeout to answer (WAIT).
+  // Like call, allowing the server `budget` more than --io-timeout to answer (WAIT).
   Reply call_blocking(const Command& argv, util::Millis budget);
-  Reply eval(const Script& script, const std::vector<std::string>& keys, const std::vector<std::string>& args);
+  // Runs a script; `undo` (another script's call, as EVAL) as for pipeline.
+  Reply eval(const Script& script, const std::vector<std::string>& keys, const std::vector<std::string>& args,
+             const std::vector<Command>& undo = {});
   // Runs SCAN with MATCH on every master (each Cluster master, or the one server) and returns the keys.
   std::vector<std::string> scan(const std::string& match);
 
-  // Sentinel: asks the sentinels which server is the master now and moves there if it changed.
-  // The old master may stay writable for a while after a failover; renewing there would let the
-  // lock's copy on the new master expire. run calls this before every renewal.
-  void follow_failover();
+  // Sentinel: asks every sentinel at once which server is the master and whether a majority of
+  // the configured sentinels names the same one; moves there if it changed (the old master may
+  // stay writable for a while after a failover). False when no majority confirms a master: a
+  // client and an old master cut off in a minority partition must not count their renewals.
+  // Always true for other URLs. run calls this before every renewal.
+  bool confirm_master();
+
+  // Cluster: learns the other nodes (CLUSTER SLOTS), so that a master that fails later can be
+  // replaced by asking them where its slots went. Quietly does nothing elsewhere.
+  void learn_nodes();
 
   const Url& url() const { return m_url; }
   static constexpr int k_max_redirects = 5;
@@ -48,20 +64,27 @@ private:
   Connection& current();
   Connection& node(const std::string& host, int port);
   void resolve_master();
-  // The master's address according to the first sentinel that knows it; last explains a failure.
-  std::optional<std::pair<std::string, int>> ask_sentinels(std::string& last);
-  std::vector<Reply> routed(const std::vector<Command>& commands, util::Millis budget);
+  // The address a majority of the sentinels names, if any; `why` explains when there is none.
+  std::optional<std::pair<std::string, int>> master_by_majority(std::string& why);
+  std::vector<Reply> routed(const std::vector<Command>& commands, util::Millis budget,
+                            const std::vector<Command>& undo);
+  // After the current Cluster node failed: moves to another known node, if there is one.
+  bool try_other_node(const std::string& why);
+  // Waits `pause` (TRYAGAIN back-off) within the cap; false when the cap does not allow it.
+  bool pause(util::Millis pause);
   void configure(Connection& c);
 
   Url m_url;
   Timeouts m_timeouts;
   TlsOptions m_tls;
   std::map<std::string, std::unique_ptr<Connection>> m_nodes;
-  std::map<std::string, std::unique_ptr<Connection>> m_sentinels;
+  std::vector<std::unique_ptr<Connection>> m_sentinels;  // in the URL's order
+  std::vector<std::pair<std::string, int>> m_cluster_nodes;  // learned Cluster nodes
   Connection* m_current = nullptr;
   int m_interrupt_fd = -1;
   std::function<void()> m_on_interrupt;
   std::optional<Clock::time_point> m_cap;
+  Command m_greeting;
 };
 
 }  // namespace rlock::redis

@@ -6,12 +6,9 @@
 
 #include <hiredis/hiredis.h>
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -73,9 +70,10 @@ std::string format_command(const Command& argv) {
   return command;
 }
 
-int remaining_ms(Clock::time_point deadline) {
-  auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
-  return static_cast<int>(std::clamp<int64_t>(left, 0, 60'000));  // poll again after a minute at most
+std::string format_all(const std::vector<Command>& commands) {
+  std::string wire;
+  for (const Command& c : commands) wire += format_command(c);
+  return wire;
 }
 
 }  // namespace
@@ -102,241 +100,414 @@ void Connection::close() {
   m_tls.reset();
   m_socket.reset();
   m_reader.reset();
+  if (m_state != State::failed) m_state = State::idle;
 }
 
-void Connection::fail(const std::string& why) {
-  close();
-  throw Error(exit_code::k_unavailable, fmt::format("{}: {}", m_endpoint.display(), why));
+void Connection::fail(int code, const std::string& why) {
+  throw Error(code, fmt::format("{}: {}", m_endpoint.display(), why));
 }
 
-void Connection::wait_for(short events, Clock::time_point deadline, std::string_view what) {
-  for (;;) {
-    pollfd fds[2] = {{m_socket.get(), events, 0}, {m_interrupt_fd, POLLIN, 0}};
-    nfds_t count = m_interrupt_fd >= 0 ? 2 : 1;
-    int n = ::poll(fds, count, remaining_ms(deadline));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      fail(fmt::format("poll: {}", std::strerror(errno)));
-    }
-    if (count == 2 && (fds[1].revents & POLLIN)) m_on_interrupt();
-    if (fds[0].revents != 0) return;
-    if (Clock::now() >= deadline) fail(std::string(what));
+std::string Connection::timeout_message() const {
+  switch (m_state) {
+    case State::resolving:
+      return fmt::format("could not resolve '{}' within {} (--connect-timeout)", m_endpoint.host,
+                         util::format_duration(m_timeouts.connect));
+    case State::connecting:
+      return fmt::format("could not connect within {} (--connect-timeout)", util::format_duration(m_timeouts.connect));
+    case State::handshaking:
+      return fmt::format("TLS handshake not done within {} (--connect-timeout)",
+                         util::format_duration(m_timeouts.connect));
+    case State::sending:
+      return fmt::format("could not send within {} (--io-timeout)", util::format_duration(m_timeouts.command));
+    default:
+      return fmt::format("no reply within {} (--io-timeout)", util::format_duration(m_timeouts.command + m_budget));
   }
 }
 
-void Connection::connect_socket(Clock::time_point deadline) {
-  std::string timeout_text =
-      fmt::format("could not connect within {} (--connect-timeout)", util::format_duration(m_timeouts.connect));
+void Connection::start(const std::vector<Command>& commands, util::Millis budget, const std::vector<Command>& undo) {
+  if (!finished()) throw Error(exit_code::k_internal, "a Redis exchange was started before the last one ended");
+  m_state = State::idle;
+  m_error.reset();
+  m_replies.clear();
+  m_replies.reserve(commands.size());
+  m_reply_bytes = 0;
+  m_budget = budget;
+  m_request_sent = false;
+  m_received = 0;
+  m_hello_names.clear();
+  m_wire.clear();
+  bool fresh = !m_socket.valid();
+  if (fresh) {
+    // AUTH and SELECT go out in the same write as the commands: no round trip of their own.
+    std::vector<Command> hello;
+    if (!m_endpoint.password.empty()) {
+      if (m_endpoint.user.empty()) {
+        hello.push_back({"AUTH", m_endpoint.password});
+      } else {
+        hello.push_back({"AUTH", m_endpoint.user, m_endpoint.password});
+      }
+    }
+    if (m_endpoint.db != 0) hello.push_back({"SELECT", std::to_string(m_endpoint.db)});
+    if (!m_greeting.empty()) hello.push_back(m_greeting);
+    for (const Command& h : hello) m_hello_names.push_back(h.front());
+    m_wire = format_all(hello);
+  }
+  m_wire += format_all(commands);
+  m_expected = m_hello_names.size() + commands.size();
+  m_undo = format_all(undo);
+  try {
+    if (fresh) {
+      begin_connect();
+    } else {
+      m_state = State::sending;
+      m_want = POLLOUT;
+      m_deadline = capped(Clock::now() + m_timeouts.command + m_budget);
+    }
+  } catch (const Error& e) {
+    close();
+    m_state = State::failed;
+    m_error = e;
+    return;
+  }
+  advance();
+}
+
+pollfd Connection::pending() const {
+  switch (m_state) {
+    case State::resolving: return {m_lookup->fd(), POLLIN, 0};
+    case State::connecting: return {m_socket.get(), POLLOUT, 0};
+    case State::handshaking:
+    case State::sending:
+    case State::receiving: return {m_socket.get(), m_want, 0};
+    default: return {-1, 0, 0};
+  }
+}
+
+void Connection::begin_connect() {
+  m_deadline = capped(Clock::now() + m_timeouts.connect);
+  m_connect_error.clear();
   if (m_endpoint.kind == Endpoint::Kind::unix_socket) {
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
-    if (m_endpoint.path.size() >= sizeof addr.sun_path) {
-      throw Error(exit_code::k_config, fmt::format("{}: socket path too long", m_endpoint.display()));
-    }
+    if (m_endpoint.path.size() >= sizeof addr.sun_path) fail(exit_code::k_config, "socket path too long");
     std::memcpy(addr.sun_path, m_endpoint.path.c_str(), m_endpoint.path.size() + 1);
-    m_socket.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-    if (!m_socket.valid()) fail(fmt::format("socket: {}", std::strerror(errno)));
-    if (::connect(m_socket.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-      if (errno != EINPROGRESS) fail(fmt::format("cannot connect: {}", std::strerror(errno)));
-      wait_for(POLLOUT, deadline, timeout_text);
-    }
+    const char* bytes = reinterpret_cast<const char*>(&addr);
+    m_addresses = {{std::vector<char>(bytes, bytes + sizeof addr), AF_UNIX}};
+    m_next_address = 0;
+    try_address();
     return;
   }
-
   if (m_addresses.empty()) {
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_NUMERICSERV;
-    addrinfo* found = nullptr;
-    std::string port = std::to_string(m_endpoint.port);
-    int rc = ::getaddrinfo(m_endpoint.host.c_str(), port.c_str(), &hints, &found);
-    if (rc != 0) fail(fmt::format("cannot resolve '{}': {}", m_endpoint.host, gai_strerror(rc)));
-    for (addrinfo* ai = found; ai; ai = ai->ai_next) {
-      const char* bytes = reinterpret_cast<const char*>(ai->ai_addr);
-      m_addresses.emplace_back(bytes, bytes + ai->ai_addrlen);
-      m_families.push_back(ai->ai_family);
-    }
-    freeaddrinfo(found);
+    if (!m_lookup) m_lookup = std::make_unique<Lookup>(m_endpoint.host, m_endpoint.port);
+    m_state = State::resolving;
+    return;
   }
-
-  std::string last_error = "no address";
-  for (size_t i = 0; i < m_addresses.size(); ++i) {
-    const auto* addr = reinterpret_cast<const sockaddr*>(m_addresses[i].data());
-    auto addr_len = static_cast<socklen_t>(m_addresses[i].size());
-    m_socket.reset(::socket(m_families[i], SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-    if (!m_socket.valid()) {
-      last_error = std::strerror(errno);
-      continue;
-    }
-    int one = 1;
-    ::setsockopt(m_socket.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (::connect(m_socket.get(), addr, addr_len) == 0) return;
-    if (errno != EINPROGRESS) {
-      last_error = std::strerror(errno);
-      continue;
-    }
-    wait_for(POLLOUT, deadline, timeout_text);
-    int err = 0;
-    socklen_t len = sizeof err;
-    ::getsockopt(m_socket.get(), SOL_SOCKET, SO_ERROR, &err, &len);
-    if (err == 0) return;
-    last_error = std::strerror(err);
-  }
-  fail(fmt::format("cannot connect: {}", last_error));
+  m_next_address = 0;
+  try_address();
 }
 
-void Connection::connect() {
-  auto deadline = capped(Clock::now() + m_timeouts.connect);
-  connect_socket(deadline);
-  if (m_endpoint.tls) {
-    std::string what = fmt::format("TLS handshake not done within {} (--connect-timeout)",
-                                   util::format_duration(m_timeouts.connect));
-    try {
-      m_tls = std::make_unique<TlsSession>(m_socket.get(), m_endpoint.host, m_tls_options, m_endpoint.display(),
-                                           [&](short events) { wait_for(events, deadline, what); });
-    } catch (const Error&) {
-      close();
-      throw;
+void Connection::step_resolving() {
+  m_addresses = m_lookup->addresses();
+  m_lookup.reset();
+  m_next_address = 0;
+  try_address();
+}
+
+void Connection::try_address() {
+  for (; m_next_address < m_addresses.size(); ++m_next_address) {
+    const Address& a = m_addresses[m_next_address];
+    m_socket.reset(::socket(a.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!m_socket.valid()) {
+      m_connect_error = std::strerror(errno);
+      continue;
     }
+    if (a.family != AF_UNIX) {
+      int one = 1;
+      ::setsockopt(m_socket.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    }
+    if (::connect(m_socket.get(), reinterpret_cast<const sockaddr*>(a.bytes.data()),
+                  static_cast<socklen_t>(a.bytes.size())) == 0) {
+      connected_socket();
+      return;
+    }
+    if (errno == EINPROGRESS || errno == EAGAIN) {
+      m_state = State::connecting;
+      return;
+    }
+    m_connect_error = std::strerror(errno);
   }
+  m_socket.reset();
+  fail(fmt::format("cannot connect: {}", m_connect_error.empty() ? "no address" : m_connect_error));
+}
+
+void Connection::step_connecting() {
+  int err = 0;
+  socklen_t len = sizeof err;
+  ::getsockopt(m_socket.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+  if (err == 0) {
+    connected_socket();
+    return;
+  }
+  m_connect_error = std::strerror(err);
+  ++m_next_address;
+  try_address();
+}
+
+void Connection::connected_socket() {
+  if (m_endpoint.tls) {
+    m_tls = std::make_unique<TlsSession>(m_socket.get(), m_endpoint.host, m_tls_options, m_endpoint.display());
+    m_state = State::handshaking;
+    m_want = POLLOUT;
+    return;
+  }
+  ready_to_send();
+}
+
+void Connection::step_handshaking() {
+  if (m_tls->handshake(&m_want)) ready_to_send();
+}
+
+void Connection::ready_to_send() {
   m_reader.reset(redisReaderCreate());
   if (!m_reader) throw Error(exit_code::k_internal, "out of memory creating a RESP reader");
-
-  std::vector<Command> hello;
-  if (!m_endpoint.password.empty()) {
-    if (m_endpoint.user.empty()) {
-      hello.push_back({"AUTH", m_endpoint.password});
-    } else {
-      hello.push_back({"AUTH", m_endpoint.user, m_endpoint.password});
-    }
-  }
-  if (m_endpoint.db != 0) hello.push_back({"SELECT", std::to_string(m_endpoint.db)});
-  if (hello.empty()) return;
-  std::vector<Reply> replies = exchange(hello, false);
-  for (size_t i = 0; i < replies.size(); ++i) {
-    const Reply& r = replies[i];
-    if (!r.is_error()) continue;
-    std::string what = hello[i][0];
-    if (what == "AUTH" && r.str.find("without any password configured") != std::string::npos) {
-      // REDISCLI_AUTH exported for another server: redis-cli only warns here too.
-      log::warning(fmt::format("{} needs no password; ignoring the one given", m_endpoint.display()));
-      continue;
-    }
-    close();
-    if (what == "AUTH") {
-      throw Error(exit_code::k_permission,
-                  fmt::format("{}: authentication failed: {}", m_endpoint.display(), r.str));
-    }
-    throw Error(r.error_code() == "NOAUTH" || r.error_code() == "NOPERM" ? exit_code::k_permission
-                                                                          : exit_code::k_config,
-                fmt::format("{}: cannot select database {}: {}", m_endpoint.display(), m_endpoint.db, r.str));
-  }
+  m_state = State::sending;
+  m_want = POLLOUT;
+  // The exchange's own deadline starts now that the connection is up.
+  m_deadline = capped(Clock::now() + m_timeouts.command + m_budget);
 }
 
-void Connection::write_all(const std::string& data, Clock::time_point deadline) {
-  size_t done = 0;
-  while (done < data.size()) {
+void Connection::step_sending() {
+  while (!m_wire.empty()) {
     short want = POLLOUT;
-    ssize_t n = m_tls ? m_tls->write(data.data() + done, data.size() - done, &want)
-                      : ::send(m_socket.get(), data.data() + done, data.size() - done, MSG_NOSIGNAL);
+    ssize_t n = m_tls ? m_tls->write(m_wire.data(), m_wire.size(), &want)
+                      : ::send(m_socket.get(), m_wire.data(), m_wire.size(), MSG_NOSIGNAL);
     if (n > 0) {
-      done += static_cast<size_t>(n);
+      m_wire.erase(0, static_cast<size_t>(n));
       continue;
     }
     if (m_tls && n < 0) {
-      wait_for(want, deadline,
-               fmt::format("could not send within {} (--timeout)", util::format_duration(m_timeouts.command)));
-      continue;
+      m_want = want;
+      return;
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      wait_for(POLLOUT, deadline,
-               fmt::format("could not send within {} (--timeout)", util::format_duration(m_timeouts.command)));
-      continue;
+      m_want = POLLOUT;
+      return;
     }
     fail(fmt::format("connection lost: {}", std::strerror(errno)));
   }
+  m_request_sent = true;
+  m_state = State::receiving;
+  m_want = POLLIN;
 }
 
-Reply Connection::read_reply(Clock::time_point deadline) {
+void Connection::check_hello(const Reply& r, size_t index) {
+  if (!m_greeting.empty() && index + 1 == m_hello_names.size()) {
+    m_greeting_reply = r;
+    return;
+  }
+  if (!r.is_error()) return;
+  const std::string& what = m_hello_names[index];
+  if (what == "AUTH" && r.str.find("without any password configured") != std::string::npos) {
+    // REDISCLI_AUTH exported for another server: redis-cli only warns here too.
+    log::warning(fmt::format("{} needs no password; ignoring the one given", m_endpoint.display()));
+    return;
+  }
+  if (what == "AUTH") fail(exit_code::k_permission, fmt::format("authentication failed: {}", r.str));
+  fail(r.error_code() == "NOAUTH" || r.error_code() == "NOPERM" ? exit_code::k_permission : exit_code::k_config,
+       fmt::format("cannot select database {}: {}", m_endpoint.db, r.str));
+}
+
+void Connection::check_reply(const Reply& r) {
+  std::string code = r.error_code();
+  // Redis 7 refuses long commands from a client that has not logged in with a protocol error
+  // rather than NOAUTH: both mean the password is missing.
+  if (code == "NOAUTH" || r.str.find("unauthenticated") != std::string::npos) {
+    fail(exit_code::k_permission,
+         "the server requires a password (put it in the URL, --password-file, RLOCK_PASSWORD or REDISCLI_AUTH)");
+  }
+  if (code == "NOPERM") fail(exit_code::k_permission, fmt::format("permission denied: {}", r.str));
+}
+
+void Connection::step_receiving() {
   for (;;) {
     void* raw = nullptr;
     if (redisReaderGetReply(m_reader.get(), &raw) != REDIS_OK) fail("protocol error in the server's reply");
     if (raw) {
       Reply reply = convert(*static_cast<redisReply*>(raw));
       freeReplyObject(raw);
-      return reply;
+      if (m_received < m_hello_names.size()) {
+        check_hello(reply, m_received);
+      } else {
+        check_reply(reply);
+        m_replies.push_back(std::move(reply));
+      }
+      if (++m_received == m_expected) {
+        m_state = State::idle;
+        return;
+      }
+      continue;
     }
+    // A server that streams without end must not keep this loop reading past the deadline.
+    if (Clock::now() >= m_deadline) fail(timeout_message());
     char buffer[16384];
     short want = POLLIN;
     ssize_t n = m_tls ? m_tls->read(buffer, sizeof buffer, &want) : ::recv(m_socket.get(), buffer, sizeof buffer, 0);
     if (n > 0) {
+      m_reply_bytes += static_cast<size_t>(n);
+      if (m_reply_bytes > k_max_reply_bytes) fail("the server's reply is too large");
       redisReaderFeed(m_reader.get(), buffer, static_cast<size_t>(n));
       continue;
     }
     if (n == 0) fail("connection closed by the server");
     if (m_tls) {
-      wait_for(want, deadline,
-               fmt::format("no reply within {} (--timeout)", util::format_duration(m_timeouts.command)));
-      continue;
+      m_want = want;
+      return;
     }
     if (errno == EINTR) continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK) fail(fmt::format("connection lost: {}", std::strerror(errno)));
-    wait_for(POLLIN, deadline,
-             fmt::format("no reply within {} (--timeout)", util::format_duration(m_timeouts.command)));
+    m_want = POLLIN;
+    return;
   }
 }
 
-std::vector<Reply> Connection::exchange(const std::vector<Command>& commands, bool check_auth, util::Millis budget) {
-  try {
-    return exchange_once(commands, check_auth, budget);
-  } catch (const Error& e) {
-    // A failure mid-exchange leaves the stream out of step: start afresh next time.
-    if (e.exit_code() == exit_code::k_unavailable) close();
-    throw;
-  }
-}
-
-std::vector<Reply> Connection::exchange_once(const std::vector<Command>& commands, bool check_auth,
-                                             util::Millis budget) {
-  std::string wire;
-  for (const Command& c : commands) wire += format_command(c);
-  auto deadline = capped(Clock::now() + m_timeouts.command + budget);
-  write_all(wire, deadline);
-  std::vector<Reply> replies;
-  replies.reserve(commands.size());
-  for (size_t i = 0; i < commands.size(); ++i) replies.push_back(read_reply(deadline));
-  if (check_auth) {
-    for (const Reply& r : replies) {
-      std::string code = r.error_code();
-      // Redis 7 refuses long commands from a client that has not logged in with a protocol
-      // error rather than NOAUTH: both mean the password is missing.
-      if (code == "NOAUTH" || r.str.find("unauthenticated") != std::string::npos) {
-        throw Error(exit_code::k_permission,
-                    fmt::format("{}: the server requires a password (put it in the URL, RLOCK_PASSWORD or "
-                                "REDISCLI_AUTH)",
-                                m_endpoint.display()));
-      }
-      if (code == "NOPERM") {
-        throw Error(exit_code::k_permission,
-                    fmt::format("{}: permission denied: {}", m_endpoint.display(), r.str));
-      }
+void Connection::send_undo() {
+  if (!m_request_sent || m_undo.empty() || !m_socket.valid() || !m_wire.empty()) return;
+  // One try, never waiting: the socket is being given up.
+  if (m_tls) {
+    short want = 0;
+    try {
+      m_tls->write(m_undo.data(), m_undo.size(), &want);
+    } catch (const Error&) {
     }
+  } else {
+    [[maybe_unused]] ssize_t n = ::send(m_socket.get(), m_undo.data(), m_undo.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   }
-  return replies;
+  log::verbose("{}: sent the undo of an unanswered request on the same connection", m_endpoint.display());
 }
 
-std::vector<Reply> Connection::pipeline(const std::vector<Command>& commands) {
-  if (!m_socket.valid()) connect();
-  return exchange(commands, true);
+void Connection::advance() {
+  try {
+    for (;;) {
+      State before = m_state;
+      switch (m_state) {
+        case State::resolving:
+          if (m_lookup->done()) step_resolving();
+          break;
+        case State::connecting: {
+          pollfd p{m_socket.get(), POLLOUT, 0};
+          if (::poll(&p, 1, 0) == 1) step_connecting();
+          break;
+        }
+        case State::handshaking: step_handshaking(); break;
+        case State::sending: step_sending(); break;
+        case State::receiving: step_receiving(); break;
+        case State::idle:
+        case State::failed: return;
+      }
+      if (m_state == before) break;  // waits for the socket (or the lookup)
+    }
+    if (Clock::now() >= m_deadline) fail(timeout_message());
+  } catch (const Error& e) {
+    send_undo();
+    m_state = State::failed;
+    m_error = e;
+    m_tls.reset();
+    m_socket.reset();
+    m_reader.reset();
+  }
+}
+
+std::vector<Reply> Connection::result() {
+  if (m_state == State::failed) {
+    m_state = State::idle;
+    Error e = *m_error;
+    m_error.reset();
+    throw e;
+  }
+  return std::move(m_replies);
+}
+
+std::vector<Reply> Connection::pipeline(const std::vector<Command>& commands, const std::vector<Command>& undo) {
+  start(commands, util::Millis(0), undo);
+  while (!finished()) {
+    pollfd fds[2] = {pending(), {m_interrupt_fd, POLLIN, 0}};
+    nfds_t count = m_interrupt_fd >= 0 ? 2 : 1;
+    util::poll_until(fds, count, m_deadline);
+    if (count == 2 && (fds[1].revents & POLLIN)) m_on_interrupt();
+    advance();
+  }
+  return result();
 }
 
 Reply Connection::call(const Command& argv) { return std::move(pipeline({argv}).front()); }
 
 Reply Connection::call_blocking(const Command& argv, util::Millis budget) {
-  if (!m_socket.valid()) connect();
-  return std::move(exchange({argv}, true, budget).front());
+  start({argv}, budget);
+  while (!finished()) {
+    pollfd fds[2] = {pending(), {m_interrupt_fd, POLLIN, 0}};
+    nfds_t count = m_interrupt_fd >= 0 ? 2 : 1;
+    util::poll_until(fds, count, m_deadline);
+    if (count == 2 && (fds[1].revents & POLLIN)) m_on_interrupt();
+    advance();
+  }
+  return std::move(result().front());
+}
+
+void Connection::abandon() {
+  if (finished()) return;
+  m_tls.reset();
+  m_socket.reset();
+  m_reader.reset();
+  m_state = State::failed;
+  m_error = Error(exit_code::k_unavailable, fmt::format("{}: no answer needed any more", m_endpoint.display()));
+}
+
+std::vector<Outcome> exchange_all(const std::vector<Connection*>& connections,
+                                  const std::vector<std::vector<Command>>& commands, int interrupt_fd,
+                                  const std::function<void()>& on_interrupt, const Enough& enough) {
+  std::vector<Outcome> outcomes(connections.size());
+  std::vector<std::optional<Outcome>> so_far(connections.size());
+  auto collect = [&](size_t i) {
+    if (so_far[i] || !connections[i]->finished()) return false;
+    Outcome o;
+    try {
+      o.replies = connections[i]->result();
+    } catch (const Error& e) {
+      o.error = e;
+    }
+    so_far[i] = std::move(o);
+    return true;
+  };
+  for (size_t i = 0; i < connections.size(); ++i) connections[i]->start(commands[i]);
+  for (;;) {
+    bool changed = false;
+    for (size_t i = 0; i < connections.size(); ++i) changed = collect(i) || changed;
+    if (enough && changed && enough(so_far)) {
+      for (Connection* c : connections) c->abandon();
+      for (size_t i = 0; i < connections.size(); ++i) collect(i);
+      break;
+    }
+    std::vector<pollfd> fds;
+    std::vector<size_t> owner;
+    std::optional<Clock::time_point> deadline;
+    for (size_t i = 0; i < connections.size(); ++i) {
+      if (connections[i]->finished()) continue;
+      fds.push_back(connections[i]->pending());
+      owner.push_back(i);
+      if (!deadline || connections[i]->deadline() < *deadline) deadline = connections[i]->deadline();
+    }
+    if (fds.empty()) break;
+    if (interrupt_fd >= 0) fds.push_back({interrupt_fd, POLLIN, 0});
+    util::poll_until(fds.data(), fds.size(), deadline);
+    if (interrupt_fd >= 0 && (fds.back().revents & POLLIN)) on_interrupt();
+    for (size_t k = 0; k < owner.size(); ++k) connections[owner[k]]->advance();
+  }
+  for (size_t i = 0; i < connections.size(); ++i) {
+    collect(i);
+    outcomes[i] = std::move(*so_far[i]);
+  }
+  return outcomes;
 }
 
 }  // namespace rlock::redis

@@ -1,10 +1,16 @@
 #pragma once
 
+#include "error.hpp"
+#include "exit_code.hpp"
 #include "redis/reply.hpp"
+#include "redis/resolver.hpp"
 #include "redis/tls.hpp"
 #include "redis/url.hpp"
+#include "util/clock.hpp"
 #include "util/duration.hpp"
 #include "util/fd.hpp"
+
+#include <poll.h>
 
 #include <chrono>
 #include <functional>
@@ -18,11 +24,11 @@ struct redisReader;
 
 namespace rlock::redis {
 
-using Clock = std::chrono::steady_clock;
+using Clock = util::BootClock;
 using Command = std::vector<std::string>;
 
 struct Timeouts {
-  util::Millis connect{1000};  // TCP or unix connect
+  util::Millis connect{1000};  // name lookup, TCP or unix connect and TLS handshake together
   util::Millis command{2000};  // from sending a command (or pipeline) to its last reply
 };
 
@@ -33,10 +39,16 @@ struct Script {
   std::string_view sha1;  // computed at build time
 };
 
-// One connection to one Redis server over rlock's own socket (TCP or unix), with hiredis as the RESP codec.
-// Connects lazily, logs in (AUTH, SELECT) on connect, and bounds every wait by the timeouts.
-// Transport failures throw rlock::Error (69 unavailable, 77 refused) and close the socket, so the
-// next call reconnects; error replies of the server come back as Reply values.
+// One connection to one Redis server over rlock's own socket (TCP or unix, optionally TLS), with
+// hiredis as the RESP codec. Connects lazily (AUTH and SELECT go out in the same write as the
+// first commands) and bounds every step by the timeouts and by an optional cap.
+//
+// It is a state machine that never blocks by itself: start() an exchange, then poll pending()
+// and call advance() until finished(). The blocking calls (pipeline, call) drive it from a poll
+// of their own; MultiExchange drives several at once from one poll.
+//
+// Transport failures are rlock::Error (69 unavailable, 77 refused) and close the socket, so the
+// next exchange reconnects; error replies of the server come back as Reply values.
 class Connection {
 public:
   Connection(Endpoint endpoint, Timeouts timeouts, TlsOptions tls = {});
@@ -44,35 +56,71 @@ public:
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
-  // While waiting for the server, also watch fd and call on_ready when it is readable
-  // (run forwards signals this way, without network I/O in a handler).
+  // A command sent with AUTH and SELECT on every new connection (no round trip of its own), whose
+  // reply greeting_reply() keeps; an error reply (an ACL that forbids it) is kept too, never thrown.
+  void set_greeting(Command command) { m_greeting = std::move(command); }
+  const std::optional<Reply>& greeting_reply() const { return m_greeting_reply; }
+
+  // While a blocking call waits, also watch fd and call on_ready when it is readable (run
+  // forwards signals this way, without network I/O in a handler).
   void set_interrupt(int fd, std::function<void()> on_ready);
 
-  // Sends the commands in one write and returns their replies, in order.
-  std::vector<Reply> pipeline(const std::vector<Command>& commands);
+  // Sends the commands in one write and returns their replies, in order. When the exchange fails
+  // after its request went out (a timeout: the server may still run it later), `undo` is written
+  // on the same socket before it is closed, best effort, so that the server runs it right after
+  // the request if it ever runs that.
+  std::vector<Reply> pipeline(const std::vector<Command>& commands, const std::vector<Command>& undo = {});
   // Sends one command and returns its reply.
   Reply call(const Command& argv);
-  // Like call, allowing the server `budget` more than --timeout to answer (a blocking command).
+  // Like call, allowing the server `budget` more than the command timeout (a blocking command).
   Reply call_blocking(const Command& argv, util::Millis budget);
 
-  // No wait (connect, send, reply) goes past this instant, whatever the timeouts say; nullopt lifts it.
-  // run caps its renewals at the moment it must start stopping the child.
+  // The asynchronous form of pipeline: starts the exchange (connecting first when needed).
+  void start(const std::vector<Command>& commands, util::Millis budget = {}, const std::vector<Command>& undo = {});
+  // What to poll while the exchange is under way (fd -1 once it is finished) and until when.
+  pollfd pending() const;
+  Clock::time_point deadline() const { return m_deadline; }
+  // Moves the exchange on after a poll: as far as it goes without blocking, or to its failure
+  // when the deadline has passed.
+  void advance();
+  bool finished() const { return m_state == State::idle || m_state == State::failed; }
+  // The replies of the finished exchange; throws its failure.
+  std::vector<Reply> result();
+
+  // No wait (lookup, connect, send, reply) goes past this instant, whatever the timeouts say;
+  // nullopt lifts it. run caps its renewals at the moment it must start stopping the child.
   void cap_waits(std::optional<Clock::time_point> cap) { m_cap = cap; }
 
-  // Closes the socket; the next call reconnects.
+  // Closes the socket; the next exchange reconnects. An exchange under way ends as failed.
   void close();
+  // Gives up the exchange under way (its answer no longer matters): closes the socket.
+  void abandon();
+  bool connected() const { return m_socket.valid() && m_state != State::connecting && m_state != State::handshaking; }
   const Endpoint& endpoint() const { return m_endpoint; }
   const Timeouts& timeouts() const { return m_timeouts; }
 
+  // The most a reply may take; a server that streams more is cut off.
+  static constexpr size_t k_max_reply_bytes = 64 << 20;
+
 private:
-  void connect();
-  void connect_socket(Clock::time_point deadline);
-  std::vector<Reply> exchange(const std::vector<Command>& commands, bool check_auth, util::Millis budget = {});
-  std::vector<Reply> exchange_once(const std::vector<Command>& commands, bool check_auth, util::Millis budget);
-  void write_all(const std::string& data, Clock::time_point deadline);
-  Reply read_reply(Clock::time_point deadline);
-  void wait_for(short events, Clock::time_point deadline, std::string_view what);
-  [[noreturn]] void fail(const std::string& why);
+  enum class State { idle, resolving, connecting, handshaking, sending, receiving, failed };
+
+  void begin_connect();
+  void try_address();
+  void connected_socket();
+  void ready_to_send();
+  void step_resolving();
+  void step_connecting();
+  void step_handshaking();
+  void step_sending();
+  void step_receiving();
+  void check_hello(const Reply& reply, size_t index);
+  void check_reply(const Reply& reply);
+  [[noreturn]] void fail(int code, const std::string& why);
+  [[noreturn]] void fail(const std::string& why) { fail(exit_code::k_unavailable, why); }
+  void send_undo();
+  Clock::time_point capped(Clock::time_point deadline) const { return m_cap && *m_cap < deadline ? *m_cap : deadline; }
+  std::string timeout_message() const;
 
   Endpoint m_endpoint;
   Timeouts m_timeouts;
@@ -80,14 +128,48 @@ private:
   util::Fd m_socket;
   std::unique_ptr<TlsSession> m_tls;  // set on rediss:// connections
   std::unique_ptr<redisReader, void (*)(redisReader*)> m_reader;
-  Clock::time_point capped(Clock::time_point deadline) const { return m_cap && *m_cap < deadline ? *m_cap : deadline; }
-
   std::optional<Clock::time_point> m_cap;
-  // Resolved once: a reconnect during run must not block in a DNS lookup past the deadline.
-  std::vector<std::vector<char>> m_addresses;  // sockaddr bytes
-  std::vector<int> m_families;
+  Command m_greeting;
+  std::optional<Reply> m_greeting_reply;
   int m_interrupt_fd = -1;
   std::function<void()> m_on_interrupt;
+
+  // Resolved once: a reconnect during run must not look the name up again.
+  std::unique_ptr<Lookup> m_lookup;
+  std::vector<Address> m_addresses;
+  size_t m_next_address = 0;
+  std::string m_connect_error;
+
+  // The exchange under way.
+  State m_state = State::idle;
+  short m_want = 0;                    // events to poll for
+  Clock::time_point m_deadline;        // of the current phase (connecting, then the exchange)
+  util::Millis m_budget{0};
+  std::string m_wire;                  // bytes still to send
+  std::string m_undo;                  // sent best effort if the exchange fails after its request left
+  bool m_request_sent = false;
+  std::vector<std::string> m_hello_names;  // AUTH/SELECT sent first: their replies come first
+  size_t m_expected = 0;               // replies to read in all, hello included
+  size_t m_received = 0;
+  size_t m_reply_bytes = 0;
+  std::vector<Reply> m_replies;
+  std::optional<Error> m_error;
 };
+
+// Runs one pipeline on each of several connections at once, from one poll: each connection is
+// bounded by its own timeouts and cap, so a dead or paused server costs at most its own timeout.
+// Returns for each connection its replies or its failure.
+struct Outcome {
+  std::vector<Reply> replies;
+  std::optional<Error> error;  // set when the exchange failed (the replies are then empty)
+};
+// While waiting, interrupt_fd (when >= 0) is watched as by Connection::set_interrupt. With
+// `enough`, asked after each answer with the outcomes so far (nullopt: not finished yet), the
+// exchange ends as soon as it says true: the connections still waiting are closed (their answer
+// would come out of step) and report an error.
+using Enough = std::function<bool(const std::vector<std::optional<Outcome>>&)>;
+std::vector<Outcome> exchange_all(const std::vector<Connection*>& connections,
+                                  const std::vector<std::vector<Command>>& commands, int interrupt_fd = -1,
+                                  const std::function<void()>& on_interrupt = {}, const Enough& enough = {});
 
 }  // namespace rlock::redis

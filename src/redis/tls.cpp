@@ -96,54 +96,52 @@ bool is_ip_address(const std::string& host) {
 
 void prepare_tls(const TlsOptions& options) { context(options); }
 
-TlsSession::TlsSession(int fd, const std::string& host, const TlsOptions& options, const std::string& display,
-                       const Wait& wait)
+TlsSession::TlsSession(int fd, const std::string& host, const TlsOptions& options, const std::string& display)
     : m_display(display) {
   SSL_CTX* ctx = context(options);
   std::unique_ptr<SSL, decltype(&::SSL_free)> ssl(openssl().SSL_new(ctx), openssl().SSL_free);
-  m_ssl = ssl.get();
-  if (!m_ssl) throw Error(exit_code::k_internal, "cannot create a TLS session: " + openssl_reason());
-  openssl().SSL_set_fd(m_ssl, fd);
+  if (!ssl) throw Error(exit_code::k_internal, "cannot create a TLS session: " + openssl_reason());
+  openssl().SSL_set_fd(ssl.get(), fd);
   if (!is_ip_address(host)) {
     // SSL_set_tlsext_host_name is a macro with a C cast; this is what it expands to.
-    openssl().SSL_ctrl(m_ssl, SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name, const_cast<char*>(host.c_str()));
+    openssl().SSL_ctrl(ssl.get(), SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name,
+                       const_cast<char*>(host.c_str()));
   }
   if (!options.insecure) {
-    X509_VERIFY_PARAM* param = openssl().SSL_get0_param(m_ssl);
+    X509_VERIFY_PARAM* param = openssl().SSL_get0_param(ssl.get());
     openssl().X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
     int ok = is_ip_address(host) ? openssl().X509_VERIFY_PARAM_set1_ip_asc(param, host.c_str())
                                  : openssl().X509_VERIFY_PARAM_set1_host(param, host.c_str(), 0);
     if (ok != 1) throw Error(exit_code::k_config, fmt::format("{}: cannot verify host name {}", display, host));
   }
+  m_ssl = ssl.release();
+}
+
+bool TlsSession::handshake(short* want) {
   openssl().ERR_clear_error();
-  for (;;) {
-    int r = openssl().SSL_connect(m_ssl);
-    if (r == 1) {
-      ssl.release();
-      return;
-    }
-    int err = openssl().SSL_get_error(m_ssl, r);
-    if (err == SSL_ERROR_WANT_READ) {
-      wait(POLLIN);
-      continue;
-    }
-    if (err == SSL_ERROR_WANT_WRITE) {
-      wait(POLLOUT);
-      continue;
-    }
-    long verify = openssl().SSL_get_verify_result(m_ssl);
-    std::string reason;
-    if (verify != X509_V_OK) {
-      reason = fmt::format("certificate verify failed: {}", openssl().X509_verify_cert_error_string(verify));
-    } else if (err == SSL_ERROR_SYSCALL && openssl().ERR_peek_error() == 0) {
-      reason = "the server closed the connection during the TLS handshake (not a TLS port, or it wants a client "
-               "certificate: --cert/--key)";
-    } else {
-      reason = openssl_reason();
-      if (reason.find("wrong version number") != std::string::npos) reason += " (is this port plain-text Redis?)";
-    }
-    throw Error(exit_code::k_unavailable, fmt::format("{}: TLS handshake failed: {}", display, reason));
+  int r = openssl().SSL_connect(m_ssl);
+  if (r == 1) return true;
+  int err = openssl().SSL_get_error(m_ssl, r);
+  if (err == SSL_ERROR_WANT_READ) {
+    *want = POLLIN;
+    return false;
   }
+  if (err == SSL_ERROR_WANT_WRITE) {
+    *want = POLLOUT;
+    return false;
+  }
+  long verify = openssl().SSL_get_verify_result(m_ssl);
+  std::string reason;
+  if (verify != X509_V_OK) {
+    reason = fmt::format("certificate verify failed: {}", openssl().X509_verify_cert_error_string(verify));
+  } else if (err == SSL_ERROR_SYSCALL && openssl().ERR_peek_error() == 0) {
+    reason = "the server closed the connection during the TLS handshake (not a TLS port, or it wants a client "
+             "certificate: --cert/--key)";
+  } else {
+    reason = openssl_reason();
+    if (reason.find("wrong version number") != std::string::npos) reason += " (is this port plain-text Redis?)";
+  }
+  throw Error(exit_code::k_unavailable, fmt::format("{}: TLS handshake failed: {}", m_display, reason));
 }
 
 TlsSession::~TlsSession() {

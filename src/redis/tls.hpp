@@ -2,7 +2,6 @@
 
 #include <sys/types.h>
 
-#include <functional>
 #include <memory>
 #include <string>
 
@@ -24,13 +23,14 @@ void prepare_tls(const TlsOptions& options);
 // One TLS session over a connected, non-blocking socket (OpenSSL).
 class TlsSession {
 public:
-  // Waits until the socket is ready for `events` (POLLIN or POLLOUT); throws on timeout.
-  using Wait = std::function<void(short events)>;
+  // Sets up a session over fd that verifies the server's certificate and host name unless
+  // insecure. Throws rlock::Error 78 for unreadable or bad certificate files.
+  TlsSession(int fd, const std::string& host, const TlsOptions& options, const std::string& display);
 
-  // Performs the handshake, verifying the server's certificate and host name unless insecure.
-  // Throws rlock::Error: 78 for unreadable or bad certificate files, 69 for failed handshakes,
-  // naming the reason (certificate verify failed: ..., wrong version number, ...).
-  TlsSession(int fd, const std::string& host, const TlsOptions& options, const std::string& display, const Wait& wait);
+  // Moves the handshake on without blocking: true once it is done, else false with *want set to
+  // POLLIN or POLLOUT. Throws rlock::Error 69 for a failed handshake, naming the reason
+  // (certificate verify failed: ..., wrong version number, ...).
+  bool handshake(short* want);
   ~TlsSession();
   TlsSession(const TlsSession&) = delete;
   TlsSession& operator=(const TlsSession&) = delete;

@@ -32,8 +32,10 @@ struct Url {
 
   Kind kind = Kind::direct;
   Endpoint endpoint;                // direct: the server; sentinel: user, password, db and TLS of the master
-  std::vector<Endpoint> sentinels;  // sentinel: asked in turn for the master's address
+  std::vector<Endpoint> sentinels;  // sentinel: asked for the master's address
   std::string master;               // sentinel: the master's name
+  std::string sentinel_user;        // sentinel: ACL user and password for the sentinels themselves
+  std::string sentinel_password;
 
   // The URL without its password, for messages and logs.
   std::string display() const;
