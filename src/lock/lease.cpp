@@ -66,8 +66,13 @@ Attempt try_acquire(Node& node, const LockName& name, const std::string& token, 
   std::vector<std::string> args{token,       std::to_string(ttl.count()), holder.host, holder.pid,
                                 holder.user, holder.command};
   args.insert(args.end(), enclosing_tokens.begin(), enclosing_tokens.end());
-  auto sent_at = std::chrono::steady_clock::now();
-  redis::Reply r = node.eval(scripts::k_acquire, {name.lock_key(), name.fence_key(), name.info_key()}, args);
+  // If the answer is lost to a timeout, the server may still run the acquire later (it was only
+  // slow): the release, sent right behind it on the same connection, then runs right after it,
+  // instead of the lock staying with an exited process for its whole TTL.
+  std::vector<redis::Command> undo = {
+      {"EVAL", std::string(scripts::k_release.source), "2", name.lock_key(), name.info_key(), token}};
+  auto sent_at = util::BootClock::now();
+  redis::Reply r = node.eval(scripts::k_acquire, {name.lock_key(), name.fence_key(), name.info_key()}, args, undo);
   check_reply(r, name);
   if (r.type != redis::Reply::Type::array || r.elements.size() < 2 ||
       r.elements[0].type != redis::Reply::Type::integer) {
@@ -84,7 +89,11 @@ Attempt try_acquire(Node& node, const LockName& name, const std::string& token, 
     case 2:
       a.outcome = Attempt::Outcome::reentered;
       a.fence = e[1].integer;
-      if (e.size() > 2) a.ttl_left = ttl_of(e[2]);
+      if (e.size() < 4 || e[3].integer < 1 || static_cast<size_t>(e[3].integer) > enclosing_tokens.size()) {
+        unexpected(name, "malformed answer to the acquire script");
+      }
+      a.ttl_left = ttl_of(e[2]);
+      a.enclosing = static_cast<size_t>(e[3].integer - 1);
       break;
     default:
       a.outcome = Attempt::Outcome::busy;
@@ -117,12 +126,17 @@ bool release(Node& node, const LockName& name, const std::string& token) {
   return r.integer == 1;
 }
 
-bool extend(Node& node, const LockName& name, const std::string& token, util::Millis ttl) {
-  redis::Reply r =
-      node.eval(scripts::k_extend, {name.lock_key(), name.info_key()}, {token, std::to_string(ttl.count())});
+std::optional<Extension> extend(Node& node, const LockName& name, const std::string& token,
+                                std::optional<util::Millis> ttl) {
+  redis::Reply r = node.eval(scripts::k_extend, {name.lock_key(), name.info_key()},
+                             {token, ttl ? std::to_string(ttl->count()) : std::string()});
   check_reply(r, name);
-  if (r.type != redis::Reply::Type::integer) unexpected(name, "malformed answer to the extend script");
-  return r.integer == 1;
+  if (r.type == redis::Reply::Type::integer && r.integer == 0) return std::nullopt;
+  if (r.type != redis::Reply::Type::array || r.elements.size() != 2 ||
+      r.elements[1].type != redis::Reply::Type::integer) {
+    unexpected(name, "malformed answer to the extend script");
+  }
+  return Extension{ttl_of(r.elements[0]), util::Millis(r.elements[1].integer)};
 }
 
 ForcedRelease force_release(Node& node, const LockName& name) {

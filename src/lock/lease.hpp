@@ -3,6 +3,7 @@
 #include "error.hpp"
 #include "lock/name.hpp"
 #include "lock/node.hpp"
+#include "util/clock.hpp"
 #include "util/duration.hpp"
 
 #include <chrono>
@@ -26,8 +27,9 @@ struct Attempt {
   enum class Outcome { acquired, reentered, busy };
 
   Outcome outcome = Outcome::busy;
-  std::chrono::steady_clock::time_point sent_at;  // when the request left: the lease counts from here
+  util::BootClock::time_point sent_at;  // when the request left: the lease counts from here
   int64_t fence = 0;                      // acquired, reentered
+  size_t enclosing = 0;                   // reentered: the index of the enclosing token that owns it
   std::optional<util::Millis> ttl_left;   // busy, reentered: the holder's PTTL; nullopt when it has no TTL
   Holder holder;                          // busy: who holds it (as far as its info says)
   std::optional<util::Millis> held_for;   // busy: since when, by the server's clock
@@ -45,8 +47,16 @@ void confirm_replicas(Node& node, const LockName& name, int n, util::Millis time
 // Deletes the lock if token owns it; false when it no longer does.
 bool release(Node& node, const LockName& name, const std::string& token);
 
-// Resets the lock's TTL if token owns it; false when it no longer does.
-bool extend(Node& node, const LockName& name, const std::string& token, util::Millis ttl);
+// What a successful extend found and did.
+struct Extension {
+  std::optional<util::Millis> ttl_left_before;  // the lease's PTTL just before it was reset
+  util::Millis ttl{0};                          // the TTL it was reset to
+};
+
+// Resets the lock's TTL if token owns it, to ttl or (nullopt) the TTL the lock was taken with;
+// nullopt when the token no longer owns it.
+std::optional<Extension> extend(Node& node, const LockName& name, const std::string& token,
+                                std::optional<util::Millis> ttl);
 
 // What release --force removed.
 struct ForcedRelease {

@@ -14,8 +14,10 @@ namespace rlock::lock {
 class Node {
 public:
   virtual ~Node() = default;
+  // Runs a script. `undo`: commands the server should run right after it if the answer is lost
+  // to a timeout (see redis::Connection::pipeline); best effort.
   virtual redis::Reply eval(const redis::Script& script, const std::vector<std::string>& keys,
-                            const std::vector<std::string>& args) = 0;
+                            const std::vector<std::string>& args, const std::vector<redis::Command>& undo = {}) = 0;
   virtual std::vector<redis::Reply> pipeline(const std::vector<redis::Command>& commands) = 0;
   // The keys matching a SCAN pattern on every master.
   virtual std::vector<std::string> scan(const std::string& match) = 0;
@@ -28,8 +30,8 @@ class ClientNode final : public Node {
 public:
   explicit ClientNode(redis::Client& client) : m_connection(client) {}
   redis::Reply eval(const redis::Script& script, const std::vector<std::string>& keys,
-                    const std::vector<std::string>& args) override {
-    return m_connection.eval(script, keys, args);
+                    const std::vector<std::string>& args, const std::vector<redis::Command>& undo = {}) override {
+    return m_connection.eval(script, keys, args, undo);
   }
   std::vector<redis::Reply> pipeline(const std::vector<redis::Command>& commands) override {
     return m_connection.pipeline(commands);

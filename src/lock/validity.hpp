@@ -1,14 +1,15 @@
 #pragma once
 
+#include "util/clock.hpp"
 #include "util/duration.hpp"
 
 #include <chrono>
 
 namespace rlock::lock {
 
-using Clock = std::chrono::steady_clock;
+using Clock = util::BootClock;
 
-// The arithmetic of a lease held by `run`, on the monotonic clock.
+// The arithmetic of a lease held by `run`, on CLOCK_BOOTTIME (which counts a suspend).
 //
 // A lease taken or renewed by a request sent at time S is valid until S + TTL - drift: the server
 // started its TTL no earlier than S, and drift covers the clock-rate difference between hosts

@@ -1,7 +1,7 @@
 -- Takes a lock in one atomic step.
 -- KEYS: lock, fence, info. ARGV: token, ttl_ms, host, pid, user, command, tokens of enclosing holds...
--- Returns {1, fence} when taken, {2, fence, pttl} when an enclosing hold owns it (re-entry),
--- {0, pttl, host, pid, command, since_ms, now_ms} when another holder has it.
+-- Returns {1, fence} when taken, {2, fence, pttl, i} when the enclosing hold whose token is ARGV[6 + i]
+-- owns it (re-entry), {0, pttl, host, pid, command, since_ms, now_ms} when another holder has it.
 local kind = redis.call('TYPE', KEYS[1])['ok']
 if kind ~= 'none' and kind ~= 'string' then
   return redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' holds a ' .. kind .. ', not an rlock lock')
@@ -9,6 +9,10 @@ end
 local t = redis.call('TIME')
 local now = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
 if kind == 'none' then
+  -- A missing counter (first use, or lost with a restart without persistence) starts from the
+  -- server's clock in microseconds: above every value it can have handed out before, as long as
+  -- fewer than a million locks a second were taken and the clock did not step back.
+  redis.call('SET', KEYS[2], t[1] .. string.format('%06d', tonumber(t[2])), 'NX')
   -- INCR first: if the fence key holds something else it fails before anything is written.
   local fence = redis.call('INCR', KEYS[2])
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
@@ -25,7 +29,7 @@ if holder == ARGV[1] then
 end
 for i = 7, #ARGV do
   if holder == ARGV[i] then
-    return {2, tonumber(redis.call('HGET', KEYS[3], 'fence') or '0'), redis.call('PTTL', KEYS[1])}
+    return {2, tonumber(redis.call('HGET', KEYS[3], 'fence') or '0'), redis.call('PTTL', KEYS[1]), i - 6}
   end
 end
 local info = redis.call('HMGET', KEYS[3], 'host', 'pid', 'cmd', 'since')

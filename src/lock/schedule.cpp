@@ -1,0 +1,34 @@
+#include "schedule.hpp"
+
+#include <algorithm>
+
+namespace rlock::lock {
+
+using util::Millis;
+
+Schedule::Schedule(Clock::time_point sent_at, Millis ttl, Millis kill_after, Millis io_timeout)
+    : m_ttl(ttl), m_kill_after(kill_after), m_io_timeout(io_timeout), m_deadline(sent_at, ttl) {
+  renewed(sent_at);
+}
+
+void Schedule::renewed(Clock::time_point sent_at) {
+  m_deadline.renewed(sent_at);
+  m_last_sent = sent_at;
+  m_next_renewal = sent_at + validity::renew_interval(m_ttl);
+}
+
+void Schedule::failed(Clock::time_point now) {
+  m_next_renewal = std::min(now + validity::retry_interval(m_ttl), std::max(now, stop_at()));
+}
+
+Millis Schedule::attempt_budget(Clock::time_point now) const {
+  auto left = std::chrono::duration_cast<Millis>(stop_at() - now);
+  if (left <= Millis(0)) return Millis(0);
+  return std::min({m_io_timeout, std::max(left / 2, std::min(k_min_attempt, left))});
+}
+
+Millis Schedule::expected_ttl_left(Clock::time_point now) const {
+  return m_ttl - std::chrono::duration_cast<Millis>(now - m_last_sent);
+}
+
+}  // namespace rlock::lock

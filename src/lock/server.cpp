@@ -1,0 +1,53 @@
+#include "server.hpp"
+
+#include "error.hpp"
+#include "exit_code.hpp"
+#include "log.hpp"
+#include "util/text.hpp"
+
+#include <fmt/core.h>
+
+namespace rlock::lock {
+
+ServerFacts parse_info(const std::string& text) {
+  ServerFacts f;
+  for (const std::string& line : util::split(text, "\r\n")) {
+    size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string_view name = std::string_view(line).substr(0, colon);
+    std::string value = line.substr(colon + 1);
+    long long n = 0;
+    if (name == "redis_version") f.version = value;
+    else if (name == "maxmemory" && util::parse_int(value, 0, INT64_MAX, n)) f.maxmemory = n;
+    else if (name == "maxmemory_policy") f.policy = value;
+    else if (name == "aof_enabled") f.aof = value == "1";
+    else if (name == "role") f.role = value;
+  }
+  return f;
+}
+
+std::optional<std::string> eviction_risk(const ServerFacts& f) {
+  if (!f.maxmemory || *f.maxmemory == 0 || f.policy.empty() || f.policy == "noeviction") return std::nullopt;
+  if (f.policy.rfind("volatile-", 0) == 0) {
+    return fmt::format("maxmemory-policy {} can evict lock keys (they have a TTL) when memory runs out: a held lock "
+                       "can vanish and be taken by another holder",
+                       f.policy);
+  }
+  return fmt::format("maxmemory-policy {} can evict any key when memory runs out: held locks, and the fence "
+                     "counters that keep fencing tokens increasing",
+                     f.policy);
+}
+
+void check_eviction(const std::optional<redis::Reply>& info, const std::string& server, bool strict) {
+  if (!info || info->type != redis::Reply::Type::string) return;
+  std::optional<std::string> risk = eviction_risk(parse_info(info->str));
+  if (!risk) return;
+  if (strict) {
+    throw Error(exit_code::k_config,
+                fmt::format("{}: {}; refusing (--strict): set maxmemory-policy noeviction", server, *risk));
+  }
+  log::warning(fmt::format("{}: {}; set maxmemory-policy noeviction (or --strict to refuse such a server)", server,
+                           *risk));
+}
+
+}  // namespace rlock::lock
