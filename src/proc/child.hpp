@@ -3,7 +3,6 @@
 #include <signal.h>
 #include <sys/types.h>
 
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,42 +17,30 @@ int exit_code_of(int wait_status);
 // as a shell reports them.
 std::string find_executable(const std::string& program);
 
+// Throws the rlock::Error a shell's exit code stands for when exec of program failed with err.
+[[noreturn]] void exec_failed(const std::string& program, int err);
+
 // How to start the child of `run`.
 struct SpawnSpec {
   std::string path;               // from find_executable
   std::vector<std::string> argv;
   std::vector<std::pair<std::string, std::string>> env;  // set on top of rlock's environment
   const sigset_t* mask = nullptr;                          // the child's signal mask
+  bool sigpipe_default = true;  // SIGPIPE back to its default action (rlock ignores it)
 };
 
-// A child in its own process group, killed with SIGKILL if rlock dies (PR_SET_PDEATHSIG); rlock
-// becomes the subreaper of its descendants. When
-// rlock runs in the foreground of a terminal, the child's group becomes the foreground group, so
-// it can read the terminal and gets ^C directly; the terminal is handed back when it exits.
-class Child {
+// The argv and environment arrays execve takes, built from a spec before the clone: the process
+// that execs shares rlock's memory and must not allocate.
+class ExecImage {
 public:
-  // Starts the child (clone with CLONE_VM|CLONE_VFORK, like posix_spawn: no page copying);
-  // throws rlock::Error 71 when it cannot, and 126/127 when exec fails.
-  explicit Child(const SpawnSpec& spec);
-  ~Child();
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
-
-  pid_t pid() const { return m_pid; }
-  // Sends sig to the child's whole process group; false when the group is gone.
-  bool signal_group(int sig) const;
-  // Whether any process of the child's group is still alive.
-  bool group_alive() const;
-  // Reaps every exited child of rlock (the child and orphaned descendants); returns the child's
-  // wait status when it was among them.
-  std::optional<int> try_reap();
+  explicit ExecImage(const SpawnSpec& spec);
+  char* const* argv() { return m_argv.data(); }
+  char* const* sh_argv() { return m_sh_argv.data(); }  // /bin/sh PATH ARGS...: for a file without #!
+  char* const* envp() { return m_envp.data(); }
 
 private:
-  void restore_terminal();
-
-  pid_t m_pid = -1;
-  bool m_reaped = false;
-  bool m_owns_terminal = false;
+  std::vector<std::string> m_argv_strings, m_sh_strings, m_env_strings;
+  std::vector<char*> m_argv, m_sh_argv, m_envp;
 };
 
 }  // namespace rlock::proc

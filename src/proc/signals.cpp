@@ -4,6 +4,7 @@
 #include "exit_code.hpp"
 #include "util/text.hpp"
 
+#include <signal.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -32,6 +33,43 @@ std::string signal_name(int signo) {
   const char* abbrev = sigabbrev_np(signo);
   return abbrev ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", signo);
 }
+
+namespace {
+
+bool g_sigpipe_default = true;
+
+// Sets sig to its default action and unblocks it, then sends it; restores the mask after.
+void deliver(int sig, bool whole_group) {
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  ::sigemptyset(&dfl.sa_mask);
+  ::sigaction(sig, &dfl, nullptr);
+  sigset_t one, before;
+  ::sigemptyset(&one);
+  ::sigaddset(&one, sig);
+  ::sigprocmask(SIG_UNBLOCK, &one, &before);
+  if (whole_group) {
+    ::kill(0, sig);
+  } else {
+    ::kill(::getpid(), sig);
+  }
+  ::sigprocmask(SIG_SETMASK, &before, nullptr);
+}
+
+}  // namespace
+
+void ignore_sigpipe() {
+  struct sigaction ignore {}, old {};
+  ignore.sa_handler = SIG_IGN;
+  ::sigemptyset(&ignore.sa_mask);
+  if (::sigaction(SIGPIPE, &ignore, &old) == 0) g_sigpipe_default = old.sa_handler != SIG_IGN;
+}
+
+bool sigpipe_was_default() { return g_sigpipe_default; }
+
+void stop_self(int sig, bool whole_group) { deliver(sig, whole_group); }
+
+void die_by(int sig, bool whole_group) { deliver(sig, whole_group); }
 
 SignalSet::SignalSet(std::initializer_list<int> handled, std::initializer_list<int> quiet) {
   sigset_t read_set;

@@ -17,6 +17,22 @@ std::optional<int> parse_signal(std::string_view text);
 // "SIGTERM" for 15.
 std::string signal_name(int signo);
 
+// Ignores SIGPIPE in rlock (a write to a closed pipe is then an error rlock reports), remembering
+// whether the caller had it ignored: a command rlock starts gets the caller's disposition back.
+void ignore_sigpipe();
+// Whether the caller left SIGPIPE at its default action (so children get it back).
+bool sigpipe_was_default();
+
+// Stops this process with the job-control signal sig (TSTP, TTIN, TTOU, STOP), blocked or not,
+// and returns once it is continued. With whole_group, the signal goes to the process group too,
+// as the terminal would have sent it (rlock's caller: a shell waiting for its job).
+void stop_self(int sig, bool whole_group);
+
+// Ends this process with sig (its default action), as the terminal's Ctrl-C or Ctrl-\ would
+// have; with whole_group, the process group gets it too, so that a shell script running rlock
+// stops as it would have without rlock in between. Returns only if sig does not end it.
+void die_by(int sig, bool whole_group);
+
 // Blocks a set of signals for the life of the object and delivers them through a signalfd,
 // so they are handled in the event loop and never interrupt anything.
 class SignalSet {

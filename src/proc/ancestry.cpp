@@ -1,0 +1,70 @@
+#include "ancestry.hpp"
+
+#include "util/file.hpp"
+#include "util/text.hpp"
+
+#include <unistd.h>
+
+#include <exception>
+
+namespace rlock::proc {
+
+namespace {
+
+// The parent and start time of pid, from /proc/PID/stat.
+struct StatLine {
+  pid_t parent = 0;
+  uint64_t start = 0;
+};
+
+std::optional<StatLine> read_stat(pid_t pid) {
+  std::string text;
+  try {
+    text = util::read_small_file("/proc/" + std::to_string(pid) + "/stat", 4096);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  // "pid (comm) state ppid ...": comm may hold spaces and ')', so fields count from the last ')'.
+  size_t close = text.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::vector<std::string> fields = util::split(std::string_view(text).substr(close + 1), " \n");
+  // fields[0] is field 3 (state): the parent is field 4, the start time field 22.
+  if (fields.size() < 20) return std::nullopt;
+  long long parent = 0, start = 0;
+  if (!util::parse_int(fields[1], 0, INT32_MAX, parent) || !util::parse_int(fields[19], 0, INT64_MAX, start)) {
+    return std::nullopt;
+  }
+  return StatLine{static_cast<pid_t>(parent), static_cast<uint64_t>(start)};
+}
+
+}  // namespace
+
+const std::string& boot_id() {
+  static const std::string id = [] {
+    try {
+      return std::string(util::trim(util::read_small_file("/proc/sys/kernel/random/boot_id", 128)));
+    } catch (const std::exception&) {
+      return std::string();
+    }
+  }();
+  return id;
+}
+
+std::optional<uint64_t> start_time(pid_t pid) {
+  std::optional<StatLine> s = read_stat(pid);
+  if (!s) return std::nullopt;
+  return s->start;
+}
+
+bool descends_from(pid_t pid, uint64_t start) {
+  pid_t at = ::getppid();
+  for (int depth = 0; depth < 4096 && at > 1; ++depth) {
+    std::optional<StatLine> s = read_stat(at);
+    if (!s) return false;
+    if (at == pid) return s->start == start;
+    at = s->parent;
+  }
+  return false;
+}
+
+}  // namespace rlock::proc

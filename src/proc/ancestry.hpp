@@ -1,0 +1,24 @@
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace rlock::proc {
+
+// This boot's id (/proc/sys/kernel/random/boot_id): with a pid and its start time, it names one
+// process for the life of the system, wherever the pid is read.
+const std::string& boot_id();
+
+// When process pid started, in clock ticks since boot (field 22 of /proc/PID/stat); nullopt when
+// it does not exist.
+std::optional<uint64_t> start_time(pid_t pid);
+
+// Whether this process descends from the process (pid, start time), following parent links up
+// from here. A process that left the tree (started from elsewhere with a copied environment) does
+// not; one whose parent died was handed to the subreaper, which stays in the tree.
+bool descends_from(pid_t pid, uint64_t start);
+
+}  // namespace rlock::proc

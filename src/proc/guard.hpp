@@ -1,0 +1,94 @@
+#pragma once
+
+#include "proc/child.hpp"
+#include "util/clock.hpp"
+#include "util/fd.hpp"
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace rlock::proc {
+
+// What the guard reports about the child's tree.
+struct GuardEvent {
+  enum class Kind {
+    child_exited,     // value: the child's wait status
+    child_stopped,    // value: the signal that stopped it
+    child_continued,  //
+    deadline_kill,    // the kill deadline passed: the guard sent SIGKILL to the whole tree
+    tree_empty,       // every process of the tree has exited; the guard exits too
+    guard_lost,       // the guard itself died (killed from outside); rlock killed the tree
+  };
+  Kind kind;
+  int value = 0;
+};
+
+// The guard: a small process between rlock and its child, which keeps the child's whole tree
+// from outliving the lease whatever happens to rlock.
+//
+//   rlock (Redis, renewals, signals, output)
+//     └─ guard: subreaper of the tree, kill deadline on CLOCK_BOOTTIME, stop sequence
+//          └─ child, its children, and whatever they leave behind (orphans come to the guard)
+//
+// - It holds the kill deadline on a timerfd: run moves it on every renewal; if it passes (rlock
+//   is blocked, stopped, or cut off from Redis), the guard SIGKILLs every process of the tree,
+//   without the help of rlock's loop.
+// - When rlock dies (SIGKILL, the OOM killer), the guard sees its request pipe close and kills
+//   the tree at once; a setuid child (whose PR_SET_PDEATHSIG the kernel clears) included.
+// - As the subreaper, it knows when the last process of the tree is gone, background jobs and
+//   daemonised (setsid, double-forked) ones included.
+//
+// It shares rlock's memory (clone with CLONE_VM: no fork, whose page copying costs more here
+// than the rest of a run) and makes only raw system calls. It reports over a pipe; run asks it
+// over another.
+class Guard {
+public:
+  // Starts the guard and, through it, the child. Throws rlock::Error 71 when it cannot, and
+  // 126/127 when the command cannot be executed.
+  explicit Guard(const SpawnSpec& spec);
+  ~Guard();
+  Guard(const Guard&) = delete;
+  Guard& operator=(const Guard&) = delete;
+
+  // The child's pid, which is also its process group.
+  pid_t child() const { return m_child; }
+  pid_t pid() const { return m_pid; }
+  // Whether the child's group took the terminal's foreground (rlock was in the foreground).
+  bool took_terminal() const { return m_took_terminal; }
+
+  // Readable when the guard has something to report.
+  int fd() const { return m_reports.get(); }
+  // The reports waiting now; does not block. After tree_empty or guard_lost the guard is gone.
+  std::vector<GuardEvent> take_events();
+
+  // SIGKILL for the whole tree at kill_at (CLOCK_BOOTTIME) unless moved again; never earlier
+  // than a stop already under way asked for.
+  void set_deadline(util::BootClock::time_point kill_at);
+  // The stop sequence: sig (0: none) to every process of the tree now, SIGKILL to all at kill_at.
+  void stop(int sig, util::BootClock::time_point kill_at);
+  // sig to every process of the tree (SIGCONT after a job-control stop, say).
+  void signal_tree(int sig);
+  // Whether the tree is gone (tree_empty or guard_lost was reported).
+  bool done() const { return m_done; }
+
+private:
+  void send(int32_t op, int32_t arg, int64_t time_ns);
+  void reap_guard();
+
+  pid_t m_pid = -1;
+  pid_t m_child = -1;
+  bool m_took_terminal = false;
+  bool m_done = false;
+  util::Fd m_requests;  // rlock's end: closing it (or dying) makes the guard kill the tree
+  util::Fd m_reports;
+};
+
+// Sends sig to every descendant of root (found through /proc/PID/task/TID/children); with
+// SIGKILL, repeats until root has no descendant left that it could kill. Raw system calls only:
+// safe in the guard. Returns the number of processes signalled.
+int signal_descendants(pid_t root, int sig);
+
+}  // namespace rlock::proc

@@ -1,0 +1,54 @@
+#pragma once
+
+// System calls without libc: no errno (a thread-local variable), no cancellation, no locks.
+// The guard process shares rlock's memory, thread-local storage included, while both run; it
+// must not write errno behind rlock's back, so it calls the kernel directly. Returns the
+// kernel's result: -errno on failure.
+
+#include <sys/syscall.h>
+
+namespace rlock::proc::sys {
+
+#if defined(__x86_64__)
+#define RLOCK_RAW_SYSCALLS 1
+[[gnu::always_inline]] inline long call(long n, long a1 = 0, long a2 = 0, long a3 = 0, long a4 = 0, long a5 = 0,
+                                        long a6 = 0) {
+  long ret;
+  register long r10 __asm__("r10") = a4;
+  register long r8 __asm__("r8") = a5;
+  register long r9 __asm__("r9") = a6;
+  __asm__ volatile("syscall"
+                   : "=a"(ret)
+                   : "a"(n), "D"(a1), "S"(a2), "d"(a3), "r"(r10), "r"(r8), "r"(r9)
+                   : "rcx", "r11", "memory");
+  return ret;
+}
+#elif defined(__aarch64__)
+#define RLOCK_RAW_SYSCALLS 1
+[[gnu::always_inline]] inline long call(long n, long a1 = 0, long a2 = 0, long a3 = 0, long a4 = 0, long a5 = 0,
+                                        long a6 = 0) {
+  register long x8 __asm__("x8") = n;
+  register long x0 __asm__("x0") = a1;
+  register long x1 __asm__("x1") = a2;
+  register long x2 __asm__("x2") = a3;
+  register long x3 __asm__("x3") = a4;
+  register long x4 __asm__("x4") = a5;
+  register long x5 __asm__("x5") = a6;
+  __asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5) : "memory");
+  return x0;
+}
+#else
+// Elsewhere the guard is a fork (memory of its own, errno of its own) and libc's syscall(2) does.
+#define RLOCK_RAW_SYSCALLS 0
+}  // namespace rlock::proc::sys
+#include <unistd.h>
+
+#include <cerrno>
+namespace rlock::proc::sys {
+inline long call(long n, long a1 = 0, long a2 = 0, long a3 = 0, long a4 = 0, long a5 = 0, long a6 = 0) {
+  long r = ::syscall(n, a1, a2, a3, a4, a5, a6);
+  return r == -1 ? -errno : r;
+}
+#endif
+
+}  // namespace rlock::proc::sys
