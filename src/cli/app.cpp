@@ -10,6 +10,7 @@
 #include "redis/tls.hpp"
 #include "redis/url.hpp"
 #include "util/file.hpp"
+#include "util/standard_fds.hpp"
 #include "util/text.hpp"
 
 #include <CLI/CLI.hpp>
@@ -45,7 +46,9 @@ struct Raw {
   std::string conflict_exit_code;
   std::string command;
   std::vector<std::string> child;
-  std::string signal, kill_after, lost_exit_code, max_hold;
+  std::string signal, kill_after, lost_exit_code, max_hold, leftovers;
+  bool strict = false;
+  std::string sentinel_user, sentinel_password_file;
   std::string token_file, token_env;
   bool json = false, force = false;
 };
@@ -53,16 +56,27 @@ struct Raw {
 // The config file read, for messages.
 std::string g_config_path;
 
+// The standard descriptors the caller had closed.
+util::ClosedFds g_closed;
+
 // Where a setting's value came from, for error messages and exit codes.
 enum class Source { unset, argv, env, config };
 
 // A setting that the environment and the config file may give when argv does not.
 struct Setting {
   std::string name;  // long option name
-  CLI::Option* option;
+  std::vector<CLI::Option*> options;  // global options are defined before and after the command name
   std::string* text;  // one of these two
   bool* flag;
   Source source = Source::unset;
+  std::string variable;  // Source::env: the variable that gave the value
+
+  bool given() const {
+    for (const CLI::Option* o : options) {
+      if (o->count() > 0) return true;
+    }
+    return false;
+  }
 };
 
 struct Parsed {
@@ -96,7 +110,7 @@ Setting& get(Parsed& p, const std::string& name) {
 // The text that names a setting in an error: the option, the variable, or the config file.
 std::string origin(const Setting& s) {
   switch (s.source) {
-    case Source::env: return env_name(s.name);
+    case Source::env: return s.variable;
     case Source::config: return fmt::format("{} (config file {})", s.name, g_config_path);
     default: return "--" + s.name;
   }
@@ -127,13 +141,20 @@ void assign(Setting& s, const std::string& value, Source source) {
 // Fills the settings argv left unset: the environment first, then the config file.
 void layer_settings(Parsed& p, const std::string& config_path, bool config_required) {
   for (Setting& s : p.settings) {
-    if (s.option->count() > 0) s.source = Source::argv;
+    if (s.given()) s.source = Source::argv;
   }
   for (Setting& s : p.settings) {
     if (s.source != Source::unset) continue;
-    const char* value = std::getenv(env_name(s.name).c_str());
-    if ((!value || !*value) && s.name == "url") value = std::getenv("REDIS_URL");
-    if (value && *value) assign(s, value, Source::env);  // an empty variable counts as unset
+    // Older or shared names come second: REDIS_URL, and RLOCK_TIMEOUT from --timeout's name.
+    std::string fallback = s.name == "url" ? "REDIS_URL" : s.name == "io-timeout" ? "RLOCK_TIMEOUT" : "";
+    for (const std::string& variable : {env_name(s.name), fallback}) {
+      if (variable.empty()) continue;
+      const char* value = std::getenv(variable.c_str());
+      if (!value || !*value) continue;  // an empty variable counts as unset
+      s.variable = variable;
+      assign(s, value, Source::env);
+      break;
+    }
   }
   if (config_path.empty()) return;
   g_config_path = config_path;
@@ -147,10 +168,13 @@ void layer_settings(Parsed& p, const std::string& config_path, bool config_requi
     throw Error(exit_code::k_config, fmt::format("config file {} is too large", config_path));
   }
   static const std::vector<std::string> k_known = {
-      "url",  "connect-timeout", "timeout",     "prefix",     "quiet",          "verbose",  "ttl",
-      "wait", "conflict-exit-code", "signal", "kill-after", "lost-exit-code", "max-hold", "token-env",
-      "cacert", "cert", "key", "insecure", "password-file", "wait-replicas", "wait-timeout"};
-  for (const auto& [name, value] : parse_config(text, config_path)) {
+      "url",    "connect-timeout", "io-timeout",  "prefix",       "quiet",         "verbose",
+      "ttl",    "wait",            "conflict-exit-code", "signal", "kill-after", "lost-exit-code",
+      "max-hold", "leftovers",     "strict",   "token-env",    "cacert",        "cert",
+      "key",    "insecure",        "password-file", "wait-replicas", "wait-timeout", "sentinel-user",
+      "sentinel-password-file"};
+  for (const auto& [key, value] : parse_config(text, config_path)) {
+    std::string name = key == "timeout" ? "io-timeout" : key;  // --timeout's name
     if (std::find(k_known.begin(), k_known.end(), name) == k_known.end()) {
       throw Error(exit_code::k_config, fmt::format("{}: unknown setting '{}'", config_path, name));
     }
@@ -197,34 +221,45 @@ void check_key(const std::string& key) {
   for (char c : key) {
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) usage("the lock KEY contains a control character");
   }
+  if (!util::valid_utf8(key)) usage("the lock KEY is not valid UTF-8");
 }
 
 std::string setting_text(Parsed& p, const std::string& name, const std::string& value) {
   return get(p, name).source == Source::unset ? std::string() : value;
 }
 
+// The first line of the password file a setting names.
+std::string read_password_file(const Setting& file, const std::string& path) {
+  std::string text;
+  try {
+    text = util::read_small_file(path, 4096);
+  } catch (const std::system_error& e) {
+    throw Error(exit_code::k_config, fmt::format("cannot read {} {}: {}", origin(file), path, e.code().message()));
+  } catch (const std::length_error&) {
+    throw Error(exit_code::k_config, fmt::format("{} {} is too large for a password", origin(file), path));
+  }
+  std::string password(util::trim(text.substr(0, text.find('\n'))));
+  if (password.empty()) throw Error(exit_code::k_config, fmt::format("{} {} is empty", origin(file), path));
+  return password;
+}
+
 // The password when the URL has none: --password-file, RLOCK_PASSWORD, then REDISCLI_AUTH.
 std::string password_from_elsewhere(Parsed& p, const Raw& raw) {
   Setting& file = get(p, "password-file");
-  if (file.source != Source::unset) {
-    std::string text;
-    try {
-      text = util::read_small_file(raw.password_file, 4096);
-    } catch (const std::system_error& e) {
-      throw Error(exit_code::k_config, fmt::format("cannot read {} {}: {}", origin(file), raw.password_file,
-                                                   e.code().message()));
-    } catch (const std::length_error&) {
-      throw Error(exit_code::k_config, fmt::format("{} {} is too large for a password", origin(file), raw.password_file));
-    }
-    std::string password(util::trim(text.substr(0, text.find('\n'))));
-    if (password.empty()) throw Error(exit_code::k_config, fmt::format("{} {} is empty", origin(file), raw.password_file));
-    return password;
-  }
+  if (file.source != Source::unset) return read_password_file(file, raw.password_file);
   for (const char* name : {"RLOCK_PASSWORD", "REDISCLI_AUTH"}) {
     const char* pw = std::getenv(name);
     if (pw && *pw) return pw;
   }
   return {};
+}
+
+// The sentinels' own password: --sentinel-password-file, then RLOCK_SENTINEL_PASSWORD.
+std::string sentinel_password(Parsed& p, const Raw& raw) {
+  Setting& file = get(p, "sentinel-password-file");
+  if (file.source != Source::unset) return read_password_file(file, raw.sentinel_password_file);
+  const char* pw = std::getenv("RLOCK_SENTINEL_PASSWORD");
+  return pw ? pw : "";
 }
 
 commands::ConnectOptions connect_options(Parsed& p, const Raw& raw) {
@@ -242,8 +277,12 @@ commands::ConnectOptions connect_options(Parsed& p, const Raw& raw) {
     log::warning("a password in a --url on the command line is visible to every user in ps; use "
                  "--password-file, REDISCLI_AUTH or RLOCK_PASSWORD");
   }
+  if (c.url.kind == redis::Url::Kind::sentinel) {
+    c.url.sentinel_user = setting_text(p, "sentinel-user", raw.sentinel_user);
+    c.url.sentinel_password = sentinel_password(p, raw);
+  }
   c.timeouts.connect = duration_of(p, "connect-timeout", raw.connect_timeout, c.timeouts.connect, false);
-  c.timeouts.command = duration_of(p, "timeout", raw.timeout, c.timeouts.command, false);
+  c.timeouts.command = duration_of(p, "io-timeout", raw.timeout, c.timeouts.command, false);
   if (Setting* s = find_setting(p, "prefix"); s && s->source != Source::unset) {
     if (raw.prefix.find_first_of("{}") != std::string::npos) {
       bad_setting(*s, "must not contain { or } (rlock adds the Cluster hash tag itself)");
@@ -295,6 +334,7 @@ commands::TakeOptions take_options(Parsed& p, const Raw& raw) {
     t.wait_replicas = static_cast<int>(n);
   }
   t.wait_timeout = duration_of(p, "wait-timeout", raw.wait_timeout, t.wait_timeout, false);
+  t.strict = raw.strict;
   return t;
 }
 
@@ -332,6 +372,11 @@ commands::RunOptions run_options(Parsed& p, const Raw& raw) {
   if (get(p, "max-hold").source != Source::unset) {
     r.max_hold = duration_of(p, "max-hold", raw.max_hold, Millis(0), false);
   }
+  if (Setting& s = get(p, "leftovers"); s.source != Source::unset) {
+    if (raw.leftovers == "wait") r.leftovers = commands::Leftovers::wait;
+    else if (raw.leftovers == "kill") r.leftovers = commands::Leftovers::kill;
+    else bad_setting(s, fmt::format("'{}' is neither wait nor kill", util::printable(raw.leftovers)));
+  }
   // The child must be gone before the lease can expire: --kill-after must fit in the TTL.
   Millis limit = lock::validity::max_kill_after(r.take.ttl);
   Setting& kill = get(p, "kill-after");
@@ -359,30 +404,44 @@ commands::TokenSource token_source(Parsed& p, const Raw& raw) {
   return t;
 }
 
-// Registers an option that the environment and the config file may also set.
+// Registers an option that the environment and the config file may also set. A global option is
+// registered twice, before the command name (on the application) and after it (on the command),
+// as one setting.
+Setting& register_setting(Parsed& p, const std::string& name, CLI::Option* o, std::string* text, bool* flag) {
+  if (Setting* s = find_setting(p, name)) {
+    s->options.push_back(o);
+    return *s;
+  }
+  p.settings.push_back({name, {o}, text, flag, Source::unset, {}});
+  return p.settings.back();
+}
+
 CLI::Option* setting(Parsed& p, CLI::App* app, const std::string& flags, const std::string& name, std::string& target,
                      const std::string& help) {
   CLI::Option* o = app->add_option(flags, target, help);
-  p.settings.push_back({name, o, &target, nullptr});
+  register_setting(p, name, o, &target, nullptr);
   return o;
 }
 
 CLI::Option* flag_setting(Parsed& p, CLI::App* app, const std::string& flags, const std::string& name, bool& target,
                           const std::string& help) {
   CLI::Option* o = app->add_flag(flags, target, help);
-  p.settings.push_back({name, o, nullptr, &target});
+  register_setting(p, name, o, nullptr, &target);
   return o;
 }
 
+// The options every command takes, before or after its name.
 void add_common(Parsed& p, CLI::App* app, Raw& raw) {
-  app->set_version_flag("-V,--version", "rlock " RLOCK_VERSION);
   setting(p, app, "-u,--url", "url", raw.url,
           "redis://[user[:pass]@]host[:port][/db], rediss://... (TLS), unix:///path.sock[?db=N] or "
           "redis+sentinel://host:port[,host:port]/MASTER[/db] (default redis://127.0.0.1:6379)")
       ->type_name("URL");
-  setting(p, app, "--connect-timeout", "connect-timeout", raw.connect_timeout, "connect timeout (default 1s)")
+  setting(p, app, "--connect-timeout", "connect-timeout", raw.connect_timeout,
+          "connect timeout, name lookup included (default 1s)")
       ->type_name("D");
-  setting(p, app, "--timeout", "timeout", raw.timeout, "per-command timeout (default 2s)")->type_name("D");
+  setting(p, app, "--io-timeout,--timeout", "io-timeout", raw.timeout,
+          "per-command timeout; --timeout is the same option (default 2s)")
+      ->type_name("D");
   setting(p, app, "--prefix", "prefix", raw.prefix, "key namespace (default rlock:)")->type_name("P");
   setting(p, app, "--password-file", "password-file", raw.password_file, "read the password from F (first line)")
       ->type_name("F");
@@ -392,6 +451,12 @@ void add_common(Parsed& p, CLI::App* app, Raw& raw) {
   setting(p, app, "--key", "key", raw.tls_key, "client certificate's key for rediss:// (env RLOCK_TLS_KEY)")
       ->type_name("F");
   flag_setting(p, app, "--insecure", "insecure", raw.insecure, "do not verify the server's certificate");
+  setting(p, app, "--sentinel-user", "sentinel-user", raw.sentinel_user,
+          "ACL user for the sentinels of a redis+sentinel:// URL")
+      ->type_name("NAME");
+  setting(p, app, "--sentinel-password-file", "sentinel-password-file", raw.sentinel_password_file,
+          "read the sentinels' password from F (env RLOCK_SENTINEL_PASSWORD)")
+      ->type_name("F");
   app->add_option("--config", raw.config, "TOML config file (default $XDG_CONFIG_HOME/rlock/config.toml)")
       ->type_name("F");
   flag_setting(p, app, "-q,--quiet", "quiet", raw.quiet, "print nothing but errors");
@@ -403,7 +468,7 @@ void add_take(Parsed& p, CLI::App* app, Raw& raw) {
   setting(p, app, "-t,--ttl", "ttl", raw.ttl, "lease length (default 30s)")->type_name("D");
   CLI::Option* wait = setting(p, app, "-w,--wait", "wait", raw.wait, "wait at most D (default: forever)");
   wait->type_name("D");
-  app->add_flag("-n,--no-wait", raw.no_wait, "fail at once if the lock is held (same as -w 0)")->excludes(wait);
+  app->add_flag("-n,--no-wait,--nb,--nonblock", raw.no_wait, "fail at once if the lock is held (same as -w 0)")->excludes(wait);
   setting(p, app, "-E,--conflict-exit-code", "conflict-exit-code", raw.conflict_exit_code,
           "exit code when the lock is busy (default 75)")
       ->type_name("N");
@@ -412,6 +477,8 @@ void add_take(Parsed& p, CLI::App* app, Raw& raw) {
       ->type_name("N");
   setting(p, app, "--wait-timeout", "wait-timeout", raw.wait_timeout, "how long --wait-replicas waits (default 1s)")
       ->type_name("D");
+  flag_setting(p, app, "--strict", "strict", raw.strict,
+               "refuse a server whose maxmemory-policy can evict locks (default: warn)");
 }
 
 void add_token_source(Parsed& p, CLI::App* app, Raw& raw) {
@@ -434,6 +501,7 @@ int dispatch(Parsed& p, Raw& raw) {
     o.take = take_options(p, raw);
     o.token_file = raw.token_file;
     o.json = raw.json;
+    o.stdout_closed = g_closed.out;
     if (!o.token_file.empty() && o.json) usage("--token-file and --json exclude each other");
     return commands::acquire(o);
   }
@@ -452,7 +520,12 @@ int dispatch(Parsed& p, Raw& raw) {
     o.connect = connect_options(p, raw);
     o.key = raw.key;
     o.token = token_source(p, raw);
-    o.ttl = duration_of(p, "ttl", raw.ttl, o.ttl, false);
+    if (get(p, "ttl").source != Source::unset) {
+      o.ttl = duration_of(p, "ttl", raw.ttl, util::Millis(0), false);
+      if (*o.ttl < lock::validity::k_min_ttl) {
+        bad_setting(get(p, "ttl"), fmt::format("must be at least {}", util::format_duration(lock::validity::k_min_ttl)));
+      }
+    }
     return commands::extend(o);
   }
   if (name == "status") {
@@ -470,31 +543,100 @@ int dispatch(Parsed& p, Raw& raw) {
   return commands::list(o);
 }
 
+// Whether the option word (e.g. "-t", "--ttl", "-nt", "--ttl=5", "-t5") takes the next argument
+// as its value, for the options of `apps`.
+bool takes_next(std::initializer_list<CLI::App*> apps, std::string_view word) {
+  auto find = [&](const std::string& name) -> const CLI::Option* {
+    for (CLI::App* a : apps) {
+      if (const CLI::Option* o = a->get_option_no_throw(name)) return o;
+    }
+    return nullptr;
+  };
+  if (word.substr(0, 2) == "--") {
+    if (word.find('=') != std::string_view::npos) return false;
+    const CLI::Option* o = find(std::string(word));
+    return o && o->get_items_expected_max() > 0;
+  }
+  // A cluster of short options: flags, then perhaps one that takes a value, attached or next.
+  for (size_t i = 1; i < word.size(); ++i) {
+    const CLI::Option* o = find(std::string("-") + word[i]);
+    if (!o) return false;  // unknown: CLI11 reports it
+    if (o->get_items_expected_max() > 0) return i + 1 == word.size();
+  }
+  return false;
+}
+
+bool is_option_word(const std::string& word) { return word.size() > 1 && word.front() == '-'; }
+
+// The position of the command name in args, after the global options that may precede it; 0 when
+// there is none.
+size_t command_position(CLI::App* app, const std::vector<std::string>& args) {
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (args[i] == "--") return 0;
+    if (!is_option_word(args[i])) return i;
+    if (takes_next({app}, args[i])) ++i;
+  }
+  return 0;
+}
+
+// Splits run's arguments where its options end: at "--", or at the first word after KEY that is
+// not an option or an option's value (as flock and env do), so `rlock run k make -n` passes -n to
+// make. Returns the arguments for CLI11 and sets child to the command.
+std::vector<std::string> split_run_command(CLI::App* app, CLI::App* run, const std::vector<std::string>& args,
+                                           size_t at, std::vector<std::string>& child) {
+  std::vector<std::string> head(args.begin(), args.begin() + static_cast<std::ptrdiff_t>(at) + 1);
+  bool key_seen = false;
+  for (size_t i = at + 1; i < args.size(); ++i) {
+    const std::string& word = args[i];
+    if (word == "--") {
+      if (!key_seen) usage("missing KEY before --: rlock run KEY [OPTIONS] [--] COMMAND [ARG...]");
+      child.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
+      return head;
+    }
+    if (is_option_word(word)) {
+      head.push_back(word);
+      if (takes_next({run, app}, word) && i + 1 < args.size()) head.push_back(args[++i]);
+      continue;
+    }
+    if (!key_seen) {
+      head.push_back(word);
+      key_seen = true;
+      continue;
+    }
+    child.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+    return head;
+  }
+  return head;
+}
+
 int parse_and_run(int argc, char** argv) {
   Raw raw;
+  Parsed p;
   CLI::App app{"rlock: a lock for shell scripts, cron jobs and CI, held in Redis.", "rlock"};
   app.set_version_flag("-V,--version", "rlock " RLOCK_VERSION);
   app.require_subcommand(1);
-  app.footer("Run 'rlock COMMAND --help' for a command's options; 'man rlock' for the whole story.");
+  app.footer("Global options may come before or after the command name.\n"
+             "Run 'rlock COMMAND --help' for a command's options; 'man rlock' for the whole story.");
+  add_common(p, &app, raw);
 
+  std::vector<std::string> args(argv, argv + argc);
+  size_t at = command_position(&app, args);
   // Only the command named on the line gets its options: the others are listed by name, which is
   // all `rlock --help` shows, and start-up does no work for them.
-  std::string wanted = argc > 1 ? argv[1] : "";
-  std::vector<Parsed> parsed;
+  std::string wanted = at ? args[at] : "";
   auto command = [&](const char* name, const char* description, auto&& define) {
     CLI::App* sub = app.add_subcommand(name, description);
     if (wanted == name) {
-      parsed.push_back({sub, {}});
-      define(parsed.back(), sub);
-      add_common(parsed.back(), sub, raw);
+      p.command = sub;
+      sub->set_version_flag("-V,--version", "rlock " RLOCK_VERSION);
+      define(sub);
+      add_common(p, sub, raw);
     }
   };
-  parsed.reserve(1);
 
-  command("run", "take KEY, run a command while renewing it, release it", [&](Parsed& p, CLI::App* run) {
+  command("run", "take KEY, run a command while renewing it, release it", [&](CLI::App* run) {
     add_take(p, run, raw);
-    run->add_option("-c,--command", raw.command, "run S with /bin/sh -c instead of a command after --")
-        ->type_name("S");
+    run->add_option("-c,--command", raw.command, "run S with /bin/sh -c instead of COMMAND")->type_name("S");
     setting(p, run, "--signal", "signal", raw.signal, "signal sent to the child when the lock is lost (default TERM)")
         ->type_name("SIG");
     setting(p, run, "--kill-after", "kill-after", raw.kill_after, "then SIGKILL after D (default 5s)")
@@ -503,39 +645,46 @@ int parse_and_run(int argc, char** argv) {
             "exit code when the lock was lost (default 76)")
         ->type_name("N");
     setting(p, run, "--max-hold", "max-hold", raw.max_hold, "stop the child as if lost after D")->type_name("D");
-    run->add_option("COMMAND", raw.child, "the command and its arguments, after --");
+    setting(p, run, "--leftovers", "leftovers", raw.leftovers,
+            "processes the command leaves running when it exits: wait (keep the lock until they end) or kill "
+            "(end them); default wait")
+        ->type_name("WHAT");
   });
-  command("acquire", "take KEY and keep it after rlock exits; print the token", [&](Parsed& p, CLI::App* acquire) {
+  command("acquire", "take KEY and keep it after rlock exits; print the token", [&](CLI::App* acquire) {
     add_take(p, acquire, raw);
     acquire->add_option("--token-file", raw.token_file, "write the token to F (mode 0600) instead of stdout")
         ->type_name("F");
     acquire->add_flag("--json", raw.json, "print key, token, fence and TTL as JSON");
   });
-  command("release", "give KEY back (token from --token-file or $RLOCK_TOKEN)", [&](Parsed& p, CLI::App* release) {
+  command("release", "give KEY back (token from --token-file or $RLOCK_TOKEN)", [&](CLI::App* release) {
     release->add_option("KEY", raw.key, "the lock's name")->required();
     add_token_source(p, release, raw);
     release->add_flag("--force", raw.force, "remove the lock without its token and print who held it");
   });
-  command("extend", "reset KEY's TTL (token from --token-file or $RLOCK_TOKEN)", [&](Parsed& p, CLI::App* extend) {
+  command("extend", "reset KEY's TTL (token from --token-file or $RLOCK_TOKEN)", [&](CLI::App* extend) {
     extend->add_option("KEY", raw.key, "the lock's name")->required();
-    setting(p, extend, "-t,--ttl", "ttl", raw.ttl, "new TTL (default 30s)")->type_name("D");
+    setting(p, extend, "-t,--ttl", "ttl", raw.ttl, "new TTL (default: the TTL the lock was taken with)")
+        ->type_name("D");
     add_token_source(p, extend, raw);
   });
-  command("status", "who holds KEY: host, pid, user, command, since, TTL, fence", [&](Parsed&, CLI::App* status) {
+  command("status", "who holds KEY: host, pid, user, command, since, TTL, fence", [&](CLI::App* status) {
     status->add_option("KEY", raw.keys, "locks to show (default: every held lock)");
     status->add_flag("--json", raw.json, "print JSON (an object for one KEY, else an array)");
   });
-  command("list", "the held locks under the prefix (SCAN)", [&](Parsed&, CLI::App* list) {
+  command("list", "the held locks under the prefix (SCAN)", [&](CLI::App* list) {
     list->add_option("PATTERN", raw.pattern, "glob on lock names (default *)");
     list->add_flag("--json", raw.json, "print a JSON array");
   });
 
-  if (!wanted.empty() && wanted.front() != '-' && parsed.empty()) {
+  if (!wanted.empty() && !p.command) {
     usage(fmt::format("unknown command '{}': use run, acquire, release, extend, status or list (see rlock --help)",
-                      wanted));
+                      util::printable(wanted)));
   }
+  if (wanted == "run") args = split_run_command(&app, p.command, args, at, raw.child);
   try {
-    app.parse(argc, argv);
+    args.erase(args.begin());
+    std::reverse(args.begin(), args.end());  // CLI11 takes the arguments last first
+    app.parse(args);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) {
       app.exit(e);
@@ -543,17 +692,13 @@ int parse_and_run(int argc, char** argv) {
     }
     std::string message = e.what();
     if (auto nl = message.find('\n'); nl != std::string::npos) message.resize(nl);
-    usage(fmt::format("{} (see rlock --help)", message));
+    usage(fmt::format("{} (see rlock --help)", util::printable(message)));
   }
-  for (Parsed& p : parsed) {
-    if (p.command->parsed()) return dispatch(p, raw);
-  }
+  if (p.command && p.command->parsed()) return dispatch(p, raw);
   usage("no command given (see rlock --help)");
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run_main(int argc, char** argv) {
   try {
     return parse_and_run(argc, argv);
   } catch (const Error& e) {
@@ -569,6 +714,20 @@ int main(int argc, char** argv) {
     log::error(fmt::format("internal error: {}", e.what()));
     return exit_code::k_internal;
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Before anything opens a file: a closed stdout must not become a Redis socket.
+  g_closed = util::open_standard_fds();
+  // Writes to a closed pipe are errors rlock reports (71), never a SIGPIPE that would replace a
+  // child's exit status; the child gets the caller's disposition back (proc::Child).
+  proc::ignore_sigpipe();
+  int code = run_main(argc, argv);
+  // Lines still queued for a slow stderr (run) get a last chance, bounded: the lock is free by now.
+  log::flush(util::BootClock::now() + std::chrono::seconds(2));
+  return code;
 }
 
 }  // namespace rlock::cli

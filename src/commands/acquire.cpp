@@ -10,24 +10,16 @@
 
 #include <unistd.h>
 
-#include <csignal>
-
 #include <fmt/core.h>
 
 #include <algorithm>
 #include <system_error>
-#include <thread>
 
 namespace rlock::commands {
 
 namespace {
 
-void print(const std::string& text) {
-  std::string line = text + "\n";
-  if (::write(STDOUT_FILENO, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
-    throw Error(exit_code::k_system, "cannot write to standard output");
-  }
-}
+void print(const std::string& text) { write_stdout(text + "\n"); }
 
 // Whether token is the hold of an enclosing run (RLOCK_HELD): that run alone renews and releases it.
 bool held_by_enclosing_run(const lock::LockName& name, const std::string& token) {
@@ -48,11 +40,14 @@ int acquire(const AcquireOptions& options) {
   lock::Holder holder = this_holder(fmt::format("rlock acquire {}", options.take.key));
   // rlock exits at once: the process that keeps the lock is the one that called it.
   holder.pid = std::to_string(::getppid());
-  // A closed stdout must fail the write (and give the lock back), not kill rlock with the lock held.
-  ::signal(SIGPIPE, SIG_IGN);
+  if (options.stdout_closed && options.token_file.empty()) {
+    throw Error(exit_code::k_usage, "standard output is closed: there is nowhere to print the token (use "
+                                    "--token-file F)");
+  }
+  check_eviction_before(connection, options.take);
 
   lock::Attempt a = take_lock(node, name, options.take, token, holder, enclosing, [](util::Millis d) {
-    std::this_thread::sleep_for(d);
+    util::poll_until(nullptr, 0, util::BootClock::now() + d);
     return true;
   });
   if (a.outcome == lock::Attempt::Outcome::busy) {
@@ -61,10 +56,16 @@ int acquire(const AcquireOptions& options) {
   }
   if (a.outcome == lock::Attempt::Outcome::reentered) {
     // Held by an enclosing run: hand out that hold's token; release of it leaves the hold alone.
-    token = enclosing.front();
+    token = enclosing[a.enclosing];
     log::verbose("{} is already held by an enclosing run (fence {})", name.key, a.fence);
   } else {
     log::verbose("acquired {} (fence {}, ttl {})", name.key, a.fence, util::format_duration(options.take.ttl));
+    try {
+      check_eviction_after(connection, options.take);
+    } catch (const Error&) {
+      lock::release(node, name, token);
+      throw;
+    }
   }
 
   try {
@@ -126,11 +127,12 @@ int extend(const ExtendOptions& options) {
     log::verbose("{} is held by an enclosing run, which renews it", options.key);
     return exit_code::k_ok;
   }
-  if (!lock::extend(node, name, token, options.ttl)) {
+  std::optional<lock::Extension> extension = lock::extend(node, name, token, options.ttl);
+  if (!extension) {
     log::error(fmt::format("{} is not held with this token (it expired, or another holder has it)", options.key));
     return exit_code::k_not_held;
   }
-  log::verbose("extended {} to {}", options.key, util::format_duration(options.ttl));
+  log::verbose("extended {} to {}", options.key, util::format_duration(extension->ttl));
   return exit_code::k_ok;
 }
 

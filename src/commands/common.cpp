@@ -3,7 +3,9 @@
 #include "error.hpp"
 #include "exit_code.hpp"
 #include "lock/backoff.hpp"
+#include "lock/server.hpp"
 #include "log.hpp"
+#include "proc/ancestry.hpp"
 #include "util/file.hpp"
 #include "util/text.hpp"
 
@@ -23,7 +25,7 @@ namespace rlock::commands {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = util::BootClock;
 
 // A token is what random_token makes; anything else in a token file is garbage.
 bool plausible_token(std::string_view token) {
@@ -43,12 +45,12 @@ public:
   }
   void show(const std::string& text) {
     if (!m_enabled) return;
-    write(fmt::format("\r\x1b[Krlock: {}", text));
+    write(fmt::format("\r\x1b[Krlock: {}", util::printable(text)));
     m_shown = true;
   }
 
 private:
-  static void write(const std::string& s) { [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, s.data(), s.size()); }
+  static void write(const std::string& s) { log::raw(s); }
   bool m_enabled;
   bool m_shown = false;
 };
@@ -85,7 +87,38 @@ lock::Holder this_holder(const std::string& command) {
 
 std::vector<lock::Hold> enclosing_holds() {
   const char* value = std::getenv(lock::k_holds_variable);
-  return value ? lock::parse_holds(value) : std::vector<lock::Hold>{};
+  if (!value || !*value) return {};
+  std::vector<lock::Hold> holds = lock::parse_holds(value);
+  // Only the holder's own tree re-enters: not a process that inherited the variable and left it
+  // (setsid'ed away from an ended run, ssh SendEnv, sudo -E from another session, a copy).
+  std::erase_if(holds, [](const lock::Hold& h) {
+    return h.boot_id.empty() || h.boot_id != proc::boot_id() || !proc::descends_from(h.anchor, h.anchor_start);
+  });
+  return holds;
+}
+
+void write_stdout(const std::string& text) {
+  const char* data = text.data();
+  size_t left = text.size();
+  while (left > 0) {
+    ssize_t n = ::write(STDOUT_FILENO, data, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw Error(exit_code::k_system, fmt::format("cannot write to standard output: {}", std::strerror(errno)));
+    data += n;
+    left -= static_cast<size_t>(n);
+  }
+}
+
+void check_eviction_before(redis::Client& client, const TakeOptions& options) {
+  if (options.strict) {
+    lock::check_eviction(client.call(lock::info_memory()), client.url().display(), true);
+  } else {
+    client.set_greeting(lock::info_memory());
+  }
+}
+
+void check_eviction_after(redis::Client& client, const TakeOptions& options) {
+  if (!options.strict) lock::check_eviction(client.greeting_reply(), client.url().display(), false);
 }
 
 std::string busy_message(const lock::LockName& name, const lock::Attempt& attempt) {
@@ -102,16 +135,26 @@ lock::Attempt take_lock(lock::Node& node, const lock::LockName& name, const Take
   lock::Backoff backoff;
   WaitLine line;
   bool announced = false;
+  bool reached = false;  // the server has answered once: later failures are blips to wait out
   for (;;) {
     lock::Attempt a;
     try {
       a = lock::try_acquire(node, name, token, options.ttl, holder, enclosing_tokens);
-    } catch (const lock::TransientError& e) {
-      // Waited out like a busy lock while the wait lasts, but never reported as busy.
-      bool can_wait = !give_up || Clock::now() + util::Millis(50) < *give_up;
-      if (!can_wait) throw;
+      reached = true;
+    } catch (const Error& e) {
+      // A server that cannot serve for a moment (TRYAGAIN, LOADING...), or one that went away
+      // after answering (a restart, a failover), is waited out like a busy lock while the wait
+      // lasts, but never reported as busy. A server never reached is a configuration problem:
+      // exit 69 at once rather than wait on a typo.
+      bool transient = dynamic_cast<const lock::TransientError*>(&e) != nullptr ||
+                       (reached && e.exit_code() == exit_code::k_unavailable);
+      bool waiting = !options.wait || options.wait->count() > 0;
+      bool can_wait = waiting && (!give_up || Clock::now() + util::Millis(50) < *give_up);
+      if (!transient || !can_wait) throw;
       log::verbose("{}; retrying", e.what());
-      if (!pause(backoff.next(std::nullopt))) throw;
+      util::Millis sleep = backoff.next(std::nullopt);
+      if (give_up) sleep = std::min(sleep, std::chrono::ceil<util::Millis>(*give_up - Clock::now()));
+      if (!pause(std::max(sleep, util::Millis(1)))) return lock::Attempt{};  // a signal ended the wait
       continue;
     }
     if (a.outcome == lock::Attempt::Outcome::acquired && options.wait_replicas > 0) {

@@ -4,6 +4,7 @@
 #include "lock/holds.hpp"
 #include "lock/lease.hpp"
 #include "lock/name.hpp"
+#include "redis/client.hpp"
 #include "redis/connection.hpp"
 
 #include <functional>
@@ -29,6 +30,16 @@ lock::Attempt take_lock(lock::Node& node, const lock::LockName& name, const Take
                         const std::string& token, const lock::Holder& holder,
                         const std::vector<std::string>& enclosing_tokens,
                         const std::function<bool(util::Millis)>& pause);
+
+// Checks that the server's maxmemory-policy cannot evict locks: with --strict before anything is
+// taken (one round trip), else by an INFO sent with the connection's greeting and looked at by
+// check_eviction_after once the lock is taken (a warning).
+void check_eviction_before(redis::Client& client, const TakeOptions& options);
+void check_eviction_after(redis::Client& client, const TakeOptions& options);
+
+// Writes all of text to stdout; throws rlock::Error 71 naming the failure (a closed pipe, a full
+// disk): output that did not arrive is never a success.
+void write_stdout(const std::string& text);
 
 // The message for a lock found busy: who holds it.
 std::string busy_message(const lock::LockName& name, const lock::Attempt& attempt);

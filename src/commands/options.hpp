@@ -28,6 +28,13 @@ struct TakeOptions {
   int conflict_exit_code = 75;
   int wait_replicas = 0;  // WAIT for this many replicas after acquiring
   util::Millis wait_timeout{1'000};
+  bool strict = false;  // refuse a server that may evict locks, instead of warning
+};
+
+// What run does with the processes its command leaves running when it exits.
+enum class Leftovers {
+  wait,  // keep the lock (renewing it) until every one has exited, as flock(1) keeps its lock
+  kill,  // end them (--signal, then SIGKILL after --kill-after), then release
 };
 
 struct RunOptions {
@@ -39,6 +46,7 @@ struct RunOptions {
   util::Millis kill_after{5'000};
   int lost_exit_code = 76;
   std::optional<util::Millis> max_hold;
+  Leftovers leftovers = Leftovers::wait;
 };
 
 struct AcquireOptions {
@@ -46,6 +54,7 @@ struct AcquireOptions {
   TakeOptions take;
   std::string token_file;  // empty: print the token
   bool json = false;
+  bool stdout_closed = false;  // the caller closed stdout: nowhere to print the token
 };
 
 // Where release and extend find the token: never argv.
@@ -65,7 +74,7 @@ struct ExtendOptions {
   ConnectOptions connect;
   std::string key;
   TokenSource token;
-  util::Millis ttl{30'000};
+  std::optional<util::Millis> ttl;  // nullopt: the TTL the lock was taken with
 };
 
 struct StatusOptions {

@@ -3,13 +3,17 @@
 #include "commands/common.hpp"
 #include "error.hpp"
 #include "exit_code.hpp"
-#include "lock/validity.hpp"
+#include "lock/schedule.hpp"
 #include "log.hpp"
+#include "proc/ancestry.hpp"
 #include "proc/child.hpp"
+#include "proc/guard.hpp"
 #include "proc/signals.hpp"
+#include "util/clock.hpp"
 #include "util/random.hpp"
 
 #include <poll.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <fmt/core.h>
@@ -24,25 +28,29 @@ namespace rlock::commands {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = util::BootClock;
 using util::Millis;
 
-int poll_timeout(std::optional<Clock::time_point> wake) {
-  if (!wake) return -1;
-  auto ms = std::chrono::ceil<Millis>(*wake - Clock::now()).count();
-  return static_cast<int>(std::clamp<int64_t>(ms, 0, 60'000));
-}
+Millis until(Clock::time_point t) { return std::chrono::duration_cast<Millis>(t - Clock::now()); }
 
-// Takes the lock, supervises the child while renewing the lease from one loop, and gives the lock
-// back. Single-threaded: signals arrive through a signalfd, the child's exit as SIGCHLD, and the
-// poll timeout is the next renewal or deadline; renewal and release never race.
+bool is_job_control_stop(int sig) { return sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU; }
+
+// Takes the lock, supervises the child's tree while renewing the lease from one loop, and gives
+// the lock back.
+//
+// The loop is single-threaded: signals arrive through a signalfd, the child's tree is watched by
+// the guard (proc::Guard), and the poll's wake-up is the next renewal or deadline, on
+// CLOCK_BOOTTIME. Renewal and release never race. Nothing in the loop blocks but its poll: output
+// to stderr is non-blocking (log::set_nonblocking), every Redis wait is capped before the moment
+// the child must be stopped, and the guard holds the kill deadline on a kernel timer of its own,
+// so the tree is killed in time even if this loop is stuck or rlock is stopped or killed.
 class Supervisor {
 public:
   Supervisor(const RunOptions& options, std::string path)
       : m_options(options),
         m_path(std::move(path)),
-        m_signals({SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGTSTP, SIGTTIN, SIGCONT, SIGCHLD},
-                  {SIGTTOU, SIGPIPE}),
+        m_signals({SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGTSTP, SIGTTIN, SIGTTOU, SIGCONT, SIGCHLD},
+                  {}),
         m_connection(options.connect.url, options.connect.timeouts, options.connect.tls),
         m_node(m_connection),
         m_name(lock_name(options.connect, options.take.key)),
@@ -53,16 +61,25 @@ public:
   int run();
 
 private:
+  // Waiting for the lock.
   bool pause(Millis duration);
-  void drain_signals();
-  void reap();
-  void on_signal(int signo);
   [[noreturn]] void exec_nested(const lock::Attempt& attempt, const std::string& token);
-  void supervise(Clock::time_point sent_at);
-  void renew(Clock::time_point now);
-  void begin_stop(const std::string& why, bool lost);
-  void release_quietly();
+  int interrupted_while_waiting();
+
+  // Holding it.
+  void start_child(const lock::Attempt& attempt, std::vector<lock::Hold> holds);
+  void supervise();
   std::optional<Clock::time_point> next_wake() const;
+  void drain_signals();
+  void on_signal(int signo);
+  void on_guard_event(const proc::GuardEvent& event);
+  void renew();
+  void check_clock(const lock::Extension& extension, Clock::time_point now);
+  void begin_stop(const std::string& why, bool lost);
+  void follow_job_stop(int sig);
+  void give_terminal_back();
+  int finish();
+  void release_quietly();
 
   const RunOptions& m_options;
   std::string m_path;  // the command's executable, resolved once
@@ -72,80 +89,77 @@ private:
   lock::LockName m_name;
   std::string m_token;
 
-  std::optional<int> m_interrupted;  // a signal that arrived before the child existed
-  std::optional<proc::Child> m_child;
+  std::optional<int> m_interrupted;  // a signal that made rlock give up waiting
+  std::optional<proc::Guard> m_guard;
   std::optional<int> m_child_status;
+  std::optional<int> m_fatal_signal;  // INT/QUIT/TERM/HUP received while the tree ran in the background
+  bool m_terminal = false;            // the child's group has the terminal's foreground
 
-  std::optional<lock::Deadline> m_deadline;
-  Clock::time_point m_next_renew;
+  std::optional<lock::Schedule> m_schedule;
   std::optional<Clock::time_point> m_max_hold_at;
   bool m_renewing = false;
   bool m_stopping = false;
-  bool m_lost = false;      // ownership lost or abandoned: exit with --lost-exit-code
-  bool m_owned = true;      // the lock may still be ours: release it at the end
-  bool m_killed = false;
-  Clock::time_point m_kill_at;
+  bool m_lost = false;   // ownership lost or abandoned: exit with --lost-exit-code
+  bool m_owned = true;   // the lock may still be ours: release it at the end
+  bool m_guard_lost = false;
+  bool m_learned_nodes = false;
 };
 
-void Supervisor::reap() {
-  if (!m_child) return;
-  if (std::optional<int> status = m_child->try_reap()) m_child_status = status;
-}
-
-void Supervisor::drain_signals() {
-  for (int s : m_signals.take()) on_signal(s);
-}
-
-void Supervisor::on_signal(int signo) {
-  if (signo == SIGCHLD) {
-    reap();
-    return;
-  }
-  if (!m_child) {
-    if (!m_interrupted) m_interrupted = signo;
-    return;
-  }
-  if (m_child_status) return;
-  // ^Z (SIGTSTP, SIGTTIN) stops the child, not rlock, which keeps renewing the lease it holds.
-  log::verbose("forwarding {} to the child", proc::signal_name(signo));
-  m_child->signal_group(signo);
-}
+// --- waiting ---------------------------------------------------------------------------------
 
 bool Supervisor::pause(Millis duration) {
-  pollfd fd{m_signals.fd(), POLLIN, 0};
-  int n = ::poll(&fd, 1, static_cast<int>(duration.count()));
-  if (n > 0) drain_signals();
+  auto wake = Clock::now() + duration;
+  while (!m_interrupted) {
+    pollfd fds[2] = {{m_signals.fd(), POLLIN, 0}, {log::pending_fd(), POLLOUT, 0}};
+    int n = util::poll_until(fds, fds[1].fd >= 0 ? 2 : 1, wake);
+    if (fds[1].revents) log::drain();
+    if (fds[0].revents) drain_signals();
+    if (n == 0 || Clock::now() >= wake) break;
+  }
   return !m_interrupted;
+}
+
+int Supervisor::interrupted_while_waiting() {
+  int sig = *m_interrupted;
+  log::verbose("{} while waiting for {}: giving up", proc::signal_name(sig), m_name.key);
+  log::flush(Clock::now() + std::chrono::seconds(1));
+  // Die by the signal, as a command without rlock in between would: a calling shell script that
+  // got the same Ctrl-C then stops too (it waits for its command to die of SIGINT).
+  proc::die_by(sig, false);
+  return exit_code::k_signal_base + sig;
 }
 
 void Supervisor::exec_nested(const lock::Attempt& attempt, const std::string& token) {
   // An enclosing run holds this lock and keeps renewing it: run the command in its place, inside
-  // the enclosing child's process group, and leave the hold alone.
+  // the enclosing tree, and leave the hold alone.
   log::verbose("{} is already held by an enclosing run (fence {}): running the command under that hold",
                m_name.key, attempt.fence);
+  log::flush(Clock::now() + std::chrono::seconds(1));
   ::setenv("RLOCK_KEY", m_options.take.key.c_str(), 1);
   ::setenv("RLOCK_TOKEN", token.c_str(), 1);
   ::setenv("RLOCK_FENCE", std::to_string(attempt.fence).c_str(), 1);
   std::vector<char*> argv;
   for (const std::string& a : m_options.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
+  if (proc::sigpipe_was_default()) ::signal(SIGPIPE, SIG_DFL);
   ::sigprocmask(SIG_SETMASK, &m_signals.original_mask(), nullptr);
   ::execv(m_path.c_str(), argv.data());
   int err = errno;
-  throw Error(err == ENOENT ? exit_code::k_not_found : exit_code::k_not_executable,
-              fmt::format("{}: {}", m_options.argv[0], std::strerror(err)));
+  proc::exec_failed(m_options.argv[0], err);
 }
 
 int Supervisor::run() {
+  log::set_nonblocking();
   std::vector<lock::Hold> holds = enclosing_holds();
   std::vector<std::string> enclosing = lock::tokens_for(holds, m_name.lock_key());
   lock::Holder holder = this_holder(m_options.display_command);
+  check_eviction_before(m_connection, m_options.take);
 
   lock::Attempt attempt = take_lock(m_node, m_name, m_options.take, m_token, holder, enclosing,
                                     [this](Millis d) { return pause(d); });
-  if (attempt.outcome == lock::Attempt::Outcome::reentered) exec_nested(attempt, enclosing.front());
+  if (attempt.outcome == lock::Attempt::Outcome::reentered) exec_nested(attempt, enclosing[attempt.enclosing]);
   if (attempt.outcome == lock::Attempt::Outcome::busy) {
-    if (m_interrupted) return exit_code::k_signal_base + *m_interrupted;
+    if (m_interrupted) return interrupted_while_waiting();
     if (!m_options.take.wait || m_options.take.wait->count() == 0) {
       log::info(fmt::format("{}; not waiting (-n)", busy_message(m_name, attempt)));
     } else {
@@ -154,12 +168,12 @@ int Supervisor::run() {
     }
     return m_options.take.conflict_exit_code;
   }
-  log::verbose("acquired {} (fence {}, ttl {})", m_name.key, attempt.fence,
-               util::format_duration(m_options.take.ttl));
+  log::verbose("acquired {} (fence {}, ttl {})", m_name.key, attempt.fence, util::format_duration(m_options.take.ttl));
+  check_eviction_after(m_connection, m_options.take);
   // A slow answer (or --wait-replicas) may have used up the lease: never start a child that
   // would have to be stopped before its first renewal.
-  lock::Deadline fresh(attempt.sent_at, m_options.take.ttl);
-  if (Clock::now() >= fresh.stop_at(m_options.kill_after)) {
+  lock::Schedule fresh(attempt.sent_at, m_options.take.ttl, m_options.kill_after, m_options.connect.timeouts.command);
+  if (Clock::now() >= fresh.stop_at()) {
     release_quietly();
     throw Error(exit_code::k_unavailable,
                 fmt::format("acquiring {} took too long for its TTL of {}: not starting the command", m_name.key,
@@ -167,10 +181,19 @@ int Supervisor::run() {
   }
   if (m_interrupted) {
     release_quietly();
-    return exit_code::k_signal_base + *m_interrupted;
+    return interrupted_while_waiting();
   }
+  m_schedule = fresh;
+  start_child(attempt, std::move(holds));
+  supervise();
+  return finish();
+}
 
-  holds.push_back({m_name.lock_key(), m_token, attempt.fence});
+// --- holding ---------------------------------------------------------------------------------
+
+void Supervisor::start_child(const lock::Attempt& attempt, std::vector<lock::Hold> holds) {
+  holds.push_back({m_name.lock_key(), m_token, attempt.fence, proc::boot_id(), ::getpid(),
+                   proc::start_time(::getpid()).value_or(0)});
   proc::SpawnSpec spec;
   spec.path = m_path;
   spec.argv = m_options.argv;
@@ -179,18 +202,18 @@ int Supervisor::run() {
               {"RLOCK_FENCE", std::to_string(attempt.fence)},
               {lock::k_holds_variable, lock::format_holds(holds)}};
   spec.mask = &m_signals.original_mask();
+  spec.sigpipe_default = proc::sigpipe_was_default();
   try {
-    m_child.emplace(spec);
+    m_guard.emplace(spec);
   } catch (const Error&) {
     release_quietly();
     throw;
   }
-  log::verbose("started the child, pid {}", m_child->pid());
-  supervise(attempt.sent_at);
-
-  if (m_owned) release_quietly();
-  if (m_lost) return m_options.lost_exit_code;
-  return proc::exit_code_of(m_child_status.value_or(0));
+  m_terminal = m_guard->took_terminal();
+  m_guard->set_deadline(m_schedule->kill_at());
+  m_renewing = true;
+  if (m_options.max_hold) m_max_hold_at = attempt.sent_at + *m_options.max_hold;
+  log::verbose("started the command, pid {}{}", m_guard->child(), m_terminal ? " (it has the terminal)" : "");
 }
 
 std::optional<Clock::time_point> Supervisor::next_wake() const {
@@ -199,73 +222,150 @@ std::optional<Clock::time_point> Supervisor::next_wake() const {
     if (!wake || t < *wake) wake = t;
   };
   if (m_renewing) {
-    consider(m_next_renew);
-    consider(m_deadline->stop_at(m_options.kill_after));
+    consider(m_schedule->next_renewal());
+    consider(m_schedule->stop_at());
   }
   if (m_max_hold_at && !m_stopping) consider(*m_max_hold_at);
-  if (m_stopping && !m_killed) consider(m_kill_at);
-  // After the child, its group may linger in a stop: look again soon.
-  if (m_child_status && m_stopping) consider(Clock::now() + Millis(20));
   return wake;
 }
 
-void Supervisor::supervise(Clock::time_point sent_at) {
-  const Millis ttl = m_options.take.ttl;
-  m_deadline.emplace(sent_at, ttl);
-  m_next_renew = sent_at + lock::validity::renew_interval(ttl);
-  m_renewing = true;
-  if (m_options.max_hold) m_max_hold_at = sent_at + *m_options.max_hold;
-
-  for (;;) {
-    if (m_child_status && (!m_stopping || !m_child->group_alive())) return;
-    // Killed members not reaped yet (no init reaping them) must not hold rlock forever.
-    if (m_child_status && m_killed && Clock::now() > m_kill_at + Millis(1000)) return;
-    pollfd fd{m_signals.fd(), POLLIN, 0};
-    int n = ::poll(&fd, 1, poll_timeout(next_wake()));
-    if (n < 0 && errno != EINTR) throw Error(exit_code::k_system, fmt::format("poll: {}", std::strerror(errno)));
-    if (n > 0) drain_signals();
-    reap();  // a SIGCHLD may have merged with another
+void Supervisor::supervise() {
+  while (!m_guard->done()) {
+    pollfd fds[3] = {{m_signals.fd(), POLLIN, 0}, {m_guard->fd(), POLLIN, 0}, {log::pending_fd(), POLLOUT, 0}};
+    int n = util::poll_until(fds, fds[2].fd >= 0 ? 3 : 2, next_wake());
+    if (n < 0) throw Error(exit_code::k_system, fmt::format("poll: {}", std::strerror(errno)));
+    if (fds[2].revents) log::drain();
+    if (fds[0].revents) drain_signals();
+    for (const proc::GuardEvent& e : m_guard->take_events()) on_guard_event(e);
+    if (m_guard->done()) break;
 
     auto now = Clock::now();
-    if (m_child_status && !m_stopping) return;
-    if (m_renewing && now >= m_next_renew) renew(now);
-    now = Clock::now();
-    if (m_renewing && now >= m_deadline->stop_at(m_options.kill_after)) {
-      begin_stop("renewals kept failing; stopping the child before the lease can expire", true);
+    if (m_renewing && now >= m_schedule->stop_at()) {
+      begin_stop("renewals kept failing; stopping the command before the lease can expire", true);
+    } else if (m_renewing && now >= m_schedule->next_renewal()) {
+      renew();
     }
-    if (m_max_hold_at && !m_stopping && now >= *m_max_hold_at) {
+    if (m_max_hold_at && !m_stopping && Clock::now() >= *m_max_hold_at) {
       begin_stop(fmt::format("held for --max-hold {}", util::format_duration(*m_options.max_hold)), false);
-    }
-    if (m_stopping && !m_killed && Clock::now() >= m_kill_at) {
-      log::verbose("the child's process group is still running: sending SIGKILL");
-      m_child->signal_group(SIGKILL);
-      m_killed = true;
     }
   }
 }
 
-void Supervisor::renew(Clock::time_point now) {
-  const Millis ttl = m_options.take.ttl;
-  // A renewal must not wait past the moment the child has to be stopped.
-  m_connection.cap_waits(m_deadline->stop_at(m_options.kill_after));
+void Supervisor::drain_signals() {
+  for (int s : m_signals.take()) on_signal(s);
+}
+
+void Supervisor::on_signal(int signo) {
+  if (signo == SIGCHLD) return;  // the guard reports on the tree; it reaps, rlock reaps the guard
+  if (!m_guard) {
+    // Still waiting for the lock: job control stops rlock itself; the others end the wait.
+    if (is_job_control_stop(signo)) {
+      proc::stop_self(signo, false);
+    } else if (signo != SIGCONT && !m_interrupted) {
+      m_interrupted = signo;
+    }
+    return;
+  }
+  if (m_guard->done()) return;
+  if (m_child_status) {
+    // The command is over; what it left behind runs on. A signal for rlock is for them now.
+    log::verbose("forwarding {} to the processes the command left running", proc::signal_name(signo));
+    m_guard->signal_tree(signo);
+    if (signo == SIGINT || signo == SIGQUIT || signo == SIGTERM || signo == SIGHUP) m_fatal_signal = signo;
+    return;
+  }
+  log::verbose("forwarding {} to the command", proc::signal_name(signo));
+  ::kill(-m_guard->child(), signo);
+}
+
+void Supervisor::on_guard_event(const proc::GuardEvent& event) {
+  using Kind = proc::GuardEvent::Kind;
+  switch (event.kind) {
+    case Kind::child_exited:
+      m_child_status = event.value;
+      give_terminal_back();
+      log::verbose("the command exited ({})", proc::exit_code_of(event.value));
+      if (m_options.leftovers == Leftovers::kill && !m_stopping) {
+        log::verbose("ending the processes it left running (--leftovers kill)");
+        m_stopping = true;
+        m_guard->stop(m_options.stop_signal, std::min(Clock::now() + m_options.kill_after, m_schedule->kill_at()));
+      }
+      break;
+    case Kind::child_stopped:
+      follow_job_stop(event.value);
+      break;
+    case Kind::child_continued:
+      break;
+    case Kind::deadline_kill:
+      // The loop did not stop the tree in time (it was blocked or stopped): the guard did.
+      m_lost = true;
+      m_renewing = false;
+      m_stopping = true;
+      log::error(fmt::format("lost the lock {}: its lease ran out before rlock could renew it; the command's "
+                             "processes were killed",
+                             m_name.key));
+      break;
+    case Kind::tree_empty:
+      give_terminal_back();
+      break;
+    case Kind::guard_lost:
+      m_guard_lost = true;
+      give_terminal_back();
+      log::error("the guard process that watched the command was killed; rlock killed the command");
+      break;
+  }
+}
+
+void Supervisor::renew() {
+  auto now = Clock::now();
+  // A renewal never waits past half the time left before the stop, so that a slow or paused
+  // server leaves room for another attempt, whatever --io-timeout says.
+  m_connection.cap_waits(now + m_schedule->attempt_budget(now));
   try {
-    m_connection.follow_failover();
-    bool owned = lock::extend(m_node, m_name, m_token, ttl);
+    if (!m_learned_nodes) {
+      m_learned_nodes = true;
+      m_connection.learn_nodes();
+    }
+    bool confirmed = m_connection.confirm_master();
+    auto sent_at = Clock::now();
+    std::optional<lock::Extension> extension = lock::extend(m_node, m_name, m_token, m_options.take.ttl);
     m_connection.cap_waits(std::nullopt);
-    if (!owned) {
+    if (!extension) {
       m_owned = false;
       begin_stop("the lock expired or was taken over (its token no longer owns it)", true);
       return;
     }
-    m_deadline->renewed(now);
-    m_next_renew = now + lock::validity::renew_interval(ttl);
-    log::verbose("renewed {} for {}", m_name.key, util::format_duration(ttl));
+    if (!confirmed) {
+      m_schedule->failed(Clock::now());
+      log::verbose("renewal of {} not counted: no majority of the sentinels confirms the master; {} before the "
+                   "command must be stopped",
+                   m_name.key, util::format_duration(std::max(until(m_schedule->stop_at()), Millis(0))));
+      return;
+    }
+    check_clock(*extension, sent_at);
+    m_schedule->renewed(sent_at);
+    m_guard->set_deadline(m_schedule->kill_at());
+    log::verbose("renewed {} for {}", m_name.key, util::format_duration(extension->ttl));
   } catch (const Error& e) {
     m_connection.cap_waits(std::nullopt);
-    m_next_renew = Clock::now() + lock::validity::retry_interval(ttl);
-    auto left = std::chrono::duration_cast<Millis>(m_deadline->stop_at(m_options.kill_after) - Clock::now());
-    log::verbose("renewal failed ({}); retrying, {} before the child must be stopped", e.what(),
-                 util::format_duration(std::max(left, Millis(0))));
+    m_schedule->failed(Clock::now());
+    log::verbose("renewal failed ({}); retrying, {} before the command must be stopped", e.what(),
+                 util::format_duration(std::max(until(m_schedule->stop_at()), Millis(0))));
+  }
+}
+
+void Supervisor::check_clock(const lock::Extension& extension, Clock::time_point now) {
+  if (!extension.ttl_left_before) return;
+  // Redis keeps a key's expiry as a wall-clock time: a forward step of the server's clock
+  // shortens every lease on it. rlock cannot undo that, but it says so.
+  Millis expected = m_schedule->expected_ttl_left(now);
+  Millis shortfall = expected - *extension.ttl_left_before;
+  if (shortfall > lock::validity::drift(m_options.take.ttl) + Millis(100)) {
+    log::warning(fmt::format("the lease of {} had {} left on the server at renewal, {} shorter than it should have: "
+                             "the server's clock may have stepped forward (Redis keeps expiry times on its wall "
+                             "clock)",
+                             m_name.key, util::format_duration(*extension.ttl_left_before),
+                             util::format_duration(shortfall)));
   }
 }
 
@@ -274,16 +374,83 @@ void Supervisor::begin_stop(const std::string& why, bool lost) {
   m_stopping = true;
   m_lost = true;
   auto now = Clock::now();
-  m_kill_at = std::min(now + m_options.kill_after, m_deadline->kill_at());
-  if (lost) {
-    log::error(fmt::format("lost the lock {}: {}", m_name.key, why));
-  } else {
-    log::error(fmt::format("giving up the lock {}: {}", m_name.key, why));
+  auto kill_at = std::min(now + m_options.kill_after, m_schedule->kill_at());
+  log::error(fmt::format("{} the lock {}: {}", lost ? "lost" : "giving up", m_name.key, why));
+  log::verbose("sending {} to the command's processes, SIGKILL in {}", proc::signal_name(m_options.stop_signal),
+               util::format_duration(std::chrono::duration_cast<Millis>(kill_at - now)));
+  m_guard->stop(m_options.stop_signal, kill_at);
+}
+
+void Supervisor::follow_job_stop(int sig) {
+  // Stopped through the terminal (Ctrl-Z, or a read from it in the background): give the
+  // terminal back and stop with it, as a job, so that the shell gets its prompt back. Stopped,
+  // rlock cannot renew: the guard kills the tree when the lease's deadline passes, so a command
+  // resumed too late never runs on an expired lease.
+  if (!m_terminal && !is_job_control_stop(sig)) {
+    log::verbose("the command was stopped ({}); rlock keeps its lock", proc::signal_name(sig));
+    return;
   }
-  if (m_child_status) return;
-  log::verbose("sending {} to the child's process group, SIGKILL in {}", proc::signal_name(m_options.stop_signal),
-               util::format_duration(std::chrono::duration_cast<Millis>(m_kill_at - now)));
-  m_child->signal_group(m_options.stop_signal);
+  if (!m_terminal) return;
+  give_terminal_back();
+  log::verbose("the command was stopped ({}): stopping too and giving the terminal back; the lease runs out in {}",
+               proc::signal_name(sig), util::format_duration(std::max(until(m_schedule->kill_at()), Millis(0))));
+  log::flush(Clock::now() + Millis(200));
+  proc::stop_self(is_job_control_stop(sig) ? sig : SIGTSTP, true);
+  // Continued (fg or bg). The SIGCONT that did it waits in the signalfd: it is for rlock, not to
+  // be forwarded.
+  log::verbose("continued");
+  for (int s : m_signals.take()) {
+    if (s != SIGCONT) on_signal(s);
+  }
+  for (const proc::GuardEvent& e : m_guard->take_events()) on_guard_event(e);
+  if (m_guard->done() || m_child_status) return;
+  // The lease must be known good before the command runs again.
+  if (m_renewing) renew();
+  if (!m_renewing || m_stopping) return;  // lost meanwhile: the stop sequence runs on the stopped tree
+  bool foreground = ::isatty(STDIN_FILENO) && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
+  if (foreground) m_terminal = ::tcsetpgrp(STDIN_FILENO, m_guard->child()) == 0;
+  ::kill(-m_guard->child(), SIGCONT);
+}
+
+void Supervisor::give_terminal_back() {
+  if (!m_terminal) return;
+  m_terminal = false;
+  ::tcsetpgrp(STDIN_FILENO, ::getpgrp());
+}
+
+int Supervisor::finish() {
+  if (m_owned) {
+    m_connection.cap_waits(std::nullopt);
+    try {
+      if (lock::release(m_node, m_name, m_token)) {
+        log::verbose("released {}", m_name.key);
+      } else if (!m_lost) {
+        // The command ran on a lock that was no longer ours at some point: never report that as
+        // success.
+        m_lost = true;
+        log::error(fmt::format("lost the lock {}: when the command ended, its token no longer owned it (it expired, "
+                               "was deleted, or was taken over)",
+                               m_name.key));
+      }
+    } catch (const Error& e) {
+      log::warning(fmt::format("could not release {} ({}); it expires within {}", m_name.key, e.what(),
+                               util::format_duration(m_options.take.ttl)));
+    }
+  }
+  if (m_guard_lost) return exit_code::k_system;
+  if (m_lost) return m_options.lost_exit_code;
+  int status = m_child_status.value_or(0);
+  // Ctrl-C and Ctrl-\ at the terminal reached only the command, which had the terminal: pass
+  // them on to the caller, as the terminal would have without rlock in between, so that a
+  // calling script or loop stops too.
+  bool by_terminal = m_guard && m_guard->took_terminal() && WIFSIGNALED(status) &&
+                     (WTERMSIG(status) == SIGINT || WTERMSIG(status) == SIGQUIT);
+  if (by_terminal || m_fatal_signal) {
+    int sig = by_terminal ? WTERMSIG(status) : *m_fatal_signal;
+    log::flush(Clock::now() + std::chrono::seconds(1));
+    proc::die_by(sig, by_terminal);
+  }
+  return proc::exit_code_of(status);
 }
 
 void Supervisor::release_quietly() {

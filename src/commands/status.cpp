@@ -5,6 +5,7 @@
 #include "exit_code.hpp"
 #include "log.hpp"
 #include "lock/inspect.hpp"
+#include "lock/server.hpp"
 #include "util/text.hpp"
 
 #include <unistd.h>
@@ -49,6 +50,13 @@ std::string to_json(const lock::LockState& s) {
       json_or_null(s.held_for_ms), json_or_null(s.ttl_left_ms), json_or_null(s.lease_ms), json_or_null(s.fence));
 }
 
+// The columns text takes on a terminal: its code points (printable text has no control characters).
+size_t display_width(const std::string& text) {
+  size_t n = 0;
+  for (char c : text) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  return n;
+}
+
 std::string ms_text(const std::optional<int64_t>& ms, const char* none) {
   return ms ? util::format_duration(util::Millis(*ms)) : none;
 }
@@ -58,26 +66,29 @@ void print_table(const std::vector<lock::LockState>& states) {
   rows.push_back({"KEY", "STATE", "HOST", "PID", "USER", "HELD FOR", "TTL", "FENCE", "COMMAND"});
   for (const lock::LockState& s : states) {
     if (!s.held) {
-      rows.push_back({s.key, "free", "-", "-", "-", "-", "-", s.fence ? std::to_string(*s.fence) : "-", "-"});
+      rows.push_back({util::printable(s.key), "free", "-", "-", "-", "-", "-", s.fence ? std::to_string(*s.fence) : "-",
+                      "-"});
       continue;
     }
-    rows.push_back({s.key, "held", s.holder.host, s.holder.pid, s.holder.user, ms_text(s.held_for_ms, "?"),
-                    ms_text(s.ttl_left_ms, "none"), s.fence ? std::to_string(*s.fence) : "-", s.holder.command});
+    rows.push_back({util::printable(s.key), "held", util::printable(s.holder.host), util::printable(s.holder.pid),
+                    util::printable(s.holder.user), ms_text(s.held_for_ms, "?"), ms_text(s.ttl_left_ms, "none"),
+                    s.fence ? std::to_string(*s.fence) : "-", util::printable(s.holder.command)});
   }
   std::vector<size_t> widths(rows.front().size(), 0);
   for (const auto& row : rows) {
-    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], display_width(row[i]));
   }
   std::string out;
   for (const auto& row : rows) {
     std::string line;
     for (size_t i = 0; i < row.size(); ++i) {
-      line += i + 1 == row.size() ? row[i] : fmt::format("{:<{}}  ", row[i], widths[i]);
+      line += row[i];
+      if (i + 1 < row.size()) line += std::string(widths[i] - display_width(row[i]) + 2, ' ');
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out += line + "\n";
   }
-  [[maybe_unused]] ssize_t n = ::write(STDOUT_FILENO, out.data(), out.size());
+  write_stdout(out);
 }
 
 void print_json(const std::vector<lock::LockState>& states, bool single) {
@@ -90,7 +101,7 @@ void print_json(const std::vector<lock::LockState>& states, bool single) {
     out += "]";
   }
   out += "\n";
-  [[maybe_unused]] ssize_t n = ::write(STDOUT_FILENO, out.data(), out.size());
+  write_stdout(out);
 }
 
 // The state of each key. Keys found by scanning (skip_foreign) that hold another program's data
@@ -110,11 +121,36 @@ std::vector<lock::LockState> inspect_all(lock::Node& node, const ConnectOptions&
   return states;
 }
 
+// status -v: what the server's configuration means for its locks, before the table.
+void print_server(redis::Client& connection) {
+  redis::Reply info = connection.call({"INFO"});
+  if (info.type != redis::Reply::Type::string) {
+    write_stdout(fmt::format("server {}: INFO refused ({}): cannot tell its eviction policy or persistence\n",
+                             connection.url().display(), util::printable(info.str)));
+    return;
+  }
+  lock::ServerFacts f = lock::parse_info(info.str);
+  std::string policy = f.policy.empty() ? "unknown" : f.policy;
+  std::optional<std::string> risk = lock::eviction_risk(f);
+  std::string out = fmt::format("server {}: Redis {}, {}\n", connection.url().display(), util::printable(f.version),
+                                util::printable(f.role));
+  out += fmt::format("  maxmemory-policy {} (maxmemory {}): {}\n", util::printable(policy),
+                     f.maxmemory ? std::to_string(*f.maxmemory) : "?", risk ? *risk : "locks are never evicted");
+  if (f.aof) {
+    out += fmt::format("  appendonly {}: {}\n", *f.aof ? "yes" : "no",
+                       *f.aof ? "locks survive a restart as far as appendfsync allows"
+                              : "a restart without persistence frees every lock at once (mutual exclusion then needs "
+                                "restarts delayed by one TTL)");
+  }
+  write_stdout(out);
+}
+
 }  // namespace
 
 int status(const StatusOptions& options) {
   redis::Client connection(options.connect.url, options.connect.timeouts, options.connect.tls);
   lock::ClientNode node(connection);
+  if (log::verbose_enabled() && !options.json) print_server(connection);
   bool all = options.keys.empty();
   std::vector<std::string> keys = all ? lock::scan_keys(node, options.connect.prefix, "*") : options.keys;
   std::vector<lock::LockState> states = inspect_all(node, options.connect, keys, all);
