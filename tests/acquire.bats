@@ -254,12 +254,18 @@ pttl_below() {
   ((p >= 0 && p < $2))
 }
 
-@test "extend without -t resets to 30s" {
-  acquire_token k -t 2s
+@test "extend without -t renews for the TTL the lock was taken with" {
+  acquire_token k -t 10m
+  rcli pexpire "$(lock_key k)" 5000 >/dev/null
   RLOCK_TOKEN=$TOKEN run rlock extend k
   assert_success
   run rcli pttl "$(lock_key k)"
-  ((output > 25000 && output <= 30000)) || fail "PTTL $output after extend"
+  ((output > 590000 && output <= 600000)) || fail "PTTL $output after extend of a 10m lock"
+  acquire_token j -t 3s
+  RLOCK_TOKEN=$TOKEN run rlock extend j
+  assert_success
+  run rcli pttl "$(lock_key j)"
+  ((output > 2000 && output <= 3000)) || fail "PTTL $output after extend of a 3s lock"
 }
 
 @test "extend with a stale token exits 1 and changes nothing" {

@@ -42,9 +42,9 @@ clock_free() { ! ckey_exists "$(lock_key "$1")"; }
   for k in "${KEYS[@]}"; do
     run --separate-stderr rlock run "$k" -- sh -c 'echo "$RLOCK_KEY $RLOCK_FENCE"'
     assert_success
-    assert_output "$k 1"
     # The fence counter stays (it never expires), on the master that owns the lock's slot.
     nodes+=("$(cluster_port_of "$(lock_key "$k")")")
+    assert_output "$k $(srv_cli "${nodes[-1]}" get "$(lock_key "$k"):fence" | tr -d '\r')"
     [[ $(srv_cli "${nodes[-1]}" exists "$(lock_key "$k"):fence" | tr -d '\r') == 1 ]] ||
       fail "the fence of $k is not on the node of its slot (${nodes[-1]})"
     clock_free "$k"

@@ -72,16 +72,23 @@ lock_off() {
   assert_success
 }
 
-@test "sentinels that are down are skipped: the next one in the URL answers" {
+@test "a sentinel that is down is outvoted by the others; without a majority the master is not trusted" {
   topology_start
-  local down1 down2 live
+  local down1 down2 live1 live2
   down1=$(free_port)
   down2=$(free_port)
-  live=${SENTINEL_PORTS%% *}
-  run --separate-stderr rlock run k -u "redis+sentinel://127.0.0.1:$down1,127.0.0.1:$down2,127.0.0.1:$live/mymaster" \
+  read -r live1 live2 _ <<<"$SENTINEL_PORTS"
+  run --separate-stderr rlock run k -u "redis+sentinel://127.0.0.1:$down1,127.0.0.1:$live1,127.0.0.1:$live2/mymaster" \
     -- echo ran
   assert_success
   assert_output ran
+  # One of three answering is no majority: a client cut off with a minority of the sentinels
+  # (and perhaps an old master) must not take or keep locks there.
+  run --separate-stderr rlock run k -u "redis+sentinel://127.0.0.1:$down1,127.0.0.1:$down2,127.0.0.1:$live1/mymaster" \
+    -- echo ran
+  assert_failure 69
+  assert_output ""
+  [[ $stderr == *"only 1 of the 3 sentinels agree"* ]] || fail "no word of the missing majority: $stderr"
 }
 
 @test "a master name the sentinels do not know is 69, naming the master" {

@@ -171,7 +171,7 @@ contend_while_job_runs() {
   sg=$(sgid_sleep) || skip "could not make a set-group-ID copy of sleep"
   bg holder rlock run k -t 3s -- "$sg" 30
   local child=""
-  wait_until eval 'child=$(child_of "$holder_pid"); [[ -n $child && $(cat /proc/$child/comm 2>/dev/null) == sleep ]]' ||
+  wait_until eval 'child=$(command_of "$holder_pid"); [[ -n $child && $(cat /proc/$child/comm 2>/dev/null) == sleep ]]' ||
     fail "rlock did not start the set-group-ID sleep: $(bg_err holder)"
   # The binary really runs with another effective group (so the kernel cleared PDEATHSIG).
   local egid

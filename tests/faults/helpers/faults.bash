@@ -87,7 +87,7 @@ cs_count() {
 
 # cs_last_tick_ns PID [LOG]: the time (CLOCK_MONOTONIC ns) of the last tick of section PID.
 cs_last_tick_ns() {
-  awk -v p="$1" '$1 == "tick" && $3 == p { t = $2 } END { print t + 0 }' "${2:-$WLOG}"
+  awk -v p="$1" '$1 == "tick" && $3 == p { t = $2 } END { if (t == "") t = 0; print t }' "${2:-$WLOG}"
 }
 
 # mono_ns: CLOCK_MONOTONIC in nanoseconds (the witness's and the pty driver's clock).
@@ -248,6 +248,13 @@ with_broken_pipe() {
     close($w);
     exec { $ARGV[0] } @ARGV or exit 127;
   ' "$fd" "$@"
+}
+
+# command_of PID: the command rlock PID runs (rlock -> its guard -> the command); empty when none.
+command_of() {
+  local guard
+  guard=$(child_of "$1")
+  [[ -n $guard ]] && child_of "$guard"
 }
 
 # sgid_sleep: a copy of sleep(1) that is set-group-ID (group nogroup) in $T; prints its path.
