@@ -1,0 +1,107 @@
+#include "lock/schedule.hpp"
+#include "util/clock.hpp"
+
+#include <gtest/gtest.h>
+
+using namespace std::chrono_literals;
+using rlock::lock::Clock;
+using rlock::lock::Schedule;
+using rlock::util::Millis;
+namespace validity = rlock::lock::validity;
+
+namespace {
+
+// A fake clock: time points on the lease's clock, moved by hand.
+struct FakeClock {
+  Clock::time_point now{std::chrono::hours(1)};
+  void advance(Clock::duration d) { now += d; }
+};
+
+}  // namespace
+
+TEST(Schedule, RenewsEveryThirdAndStopsBeforeTheDeadline) {
+  FakeClock clock;
+  Schedule s(clock.now, 30s, 5s, 2s);
+  EXPECT_EQ(s.next_renewal() - clock.now, Millis(10'000));
+  EXPECT_EQ(s.valid_until() - clock.now, Millis(30'000 - 302));
+  EXPECT_EQ(s.kill_at() - clock.now, Millis(30'000 - 302 - 100));
+  EXPECT_EQ(s.stop_at() - clock.now, Millis(30'000 - 302 - 100 - 5'000));
+  clock.advance(10s);
+  s.renewed(clock.now);
+  EXPECT_EQ(s.next_renewal() - clock.now, Millis(10'000));
+  EXPECT_EQ(s.valid_until() - clock.now, Millis(30'000 - 302));
+}
+
+TEST(Schedule, ASuspendPastTheDeadlineMeansStopAtOnce) {
+  // The lease's clock counts a suspend (CLOCK_BOOTTIME): after a resume an hour later, the
+  // deadline has passed, no renewal attempt gets any time, and the stop is due.
+  FakeClock clock;
+  Schedule s(clock.now, 30s, 5s, 2s);
+  clock.advance(std::chrono::hours(1));
+  EXPECT_GE(clock.now, s.stop_at());
+  EXPECT_GE(clock.now, s.kill_at());
+  EXPECT_EQ(s.attempt_budget(clock.now), Millis(0));
+}
+
+TEST(Schedule, ASuspendShorterThanTheMarginLeavesTheLeaseUsable) {
+  FakeClock clock;
+  Schedule s(clock.now, 30s, 5s, 2s);
+  clock.advance(12s);  // suspended across the first renewal time
+  EXPECT_GE(clock.now, s.next_renewal());
+  EXPECT_LT(clock.now, s.stop_at());
+  EXPECT_EQ(s.attempt_budget(clock.now), Millis(2'000));
+}
+
+TEST(Schedule, AttemptsNeverUseUpTheTimeBeforeTheStop) {
+  // --io-timeout far above TTL/6: each attempt may wait at most half the time left, so a server
+  // that never answers still leaves room for further attempts before the stop.
+  for (Millis ttl : {Millis(300), Millis(3'000), Millis(30'000)}) {
+    FakeClock clock;
+    Millis kill_after = validity::max_kill_after(ttl);
+    Schedule s(clock.now, ttl, kill_after, 60s);
+    clock.now = s.next_renewal();
+    int attempts = 0;
+    while (clock.now < s.stop_at()) {
+      Millis budget = s.attempt_budget(clock.now);
+      ASSERT_GT(budget, Millis(0));
+      ASSERT_LE(clock.now + budget, s.stop_at()) << ttl.count();
+      ++attempts;
+      clock.advance(budget);  // the server never answered
+      s.failed(clock.now);
+      clock.now = std::max(clock.now, s.next_renewal());
+    }
+    EXPECT_GE(attempts, 2) << ttl.count();
+  }
+}
+
+TEST(Schedule, AFailedAttemptIsRetriedSoonButNotPastTheStop) {
+  FakeClock clock;
+  Schedule s(clock.now, 3s, 1s, 2s);
+  clock.now = s.next_renewal();
+  s.failed(clock.now);
+  EXPECT_EQ(s.next_renewal() - clock.now, validity::retry_interval(3s));
+  clock.now = s.stop_at() - 1ms;
+  s.failed(clock.now);
+  EXPECT_LE(s.next_renewal(), s.stop_at());
+}
+
+TEST(Schedule, ExpectedTtlLeftCountsFromTheLastRenewal) {
+  // The server's TTL when a renewal arrives, had nothing shortened it: a forward step of the
+  // server's clock shows as a shortfall against this.
+  FakeClock clock;
+  Schedule s(clock.now, 6s, 1s, 2s);
+  clock.advance(2s);
+  EXPECT_EQ(s.expected_ttl_left(clock.now), Millis(4'000));
+  s.renewed(clock.now);
+  clock.advance(500ms);
+  EXPECT_EQ(s.expected_ttl_left(clock.now), Millis(5'500));
+}
+
+TEST(BootClock, IsMonotonicAndWaitsEndAtTheirDeadline) {
+  auto a = rlock::util::BootClock::now();
+  auto deadline = a + 30ms;
+  EXPECT_EQ(rlock::util::poll_until(nullptr, 0, deadline), 0);
+  auto b = rlock::util::BootClock::now();
+  EXPECT_GE(b, deadline);
+  EXPECT_LT(b - a, 2s);
+}
