@@ -23,6 +23,7 @@ Level g_level = Level::normal;
 // Non-blocking mode (set_nonblocking).
 struct Queue {
   bool enabled = false;
+  bool opened = false;     // the description below is set up at the first write
   int fd = STDERR_FILENO;  // where lines go: a description of stderr's own, or stderr itself
   util::Fd own;            // owns fd when it is a description of our own
   bool socket = false;     // stderr is a socket: send(MSG_DONTWAIT) on it
@@ -63,7 +64,10 @@ ssize_t write_now(const std::string& line) {
   return ::write(g_queue.fd, line.data(), line.size());
 }
 
+void open_queue();
+
 void enqueue(std::string line) {
+  if (!g_queue.opened) open_queue();
   if (g_queue.broken) return;
   if (g_queue.bytes + line.size() > k_queue_limit) {
     ++g_queue.dropped;
@@ -125,9 +129,13 @@ void verbose_line(std::string_view message) {
              message);
 }
 
-void set_nonblocking() {
-  if (g_queue.enabled) return;
-  g_queue.enabled = true;
+void set_nonblocking() { g_queue.enabled = true; }
+
+namespace {
+
+// Sets up where non-blocking lines go, at the first one: a run that prints nothing pays nothing.
+void open_queue() {
+  g_queue.opened = true;
   struct stat st {};
   if (::fstat(STDERR_FILENO, &st) != 0) {
     g_queue.broken = true;
@@ -147,6 +155,8 @@ void set_nonblocking() {
     g_queue.guarded = true;
   }
 }
+
+}  // namespace
 
 int pending_fd() { return g_queue.enabled && !g_queue.broken && !g_queue.lines.empty() ? g_queue.fd : -1; }
 

@@ -121,6 +121,7 @@ bool Supervisor::pause(Millis duration) {
 
 int Supervisor::interrupted_while_waiting() {
   int sig = *m_interrupted;
+  m_guard.reset();  // it never started a command: it leaves, and is reaped, now
   log::verbose("{} while waiting for {}: giving up", proc::signal_name(sig), m_name.key);
   log::flush(Clock::now() + std::chrono::seconds(1));
   // Die by the signal, as a command without rlock in between would: a calling shell script that
@@ -154,6 +155,9 @@ int Supervisor::run() {
   std::vector<std::string> enclosing = lock::tokens_for(holds, m_name.lock_key());
   lock::Holder holder = this_holder(m_options.display_command);
   check_eviction_before(m_connection, m_options.take);
+  // The guard starts now, while the lock is being taken (its start overlaps the round trip),
+  // unless the lock may be re-entered, where the command runs in rlock's place instead.
+  if (enclosing.empty()) m_guard.emplace();
 
   lock::Attempt attempt = take_lock(m_node, m_name, m_options.take, m_token, holder, enclosing,
                                     [this](Millis d) { return pause(d); });
@@ -204,7 +208,8 @@ void Supervisor::start_child(const lock::Attempt& attempt, std::vector<lock::Hol
   spec.mask = &m_signals.original_mask();
   spec.sigpipe_default = proc::sigpipe_was_default();
   try {
-    m_guard.emplace(spec);
+    if (!m_guard) m_guard.emplace();
+    m_guard->spawn(spec);
   } catch (const Error&) {
     release_quietly();
     throw;
@@ -257,7 +262,7 @@ void Supervisor::drain_signals() {
 
 void Supervisor::on_signal(int signo) {
   if (signo == SIGCHLD) return;  // the guard reports on the tree; it reaps, rlock reaps the guard
-  if (!m_guard) {
+  if (!m_guard || m_guard->child() < 0) {
     // Still waiting for the lock: job control stops rlock itself; the others end the wait.
     if (is_job_control_stop(signo)) {
       proc::stop_self(signo, false);

@@ -41,6 +41,7 @@ struct Message {
 constexpr int32_t k_op_deadline = 1;  // time_ns: SIGKILL the tree then
 constexpr int32_t k_op_stop = 2;      // value: signal now; time_ns: SIGKILL then
 constexpr int32_t k_op_signal = 3;    // value: signal to the tree
+constexpr int32_t k_op_spawn = 4;     // start the command (g_setup is filled)
 
 constexpr int32_t k_report_spawned = 1;  // value: the child's pid
 constexpr int32_t k_report_failed = 2;   // value: errno of the clone or exec
@@ -266,6 +267,18 @@ RLOCK_GUARD_CODE int guard_main(void*) {
     sys_exit(exit_code::k_system);
   }
 
+  // Ready: wait for the command (the lock is being taken meanwhile). A closed pipe means rlock
+  // needs no command (the lock was busy) or is gone.
+  for (;;) {
+    pollfd p{s.requests, POLLIN, 0};
+    sys::call(SYS_ppoll, reinterpret_cast<long>(&p), 1, 0, 0, 8);
+    Message m;
+    long n = sys::call(SYS_read, s.requests, reinterpret_cast<long>(&m), sizeof m);
+    if (n == -EAGAIN) continue;
+    if (n != static_cast<long>(sizeof m)) sys_exit(0);
+    if (m.kind == k_op_spawn) break;
+  }
+
   // glibc's clone: it sets errno only when it fails, and rlock waits for our report meanwhile.
   pid_t child = ::clone(launch_child, g_child_stack + sizeof g_child_stack, CLONE_VM | CLONE_VFORK | SIGCHLD,
                         nullptr);
@@ -357,8 +370,7 @@ int signal_descendants(pid_t root, int sig) {
   return total;
 }
 
-Guard::Guard(const SpawnSpec& spec) {
-  ExecImage image(spec);
+Guard::Guard() {
   int requests[2];
   int reports[2];
   if (::pipe2(requests, O_CLOEXEC) != 0 || ::pipe2(reports, O_CLOEXEC) != 0) {
@@ -373,13 +385,6 @@ Guard::Guard(const SpawnSpec& spec) {
 
   Setup& s = g_setup;
   s = Setup{};
-  s.path = spec.path.c_str();
-  s.argv = image.argv();
-  s.sh_argv = image.sh_argv();
-  s.envp = image.envp();
-  std::memcpy(&s.child_mask, spec.mask, sizeof s.child_mask);
-  s.foreground = ::isatty(STDIN_FILENO) && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
-  s.sigpipe_default = spec.sigpipe_default;
   s.requests = requests[0];
   s.reports = reports[1];
   s.rlock_requests = requests[1];
@@ -397,6 +402,22 @@ Guard::Guard(const SpawnSpec& spec) {
   if (m_pid < 0) throw Error(exit_code::k_system, fmt::format("cannot start the command: {}", std::strerror(errno)));
   guard_requests.reset();
   guard_reports.reset();
+}
+
+void Guard::spawn(const SpawnSpec& spec) {
+  ExecImage image(spec);
+  // The guard reads these only once it has the request below (a system call apart).
+  Setup& s = g_setup;
+  s.path = spec.path.c_str();
+  s.argv = image.argv();
+  s.sh_argv = image.sh_argv();
+  s.envp = image.envp();
+  std::memcpy(&s.child_mask, spec.mask, sizeof s.child_mask);
+  s.foreground = ::isatty(STDIN_FILENO) && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
+  s.sigpipe_default = spec.sigpipe_default;
+  s.exec_errno = 0;
+  m_spawned = true;
+  send(k_op_spawn, 0, 0);
 
   // The first report says whether the command started. Waiting in a blocking read keeps rlock
   // off errno while the guard and the child may use it.
@@ -420,6 +441,12 @@ Guard::Guard(const SpawnSpec& spec) {
 
 Guard::~Guard() {
   if (m_done) return;
+  if (!m_spawned) {
+    // No command was started (the lock was busy, or the wait ended): the guard just leaves.
+    m_requests.reset();
+    reap_guard();
+    return;
+  }
   // Unwound past (an error in rlock): the guard ends the tree when its request pipe closes.
   m_requests.reset();
   pollfd p{m_reports.get(), POLLIN, 0};

@@ -46,9 +46,12 @@ struct GuardEvent {
 // over another.
 class Guard {
 public:
-  // Starts the guard and, through it, the child. Throws rlock::Error 71 when it cannot, and
-  // 126/127 when the command cannot be executed.
-  explicit Guard(const SpawnSpec& spec);
+  // Starts the guard, which then waits for spawn(): run starts it before taking the lock, so
+  // that its start overlaps the round trip to Redis. Throws rlock::Error 71 when it cannot.
+  Guard();
+  // Starts the command through the guard. Throws rlock::Error 71 when it cannot, and 126/127
+  // when the command cannot be executed.
+  void spawn(const SpawnSpec& spec);
   ~Guard();
   Guard(const Guard&) = delete;
   Guard& operator=(const Guard&) = delete;
@@ -82,6 +85,7 @@ private:
   pid_t m_child = -1;
   bool m_took_terminal = false;
   bool m_done = false;
+  bool m_spawned = false;
   util::Fd m_requests;  // rlock's end: closing it (or dying) makes the guard kill the tree
   util::Fd m_reports;
 };

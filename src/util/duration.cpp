@@ -2,7 +2,6 @@
 
 #include <fmt/core.h>
 
-#include <charconv>
 #include <cmath>
 #include <cstdint>
 
@@ -52,10 +51,20 @@ std::optional<Millis> parse_duration(std::string_view text, std::string* why) {
     double scale = unit_millis(unit);
     if (scale == 0.0) return fail(fmt::format("unknown unit '{}' (use ms, s, m, h or d)", unit));
     bare = bare && unit.empty() && start == 0;
+    // By hand: from_chars<double> and strtod pull in locales and libm, paid at every start-up.
     double value = 0;
-    auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
-    if (ec == std::errc::result_out_of_range) return fail("duration too long");
-    if (ec != std::errc() || end != number.data() + number.size()) return fail("expected a number");
+    double place = 0;  // 0 before the dot, then 0.1, 0.01...
+    for (char c : number) {
+      if (c == '.') {
+        place = 0.1;
+      } else if (place == 0) {
+        value = value * 10 + (c - '0');
+        if (value > 1e12) return fail("duration too long");  // past any unit's year
+      } else {
+        value += (c - '0') * place;
+        place /= 10;
+      }
+    }
     total += value * scale;
   }
   // A year of milliseconds is far beyond any lock; the bound keeps the arithmetic exact.
