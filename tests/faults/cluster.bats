@@ -83,3 +83,40 @@ key_on() {
   assert_success
   assert_output ran
 }
+
+# cluster_with_replicas: 3 masters and 3 replicas (cluster-node-timeout 1s, so a dead master's
+# replica is promoted within a few seconds). Sets CLUSTER_PORTS, CLUSTER_PIDS.
+cluster_with_replicas() {
+  local i ports=() pids=() addrs=()
+  for i in 1 2 3 4 5 6; do
+    srv_start "node$i" --bus --cluster-enabled yes --cluster-config-file nodes.conf \
+      --cluster-node-timeout 1000 || fail "could not start cluster node $i"
+    ports+=("$SRV_PORT")
+    pids+=("$SRV_PID")
+    addrs+=("127.0.0.1:$SRV_PORT")
+  done
+  export CLUSTER_PORTS="${ports[*]}" CLUSTER_PIDS="${pids[*]}"
+  redis-cli --cluster create "${addrs[@]}" --cluster-replicas 1 --cluster-yes >"$T/create.log" 2>&1 ||
+    fail "redis-cli --cluster create failed: $(tail -n 5 "$T/create.log")"
+  wait_until -t 30 cluster_ready || fail "the cluster did not reach cluster_state:ok"
+}
+
+@test "a Cluster master fails over during a run: the renewal follows the slot, the lock is not lost" {
+  cluster_with_replicas
+  local ports=($CLUSTER_PORTS) pids=($CLUSTER_PIDS) master="" pid="" i
+  master=$(cluster_port_of "$(lock_key k)") || fail "no node owns the slot of k"
+  for i in "${!ports[@]}"; do
+    [[ ${ports[$i]} == "$master" ]] && pid=${pids[$i]}
+  done
+  # Through the master's own URL: after it dies, rlock knows the others only from the slot map
+  # it read at its first renewal.
+  bg holder rlock run k -v -t 15s -u "redis://127.0.0.1:$master" -- "$CS" "$WLOG" holder 12
+  wait_cs holder holder
+  wait_until -t 10 grep -q "renewed k" "$T/holder.err" || fail "no renewal: $(bg_err holder)"
+  srv_kill "$pid"
+  bg_wait holder 40
+  [[ $BG_STATUS == 0 ]] || fail "expected 0 after the failover, got $BG_STATUS: $(bg_err holder)"
+  grep -q "renewed k" <(sed -n '/asking Cluster node/,$p' "$T/holder.err") ||
+    fail "no renewal on the promoted replica: $(bg_err holder)"
+  assert_no_overlap
+}
