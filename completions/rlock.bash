@@ -13,15 +13,16 @@ _rlock_reply()
 # Print the options of one rlock subcommand ("" for the top level).
 _rlock_options()
 {
-    local -a common=(-h --help -V --version -u --url --connect-timeout --timeout
-        --prefix --password-file --cacert --cert --key --insecure --config
-        -q --quiet -v --verbose)
-    local -a taking=(-t --ttl -w --wait -n --no-wait -E --conflict-exit-code
-        --wait-replicas --wait-timeout)
+    # The global options, accepted before or after the command name.
+    local -a common=(-h --help -V --version -u --url --connect-timeout --io-timeout --timeout
+        --prefix --password-file --cacert --cert --key --insecure
+        --sentinel-user --sentinel-password-file --config -q --quiet -v --verbose)
+    local -a taking=(-t --ttl -w --wait -n --no-wait --nb --nonblock -E --conflict-exit-code
+        --wait-replicas --wait-timeout --strict)
     case $1 in
         run)
             printf '%s\n' "${common[@]}" "${taking[@]}" -c --command --signal --kill-after \
-                --lost-exit-code --max-hold
+                --lost-exit-code --max-hold --leftovers
             ;;
         acquire)
             printf '%s\n' "${common[@]}" "${taking[@]}" --token-file --json
@@ -36,7 +37,7 @@ _rlock_options()
             printf '%s\n' "${common[@]}" --json
             ;;
         *)
-            printf '%s\n' -h --help -V --version
+            printf '%s\n' "${common[@]}"
             ;;
     esac
 }
@@ -45,12 +46,13 @@ _rlock_options()
 _rlock_takes_value()
 {
     case $1 in
-        -u | --url | --connect-timeout | --timeout | --prefix | --config | \
+        -u | --url | --connect-timeout | --io-timeout | --timeout | --prefix | --config | \
         --password-file | --cacert | --cert | --key | \
+        --sentinel-user | --sentinel-password-file | \
         -t | --ttl | -w | --wait | -E | --conflict-exit-code | \
         --wait-replicas | --wait-timeout | \
         -c | --command | --signal | --kill-after | --lost-exit-code | \
-        --max-hold | --token-file | --token-env)
+        --max-hold | --leftovers | --token-file | --token-env)
             return 0
             ;;
     esac
@@ -81,8 +83,10 @@ _rlock()
         [[ $COMP_WORDBREAKS == *=* ]] || eqprefix=$prev=
     fi
 
-    # Find the subcommand and, for run, the "--" that starts the child command.
-    local sub='' i w dashdash=0 skip=0
+    # Find the subcommand (global options may come before it) and, for run,
+    # where the child command starts: after "--", or at the first word after
+    # KEY that is neither an option nor an option's value.
+    local sub='' i w child=0 key_seen=0 skip=0
     for ((i = 1; i < cword; i++)); do
         w=${words[i]}
         if ((skip)); then
@@ -90,24 +94,36 @@ _rlock()
             continue
         fi
         [[ $w == = ]] && { skip=1; continue; }
-        if [[ -z $sub ]]; then
-            [[ $w != -* ]] && sub=$w
-            continue
-        fi
-        if [[ $w == -- ]]; then
-            dashdash=$i
+        if [[ $sub == run && $w == -- ]]; then
+            child=$((i + 1))
             break
         fi
-        if _rlock_takes_value "$w" && [[ ${words[i + 1]} != = ]]; then
-            skip=1
+        if [[ $w == -?* ]]; then
+            if _rlock_takes_value "$w" && [[ ${words[i + 1]} != = ]]; then
+                skip=1
+            fi
+            continue
+        fi
+        if [[ -z $sub ]]; then
+            sub=$w
+        elif [[ $sub == run ]] && ((!key_seen)); then
+            key_seen=1
+        elif [[ $sub == run ]]; then
+            child=$i
+            break
         fi
     done
 
-    # After "rlock run KEY ... --": complete the child command line.
-    if ((dashdash)); then
+    # The command word of run (no "--" needed), or anything after it: complete
+    # the child command line.
+    if ((!child)) && [[ $sub == run ]] && ((key_seen)) && [[ $cur != -* ]] &&
+        ! _rlock_takes_value "$prev"; then
+        child=$cword
+    fi
+    if ((child)); then
         if declare -F _command_offset >/dev/null 2>&1; then
-            _command_offset $((dashdash + 1))
-        elif ((cword == dashdash + 1)); then
+            _command_offset "$child"
+        elif ((cword == child)); then
             _rlock_reply -c -- "$cur"
         else
             compopt -o filenames 2>/dev/null
@@ -117,9 +133,10 @@ _rlock()
     fi
 
     # The value of an option.
-    if [[ -n $sub ]] && _rlock_takes_value "$prev"; then
+    if _rlock_takes_value "$prev"; then
         case $prev in
-            --config | --token-file | --password-file | --cacert | --cert | --key)
+            --config | --token-file | --password-file | --cacert | --cert | --key | \
+            --sentinel-password-file)
                 compopt -o filenames 2>/dev/null
                 _rlock_reply -f -- "$cur"
                 ;;
@@ -129,6 +146,9 @@ _rlock()
                 else
                     _rlock_reply -W "$_rlock_signals" -- "$cur"
                 fi
+                ;;
+            --leftovers)
+                _rlock_reply -W 'wait kill' -- "$cur"
                 ;;
             --token-env)
                 _rlock_reply -e -- "$cur"
@@ -140,12 +160,13 @@ _rlock()
                 fi
                 compopt -o nospace 2>/dev/null
                 ;;
-            -t | --ttl | -w | --wait | --connect-timeout | --timeout | \
+            -t | --ttl | -w | --wait | --connect-timeout | --io-timeout | --timeout | \
             --kill-after | --max-hold | --wait-timeout)
                 _rlock_reply -W '500ms 1s 5s 30s 1m 5m 30m 1h' -- "$cur"
                 ;;
             *)
-                # --prefix, --command, exit codes, --wait-replicas: free text.
+                # --prefix, --command, --sentinel-user, exit codes,
+                # --wait-replicas: free text.
                 ;;
         esac
         if [[ -n $eqprefix ]]; then
@@ -166,7 +187,7 @@ _rlock()
     if [[ $cur == -* ]]; then
         local opts
         opts=$(_rlock_options "$sub")
-        [[ $sub == run ]] && opts+=$'\n--'
+        [[ $sub == run ]] && ((key_seen)) && opts+=$'\n--'
         _rlock_reply -W "$opts" -- "$cur"
     fi
     # KEY and PATTERN are free text.

@@ -1,19 +1,56 @@
 # fish completion for rlock(1), a distributed lock for shell scripts kept in Redis.
 # Install as /usr/share/fish/vendor_completions.d/rlock.fish.
 
-# The subcommand on the command line, or nothing.
-function __rlock_subcommand
+# Succeeds if option $argv[1] takes a value in the next word.
+function __rlock_takes_value
+    contains -- $argv[1] -u --url --connect-timeout --io-timeout --timeout --prefix \
+        --password-file --cacert --cert --key --sentinel-user --sentinel-password-file \
+        --config -t --ttl -w --wait -E --conflict-exit-code --wait-replicas --wait-timeout \
+        -c --command --signal --kill-after --lost-exit-code --max-hold --leftovers \
+        --token-file --token-env
+end
+
+# Prints three lines about the words before the cursor: the subcommand (or
+# nothing), whether run's KEY was given (1 or 0), and the index of the word
+# where run's child command starts (0 when it has not started): after "--",
+# or at the first word after KEY that is neither an option nor an option's
+# value. Global options may come before the subcommand.
+function __rlock_parse
     set -l tokens (commandline -opc)
-    for t in $tokens[2..-1]
-        switch $t
-            case '-*'
-                continue
-            case '*'
-                echo $t
-                return 0
+    set -l sub
+    set -l key 0
+    set -l skip 0
+    for i in (seq 2 (count $tokens))
+        set -l t $tokens[$i]
+        if test $skip = 1
+            set skip 0
+            continue
+        end
+        if test "$sub" = run; and test "$t" = --
+            printf '%s\n' $sub $key (math $i + 1)
+            return 0
+        end
+        if string match -q -- '-?*' $t
+            __rlock_takes_value $t; and set skip 1
+            continue
+        end
+        if test -z "$sub"
+            set sub $t
+        else if test "$sub" = run; and test $key = 0
+            set key 1
+        else if test "$sub" = run
+            printf '%s\n' $sub $key $i
+            return 0
         end
     end
-    return 1
+    printf '%s\n' "$sub" $key 0
+end
+
+# The subcommand on the command line, or nothing.
+function __rlock_subcommand
+    set -l parsed (__rlock_parse)
+    test -n "$parsed[1]"
+    and echo $parsed[1]
 end
 
 # True when no subcommand has been given yet.
@@ -22,7 +59,7 @@ function __rlock_needs_subcommand
 end
 
 # True when the subcommand is one of the arguments, and (for run) the
-# cursor is not in the child command after "--".
+# cursor is not in the child command.
 function __rlock_using
     set -l sub (__rlock_subcommand)
     or return 1
@@ -31,19 +68,39 @@ function __rlock_using
     not __rlock_in_child
 end
 
-# True when the cursor is after the "--" of "rlock run KEY ... --".
-function __rlock_in_child
+# The index of the word where run's child command starts, when the cursor is
+# in it (the command word itself included); fails otherwise.
+function __rlock_child_start
+    set -l parsed (__rlock_parse)
+    test "$parsed[1]" = run
+    or return 1
+    if test $parsed[3] -gt 0
+        echo $parsed[3]
+        return 0
+    end
+    # KEY given, and the word under the cursor is neither an option nor the
+    # value of the option before it: it is the command word.
     set -l tokens (commandline -opc)
-    set -l sub (__rlock_subcommand)
-    test "$sub" = run
-    and contains -- -- $tokens[3..-1]
+    test $parsed[2] = 1
+    and not string match -q -- '-*' (commandline -ct)
+    and not __rlock_takes_value $tokens[-1]
+    and echo (math (count $tokens) + 1)
 end
 
-# Completions for the child command line after "--".
+# True when the cursor is in the child command of run.
+function __rlock_in_child
+    __rlock_child_start >/dev/null
+end
+
+# Completions for the child command line.
 function __rlock_complete_child
     set -l tokens (commandline -opc)
-    set -l i (contains -i -- -- $tokens)
-    set -l child (string escape -- $tokens[(math $i + 1)..-1])
+    set -l start (__rlock_child_start)
+    or return
+    set -l child
+    if test $start -le (count $tokens)
+        set child (string escape -- $tokens[$start..-1])
+    end
     complete -C (string trim -l -- "$child "(commandline -ct))
 end
 
@@ -57,41 +114,44 @@ complete -c rlock -n __rlock_needs_subcommand -a extend -d 'Reset the TTL of a l
 complete -c rlock -n __rlock_needs_subcommand -a status -d 'Show who holds locks'
 complete -c rlock -n __rlock_needs_subcommand -a list -d 'List the locks under the prefix'
 
-# Top level.
-complete -c rlock -n __rlock_needs_subcommand -s h -l help -d 'Print help and exit'
-complete -c rlock -n __rlock_needs_subcommand -s V -l version -d 'Print version and exit'
-
-# Options of every subcommand.
-set -l __rlock_all 'run acquire release extend status list'
-complete -c rlock -n "__rlock_using $__rlock_all" -s h -l help -d 'Print help and exit'
-complete -c rlock -n "__rlock_using $__rlock_all" -s V -l version -d 'Print version and exit'
-complete -c rlock -n "__rlock_using $__rlock_all" -s u -l url -x -a 'redis:// rediss:// unix:// redis+sentinel://' -d 'Redis URL'
-complete -c rlock -n "__rlock_using $__rlock_all" -l connect-timeout -x -d 'Connect timeout (duration)'
-complete -c rlock -n "__rlock_using $__rlock_all" -l timeout -x -d 'Per-command timeout (duration)'
-complete -c rlock -n "__rlock_using $__rlock_all" -l prefix -x -d 'Key namespace'
-complete -c rlock -n "__rlock_using $__rlock_all" -l password-file -r -F -d 'Read the Redis password from this file (first line)'
-complete -c rlock -n "__rlock_using $__rlock_all" -l cacert -r -F -d 'CA certificates for rediss://'
-complete -c rlock -n "__rlock_using $__rlock_all" -l cert -r -F -d 'Client certificate for rediss://'
-complete -c rlock -n "__rlock_using $__rlock_all" -l key -r -F -d 'Client certificate key for rediss:// (env RLOCK_TLS_KEY)'
-complete -c rlock -n "__rlock_using $__rlock_all" -l insecure -d 'Do not verify the server certificate'
-complete -c rlock -n "__rlock_using $__rlock_all" -l config -r -F -d 'TOML configuration file'
-complete -c rlock -n "__rlock_using $__rlock_all" -s q -l quiet -d 'Print nothing but errors'
-complete -c rlock -n "__rlock_using $__rlock_all" -s v -l verbose -d 'Print a timestamped timeline on stderr'
+# Global options: before the subcommand, or after it with its own options.
+set -l __rlock_global '__rlock_needs_subcommand; or __rlock_using run acquire release extend status list'
+complete -c rlock -n $__rlock_global -s h -l help -d 'Print help and exit'
+complete -c rlock -n $__rlock_global -s V -l version -d 'Print version and exit'
+complete -c rlock -n $__rlock_global -s u -l url -x -a 'redis:// rediss:// unix:// redis+sentinel://' -d 'Redis URL'
+complete -c rlock -n $__rlock_global -l connect-timeout -x -d 'Connect timeout, name lookup included (duration)'
+complete -c rlock -n $__rlock_global -l io-timeout -x -d 'Per-command timeout (duration)'
+complete -c rlock -n $__rlock_global -l timeout -x -d 'Per-command timeout, as --io-timeout (not the wait)'
+complete -c rlock -n $__rlock_global -l prefix -x -d 'Key namespace'
+complete -c rlock -n $__rlock_global -l password-file -r -F -d 'Read the Redis password from this file (first line)'
+complete -c rlock -n $__rlock_global -l cacert -r -F -d 'CA certificates for rediss://'
+complete -c rlock -n $__rlock_global -l cert -r -F -d 'Client certificate for rediss://'
+complete -c rlock -n $__rlock_global -l key -r -F -d 'Client certificate key for rediss:// (env RLOCK_TLS_KEY)'
+complete -c rlock -n $__rlock_global -l insecure -d 'Do not verify the server certificate'
+complete -c rlock -n $__rlock_global -l sentinel-user -x -d 'ACL user for the sentinels'
+complete -c rlock -n $__rlock_global -l sentinel-password-file -r -F -d 'Read the sentinel password from this file (first line)'
+complete -c rlock -n $__rlock_global -l config -r -F -d 'TOML configuration file'
+complete -c rlock -n $__rlock_global -s q -l quiet -d 'Print nothing but errors'
+complete -c rlock -n $__rlock_global -s v -l verbose -d 'Print a timestamped timeline on stderr'
 
 # Taking a lock: run, acquire.
 complete -c rlock -n '__rlock_using run acquire' -s t -l ttl -x -d 'Lease length (duration)'
 complete -c rlock -n '__rlock_using run acquire' -s w -l wait -x -d 'Wait at most this long (duration)'
 complete -c rlock -n '__rlock_using run acquire' -s n -l no-wait -d 'Fail at once if the lock is held'
+complete -c rlock -n '__rlock_using run acquire' -l nb -d 'Fail at once if the lock is held (as -n)'
+complete -c rlock -n '__rlock_using run acquire' -l nonblock -d 'Fail at once if the lock is held (as -n)'
 complete -c rlock -n '__rlock_using run acquire' -s E -l conflict-exit-code -x -d 'Exit code when busy or the wait timed out'
 complete -c rlock -n '__rlock_using run acquire' -l wait-replicas -x -d 'After acquiring, wait for N replicas to acknowledge'
 complete -c rlock -n '__rlock_using run acquire' -l wait-timeout -x -d 'How long --wait-replicas waits (duration)'
+complete -c rlock -n '__rlock_using run acquire' -l strict -d 'Refuse a server whose maxmemory-policy can evict locks'
 
 # run only.
 complete -c rlock -n '__rlock_using run' -s c -l command -x -d 'Run this string with /bin/sh -c'
-complete -c rlock -n '__rlock_using run' -l signal -x -a 'TERM INT HUP QUIT USR1 USR2 KILL ALRM SIGTERM SIGINT SIGHUP SIGQUIT SIGUSR1 SIGUSR2 SIGKILL SIGALRM' -d 'Signal sent to the child when the lock is lost'
+complete -c rlock -n '__rlock_using run' -l signal -x -a 'TERM INT HUP QUIT USR1 USR2 KILL ALRM SIGTERM SIGINT SIGHUP SIGQUIT SIGUSR1 SIGUSR2 SIGKILL SIGALRM' -d 'Signal sent to the command tree when the lock is lost'
 complete -c rlock -n '__rlock_using run' -l kill-after -x -d 'Send SIGKILL this long after the signal'
 complete -c rlock -n '__rlock_using run' -l lost-exit-code -x -d 'Exit code when the lock was lost'
 complete -c rlock -n '__rlock_using run' -l max-hold -x -d 'Hold the lock at most this long'
+complete -c rlock -n '__rlock_using run' -l leftovers -x -a 'wait\t"Keep the lock until they exit" kill\t"End them"' -d 'What to do with processes the command leaves running'
 complete -c rlock -n __rlock_in_child -x -a '(__rlock_complete_child)'
 
 # Tokens: acquire writes the token file, release and extend read it.
@@ -101,7 +161,7 @@ complete -c rlock -n '__rlock_using release extend' -l token-env -x -a '(set -nx
 
 # release, extend.
 complete -c rlock -n '__rlock_using release' -l force -d 'Remove the lock without its token'
-complete -c rlock -n '__rlock_using extend' -s t -l ttl -x -d 'New TTL (duration)'
+complete -c rlock -n '__rlock_using extend' -s t -l ttl -x -d 'New TTL (default: the TTL the lock was last given)'
 
 # JSON output.
 complete -c rlock -n '__rlock_using acquire status list' -l json -d 'Print JSON'
