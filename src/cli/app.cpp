@@ -41,8 +41,8 @@ struct Raw {
   std::string key;
   std::vector<std::string> keys;
   std::string pattern = "*";
-  std::string ttl, wait;
-  bool no_wait = false;
+  std::string ttl, wait, limit;
+  bool no_wait = false, shared = false, exclusive = false;
   std::string conflict_exit_code;
   std::string command;
   std::vector<std::string> child;
@@ -170,7 +170,7 @@ void layer_settings(Parsed& p, const std::string& config_path, bool config_requi
   static const std::vector<std::string> k_known = {
       "url",    "connect-timeout", "io-timeout",  "prefix",       "quiet",         "verbose",
       "ttl",    "wait",            "conflict-exit-code", "signal", "kill-after", "lost-exit-code",
-      "max-hold", "leftovers",     "strict",   "token-env",    "cacert",        "cert",
+      "max-hold", "leftovers",     "strict",   "limit",  "token-env",    "cacert",        "cert",
       "key",    "insecure",        "password-file", "wait-replicas", "wait-timeout", "sentinel-user",
       "sentinel-password-file"};
   for (const auto& [key, value] : parse_config(text, config_path)) {
@@ -335,6 +335,15 @@ commands::TakeOptions take_options(Parsed& p, const Raw& raw) {
   }
   t.wait_timeout = duration_of(p, "wait-timeout", raw.wait_timeout, t.wait_timeout, false);
   t.strict = raw.strict;
+  if (Setting& s = get(p, "limit"); s.source != Source::unset) {
+    long long n = 0;
+    if (!util::parse_int(raw.limit, 1, 1'000'000, n)) {
+      bad_setting(s, fmt::format("'{}' is not a number of holders in 1-1000000", util::printable(raw.limit)));
+    }
+    t.limit = static_cast<int>(n);
+  }
+  t.shared = raw.shared;
+  if (t.shared && t.limit > 1) usage("--shared and --limit exclude each other: a lock is shared, or a semaphore");
   return t;
 }
 
@@ -373,8 +382,10 @@ commands::RunOptions run_options(Parsed& p, const Raw& raw) {
     r.max_hold = duration_of(p, "max-hold", raw.max_hold, Millis(0), false);
   }
   if (Setting& s = get(p, "leftovers"); s.source != Source::unset) {
-    if (raw.leftovers == "wait") r.leftovers = commands::Leftovers::wait;
-    else if (raw.leftovers == "kill") r.leftovers = commands::Leftovers::kill;
+    std::string value = raw.leftovers;
+    for (char& c : value) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (value == "wait") r.leftovers = commands::Leftovers::wait;
+    else if (value == "kill") r.leftovers = commands::Leftovers::kill;
     else bad_setting(s, fmt::format("'{}' is neither wait nor kill", util::printable(raw.leftovers)));
   }
   // The child must be gone before the lease can expire: --kill-after must fit in the TTL.
@@ -479,6 +490,10 @@ void add_take(Parsed& p, CLI::App* app, Raw& raw) {
       ->type_name("D");
   flag_setting(p, app, "--strict", "strict", raw.strict,
                "refuse a server whose maxmemory-policy can evict locks (default: warn)");
+  setting(p, app, "--limit", "limit", raw.limit, "a semaphore: up to N holders at once; all must agree on N")
+      ->type_name("N");
+  CLI::Option* shared = app->add_flag("-s,--shared", raw.shared, "a shared hold: many shared holders, or one exclusive");
+  app->add_flag("-x,--exclusive", raw.exclusive, "an exclusive hold (the default)")->excludes(shared);
 }
 
 void add_token_source(Parsed& p, CLI::App* app, Raw& raw) {

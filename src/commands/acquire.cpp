@@ -7,7 +7,9 @@
 #include "util/file.hpp"
 #include "util/random.hpp"
 #include "util/text.hpp"
+#include "proc/signals.hpp"
 
+#include <poll.h>
 #include <unistd.h>
 
 #include <fmt/core.h>
@@ -36,20 +38,40 @@ int acquire(const AcquireOptions& options) {
   std::vector<lock::Hold> holds = enclosing_holds();
   std::vector<std::string> enclosing =
       lock::tokens_for(holds, name.lock_key());
-  std::string token = util::random_token();
   lock::Holder holder = this_holder(fmt::format("rlock acquire {}", options.take.key));
   // rlock exits at once: the process that keeps the lock is the one that called it.
   holder.pid = std::to_string(::getppid());
+  lock::Contender contender = make_contender(options.take, holder);
+  std::string token = contender.token;
   if (options.stdout_closed && options.token_file.empty()) {
     throw Error(exit_code::k_usage, "standard output is closed: there is nowhere to print the token (use "
                                     "--token-file F)");
   }
   check_eviction_before(connection, options.take);
 
-  lock::Attempt a = take_lock(node, name, options.take, token, holder, enclosing, [](util::Millis d) {
-    util::poll_until(nullptr, 0, util::BootClock::now() + d);
-    return true;
-  });
+  // A signal while waiting leaves the queue at once (not after the place lapses), then ends rlock
+  // as it would have.
+  proc::SignalSet signals({SIGINT, SIGTERM, SIGHUP, SIGQUIT}, {});
+  std::optional<int> interrupted;
+  auto drain = [&] {
+    for (int s : signals.take()) {
+      if (!interrupted) interrupted = s;
+    }
+    return interrupted.has_value();
+  };
+  connection.set_interrupt(signals.fd(), drain);
+  WaitHooks hooks{[&](util::Millis d) {
+                    pollfd p{signals.fd(), POLLIN, 0};
+                    if (util::poll_until(&p, 1, util::BootClock::now() + d) > 0) drain();
+                    return !interrupted;
+                  },
+                  [&] { return interrupted.has_value(); }};
+  lock::Attempt a = take_lock(node, name, options.take, contender, enclosing, hooks);
+  if (interrupted) {
+    if (a.outcome == lock::Attempt::Outcome::acquired) lock::release(node, name, token);
+    proc::die_by(*interrupted, false);
+    return exit_code::k_signal_base + *interrupted;
+  }
   if (a.outcome == lock::Attempt::Outcome::busy) {
     log::info(busy_message(name, a));
     return options.take.conflict_exit_code;
@@ -72,9 +94,10 @@ int acquire(const AcquireOptions& options) {
     if (!options.token_file.empty()) {
       util::write_file_atomic(options.token_file, token + "\n", 0600);
     } else if (options.json) {
-      print(fmt::format("{{\"key\":{},\"token\":{},\"fence\":{},\"ttl_ms\":{},\"reentered\":{}}}",
+      print(fmt::format("{{\"key\":{},\"token\":{},\"fence\":{},\"ttl_ms\":{},\"reentered\":{},\"slot\":{}}}",
                         util::json_quote(options.take.key), util::json_quote(token), a.fence,
-                        options.take.ttl.count(), a.outcome == lock::Attempt::Outcome::reentered));
+                        options.take.ttl.count(), a.outcome == lock::Attempt::Outcome::reentered,
+                        a.slot > 0 ? std::to_string(a.slot) : "null"));
     } else {
       print(token);
     }

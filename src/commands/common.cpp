@@ -37,9 +37,25 @@ bool plausible_token(std::string_view token) {
 }
 
 // One updating line on a terminal while waiting.
+bool dumb_terminal() {
+  const char* term = std::getenv("TERM");
+  return !term || !*term || std::string_view(term) == "dumb";
+}
+
+// "3rd" for 3.
+std::string ordinal(int n) {
+  const char* suffix = "th";
+  if (n % 100 < 11 || n % 100 > 13) {
+    if (n % 10 == 1) suffix = "st";
+    else if (n % 10 == 2) suffix = "nd";
+    else if (n % 10 == 3) suffix = "rd";
+  }
+  return fmt::format("{}{}", n, suffix);
+}
+
 class WaitLine {
 public:
-  WaitLine() : m_enabled(::isatty(STDERR_FILENO) && log::level() == log::Level::normal) {}
+  WaitLine() : m_enabled(::isatty(STDERR_FILENO) && log::level() == log::Level::normal && !dumb_terminal()) {}
   ~WaitLine() {
     if (m_shown) write("\r\x1b[K");
   }
@@ -122,69 +138,111 @@ void check_eviction_after(redis::Client& client, const TakeOptions& options) {
 }
 
 std::string busy_message(const lock::LockName& name, const lock::Attempt& attempt) {
-  return fmt::format("{} is held{}", name.key, holder_text(attempt));
+  std::string queue = attempt.queue_length > 0 ? fmt::format("; {} waiting", attempt.queue_length) : "";
+  return fmt::format("{} is held{}{}", name.key, holder_text(attempt), queue);
+}
+
+lock::Contender make_contender(const TakeOptions& options, const lock::Holder& holder) {
+  lock::Contender c;
+  c.token = lock::new_token();
+  c.ttl = options.ttl;
+  c.holder = holder;
+  c.limit = options.limit;
+  c.mode = options.shared ? lock::Mode::shared : options.limit > 1 ? lock::Mode::semaphore : lock::Mode::exclusive;
+  return c;
 }
 
 lock::Attempt take_lock(lock::Node& node, const lock::LockName& name, const TakeOptions& options,
-                        const std::string& token, const lock::Holder& holder,
-                        const std::vector<std::string>& enclosing_tokens,
-                        const std::function<bool(util::Millis)>& pause) {
+                        const lock::Contender& contender, const std::vector<std::string>& enclosing_tokens,
+                        const WaitHooks& hooks) {
   auto start = Clock::now();
   std::optional<Clock::time_point> give_up;
   if (options.wait) give_up = start + *options.wait;
+  const bool waiting = !options.wait || options.wait->count() > 0;
   lock::Backoff backoff;
   WaitLine line;
-  bool announced = false;
   bool reached = false;  // the server has answered once: later failures are blips to wait out
-  for (;;) {
-    lock::Attempt a;
+  bool queued = false;   // we have (or had) a place in the queue: leave it when giving up
+  int position = 0;
+  std::vector<std::string> watch;
+  lock::Attempt a;
+
+  auto leave = [&] {
+    if (!queued) return;
     try {
-      a = lock::try_acquire(node, name, token, options.ttl, holder, enclosing_tokens);
+      lock::cancel(node, name, contender.token);
+    } catch (const Error& e) {
+      log::verbose("could not leave the queue of {} ({}); the place lapses within seconds", name.key, e.what());
+    }
+  };
+
+  for (;;) {
+    try {
+      if (queued) {
+        util::Millis beat = k_heartbeat;
+        if (give_up) beat = std::min(beat, std::chrono::ceil<util::Millis>(*give_up - Clock::now()));
+        a = lock::wait_turn(node, name, contender, watch, std::max(beat, util::Millis(1)));
+      } else {
+        a = lock::try_acquire(node, name, contender, waiting, enclosing_tokens);
+      }
       reached = true;
     } catch (const Error& e) {
+      if (hooks.interrupted()) {
+        leave();
+        return lock::Attempt{};
+      }
       // A server that cannot serve for a moment (TRYAGAIN, LOADING...), or one that went away
-      // after answering (a restart, a failover), is waited out like a busy lock while the wait
-      // lasts, but never reported as busy. A server never reached is a configuration problem:
-      // exit 69 at once rather than wait on a typo.
+      // after answering (a restart, a failover), is waited out while the wait lasts, but never
+      // reported as busy; a wait step after it joins the queue again if the queue was lost. A
+      // server never reached is a configuration problem: exit 69 at once rather than wait on a
+      // typo.
       bool transient = dynamic_cast<const lock::TransientError*>(&e) != nullptr ||
                        (reached && e.exit_code() == exit_code::k_unavailable);
-      bool waiting = !options.wait || options.wait->count() > 0;
       bool can_wait = waiting && (!give_up || Clock::now() + util::Millis(50) < *give_up);
-      if (!transient || !can_wait) throw;
+      if (!transient || !can_wait) {
+        if (!transient) leave();
+        throw;
+      }
       log::verbose("{}; retrying", e.what());
       util::Millis sleep = backoff.next(std::nullopt);
       if (give_up) sleep = std::min(sleep, std::chrono::ceil<util::Millis>(*give_up - Clock::now()));
-      if (!pause(std::max(sleep, util::Millis(1)))) return lock::Attempt{};  // a signal ended the wait
+      if (!hooks.pause(std::max(sleep, util::Millis(1)))) {
+        leave();
+        return lock::Attempt{};
+      }
       continue;
     }
     if (a.outcome == lock::Attempt::Outcome::acquired && options.wait_replicas > 0) {
       try {
         lock::confirm_replicas(node, name, options.wait_replicas, options.wait_timeout);
       } catch (const Error&) {
-        lock::release(node, name, token);
+        lock::release(node, name, contender.token);
         throw;
       }
     }
-    if (a.outcome != lock::Attempt::Outcome::busy) {
-      if (announced) {
-        log::verbose("acquired {} after {}", name.key,
+    if (a.outcome != lock::Attempt::Outcome::queued) {
+      if (a.outcome == lock::Attempt::Outcome::acquired && queued) {
+        log::verbose("acquired {} after waiting {}", name.key,
                      util::format_duration(std::chrono::duration_cast<util::Millis>(Clock::now() - start)));
       }
+      return a;  // acquired, reentered, or busy (-n)
+    }
+    if (!queued) log::verbose("waiting for {}: held{}", name.key, holder_text(a));
+    queued = true;
+    watch = a.watch;
+    if (a.position != position) {
+      log::verbose("waiting for {}: position {} of {}", name.key, a.position, a.queue_length);
+      position = a.position;
+    }
+    auto waited = std::chrono::duration_cast<util::Millis>(Clock::now() - start);
+    line.show(fmt::format("waiting for {}: held{}; {} of {} in line; waited {}", name.key, holder_text(a),
+                          ordinal(a.position), a.queue_length,
+                          util::format_duration(std::chrono::duration_cast<std::chrono::seconds>(waited))));
+    if (hooks.interrupted() || (give_up && Clock::now() >= *give_up)) {
+      leave();
+      a.outcome = lock::Attempt::Outcome::busy;
       return a;
     }
-    auto now = Clock::now();
-    if (give_up && now >= *give_up) return a;
-    if (!announced) {
-      log::verbose("waiting for {}: held{}", name.key, holder_text(a));
-      announced = true;
-    }
-    line.show(fmt::format("waiting for {}: held{}", name.key, holder_text(a)));
-    util::Millis sleep = backoff.next(a.ttl_left);
-    if (give_up) {
-      auto left = std::chrono::ceil<util::Millis>(*give_up - now);
-      sleep = std::min(sleep, left);
-    }
-    if (!pause(sleep)) return a;
   }
 }
 

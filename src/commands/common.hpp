@@ -22,14 +22,29 @@ lock::Holder this_holder(const std::string& command);
 // The holds of the enclosing process tree (RLOCK_HELD).
 std::vector<lock::Hold> enclosing_holds();
 
-// Takes the lock, retrying with backoff while it is busy, for at most options.wait.
-// `pause` sleeps for the given time and returns false to give up (a signal arrived).
-// Shows the holder on a terminal while waiting. Returns the last attempt: acquired, reentered,
-// or busy when the wait ran out (or pause gave up).
+// The contender for options' kind of hold, with a new token.
+lock::Contender make_contender(const TakeOptions& options, const lock::Holder& holder);
+
+// What take_lock needs of its caller while it waits.
+struct WaitHooks {
+  // Sleeps for the given time; false to give up (a signal arrived).
+  std::function<bool(util::Millis)> pause;
+  // Whether a signal has ended the wait (checked after a Redis call was cut short).
+  std::function<bool()> interrupted;
+};
+
+// Takes the lock, waiting in its queue (FIFO, woken at once on release, a heartbeat every
+// second) for at most options.wait; with -n, only when it is free and nobody waits. Server
+// blips after the first answer are waited out with backoff. Shows the holder and the queue
+// position on a terminal (or logs position changes with -v). Leaves the queue whenever it gives
+// up. Returns the last attempt: acquired, reentered, or busy when the wait ran out or a signal
+// ended it.
 lock::Attempt take_lock(lock::Node& node, const lock::LockName& name, const TakeOptions& options,
-                        const std::string& token, const lock::Holder& holder,
-                        const std::vector<std::string>& enclosing_tokens,
-                        const std::function<bool(util::Millis)>& pause);
+                        const lock::Contender& contender, const std::vector<std::string>& enclosing_tokens,
+                        const WaitHooks& hooks);
+
+// How long a waiter blocks between heartbeats.
+inline constexpr util::Millis k_heartbeat{1000};
 
 // Checks that the server's maxmemory-policy cannot evict locks: with --strict before anything is
 // taken (one round trip), else by an INFO sent with the connection's greeting and looked at by

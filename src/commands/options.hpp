@@ -29,6 +29,8 @@ struct TakeOptions {
   int wait_replicas = 0;  // WAIT for this many replicas after acquiring
   util::Millis wait_timeout{1'000};
   bool strict = false;  // refuse a server that may evict locks, instead of warning
+  bool shared = false;  // --shared
+  int limit = 1;        // --limit N: a semaphore of N holders when N > 1
 };
 
 // What run does with the processes its command leaves running when it exits.

@@ -10,7 +10,6 @@
 #include "proc/guard.hpp"
 #include "proc/signals.hpp"
 #include "util/clock.hpp"
-#include "util/random.hpp"
 
 #include <poll.h>
 #include <termios.h>
@@ -53,9 +52,13 @@ public:
                   {}),
         m_connection(options.connect.url, options.connect.timeouts, options.connect.tls),
         m_node(m_connection),
-        m_name(lock_name(options.connect, options.take.key)),
-        m_token(util::random_token()) {
-    m_connection.set_interrupt(m_signals.fd(), [this] { drain_signals(); });
+        m_name(lock_name(options.connect, options.take.key)) {
+    // While waiting, a signal that ends the wait also cuts short the Redis call under way (a
+    // BLPOP of up to a heartbeat); once the command runs, calls go on and signals are forwarded.
+    m_connection.set_interrupt(m_signals.fd(), [this] {
+      drain_signals();
+      return m_interrupted.has_value() && !m_started;
+    });
   }
 
   int run();
@@ -87,7 +90,9 @@ private:
   redis::Client m_connection;
   lock::ClientNode m_node;
   lock::LockName m_name;
-  std::string m_token;
+  lock::Contender m_contender;
+  std::string m_token;  // m_contender.token
+  bool m_started = false;  // the command was started
 
   std::optional<int> m_interrupted;  // a signal that made rlock give up waiting
   std::optional<proc::Guard> m_guard;
@@ -154,13 +159,15 @@ int Supervisor::run() {
   std::vector<lock::Hold> holds = enclosing_holds();
   std::vector<std::string> enclosing = lock::tokens_for(holds, m_name.lock_key());
   lock::Holder holder = this_holder(m_options.display_command);
+  m_contender = make_contender(m_options.take, holder);
+  m_token = m_contender.token;
   check_eviction_before(m_connection, m_options.take);
   // The guard starts now, while the lock is being taken (its start overlaps the round trip),
   // unless the lock may be re-entered, where the command runs in rlock's place instead.
   if (enclosing.empty()) m_guard.emplace();
 
-  lock::Attempt attempt = take_lock(m_node, m_name, m_options.take, m_token, holder, enclosing,
-                                    [this](Millis d) { return pause(d); });
+  WaitHooks hooks{[this](Millis d) { return pause(d); }, [this] { return m_interrupted.has_value(); }};
+  lock::Attempt attempt = take_lock(m_node, m_name, m_options.take, m_contender, enclosing, hooks);
   if (attempt.outcome == lock::Attempt::Outcome::reentered) exec_nested(attempt, enclosing[attempt.enclosing]);
   if (attempt.outcome == lock::Attempt::Outcome::busy) {
     if (m_interrupted) return interrupted_while_waiting();
@@ -205,6 +212,7 @@ void Supervisor::start_child(const lock::Attempt& attempt, std::vector<lock::Hol
               {"RLOCK_TOKEN", m_token},
               {"RLOCK_FENCE", std::to_string(attempt.fence)},
               {lock::k_holds_variable, lock::format_holds(holds)}};
+  if (attempt.slot > 0) spec.env.emplace_back("RLOCK_SLOT", std::to_string(attempt.slot));
   spec.mask = &m_signals.original_mask();
   spec.sigpipe_default = proc::sigpipe_was_default();
   try {
@@ -214,6 +222,7 @@ void Supervisor::start_child(const lock::Attempt& attempt, std::vector<lock::Hol
     release_quietly();
     throw;
   }
+  m_started = true;
   m_terminal = m_guard->took_terminal();
   m_guard->set_deadline(m_schedule->kill_at());
   m_renewing = true;

@@ -39,15 +39,55 @@ bool is_number(const std::string& text) {
   return !text.empty() && text.size() < 19 && text.find_first_not_of("0123456789") == std::string::npos;
 }
 
+const char* mode_name(const lock::LockState& s) {
+  if (!s.held) return nullptr;
+  switch (s.mode) {
+    case lock::Mode::shared: return "shared";
+    case lock::Mode::semaphore: return "semaphore";
+    default: return "exclusive";
+  }
+}
+
+std::string pid_json(const std::string& pid) { return is_number(pid) ? pid : "null"; }
+
+std::string holder_json(const lock::HolderState& h) {
+  return fmt::format(
+      "{{\"host\":{},\"pid\":{},\"user\":{},\"command\":{},\"since\":{},\"since_ms\":{},\"held_for_ms\":{},"
+      "\"ttl_ms\":{},\"lease_ms\":{},\"fence\":{},\"slot\":{},\"shared\":{}}}",
+      util::json_quote(h.holder.host), pid_json(h.holder.pid), util::json_quote(h.holder.user),
+      util::json_quote(h.holder.command), h.since_ms ? util::json_quote(iso_time(*h.since_ms)) : "null",
+      json_or_null(h.since_ms), json_or_null(h.held_for_ms), json_or_null(h.ttl_left_ms), json_or_null(h.lease_ms),
+      json_or_null(h.fence), h.slot > 0 ? std::to_string(h.slot) : "null", h.shared);
+}
+
+std::string waiter_json(const lock::WaiterState& w) {
+  return fmt::format(
+      "{{\"host\":{},\"pid\":{},\"user\":{},\"command\":{},\"shared\":{},\"waiting_since\":{},"
+      "\"waiting_since_ms\":{},\"waited_ms\":{},\"position\":{}}}",
+      util::json_quote(w.holder.host), pid_json(w.holder.pid), util::json_quote(w.holder.user),
+      util::json_quote(w.holder.command), w.shared, w.since_ms ? util::json_quote(iso_time(*w.since_ms)) : "null",
+      json_or_null(w.since_ms), json_or_null(w.waited_ms), w.position);
+}
+
 std::string to_json(const lock::LockState& s) {
+  // The top-level holder fields describe the exclusive holder, or the first shared or semaphore one.
+  static const lock::HolderState none;
+  const lock::HolderState& h = s.holders.empty() ? none : s.holders.front();
+  bool held = s.held;
+  std::string holders, waiters;
+  for (const lock::HolderState& x : s.holders) holders += (holders.empty() ? "" : ",") + holder_json(x);
+  for (const lock::WaiterState& w : s.waiters) waiters += (waiters.empty() ? "" : ",") + waiter_json(w);
+  const char* mode = mode_name(s);
   return fmt::format(
       "{{\"key\":{},\"held\":{},\"host\":{},\"pid\":{},\"user\":{},\"command\":{},\"since\":{},\"since_ms\":{},"
-      "\"held_for_ms\":{},\"ttl_ms\":{},\"lease_ms\":{},\"fence\":{}}}",
-      util::json_quote(s.key), s.held, json_text_or_null(s.held, s.holder.host),
-      s.held && is_number(s.holder.pid) ? s.holder.pid : "null", json_text_or_null(s.held, s.holder.user),
-      json_text_or_null(s.held, s.holder.command),
-      s.since_ms ? util::json_quote(iso_time(*s.since_ms)) : "null", json_or_null(s.since_ms),
-      json_or_null(s.held_for_ms), json_or_null(s.ttl_left_ms), json_or_null(s.lease_ms), json_or_null(s.fence));
+      "\"held_for_ms\":{},\"ttl_ms\":{},\"lease_ms\":{},\"fence\":{},\"mode\":{},\"limit\":{},\"holders\":[{}],"
+      "\"queue_length\":{},\"waiters\":[{}]}}",
+      util::json_quote(s.key), held, json_text_or_null(held, h.holder.host), held ? pid_json(h.holder.pid) : "null",
+      json_text_or_null(held, h.holder.user), json_text_or_null(held, h.holder.command),
+      h.since_ms ? util::json_quote(iso_time(*h.since_ms)) : "null", json_or_null(h.since_ms),
+      json_or_null(h.held_for_ms), json_or_null(h.ttl_left_ms), json_or_null(h.lease_ms),
+      json_or_null(held && h.fence ? h.fence : s.fence), mode ? util::json_quote(mode) : "null",
+      json_or_null(s.limit), holders, s.queue_length, waiters);
 }
 
 // The columns text takes on a terminal: its code points (printable text has no control characters).
@@ -61,18 +101,38 @@ std::string ms_text(const std::optional<int64_t>& ms, const char* none) {
   return ms ? util::format_duration(util::Millis(*ms)) : none;
 }
 
-void print_table(const std::vector<lock::LockState>& states) {
+std::string state_text(const lock::LockState& s, const lock::HolderState& h) {
+  switch (s.mode) {
+    case lock::Mode::shared: return "shared";
+    case lock::Mode::semaphore: return fmt::format("slot {}/{}", h.slot, s.limit.value_or(0));
+    default: return "held";
+  }
+}
+
+// One row per holder (a shared or semaphore lock has several), or one for a free lock; with
+// verbose, every waiter after the table.
+void print_table(const std::vector<lock::LockState>& states, bool verbose) {
   std::vector<std::vector<std::string>> rows;
-  rows.push_back({"KEY", "STATE", "HOST", "PID", "USER", "HELD FOR", "TTL", "FENCE", "COMMAND"});
+  rows.push_back({"KEY", "STATE", "HOST", "PID", "USER", "HELD FOR", "TTL", "FENCE", "WAITING", "COMMAND"});
+  std::string waiting_list;
   for (const lock::LockState& s : states) {
+    std::string key = util::printable(s.key);
+    std::string waiting = std::to_string(s.queue_length);
     if (!s.held) {
-      rows.push_back({util::printable(s.key), "free", "-", "-", "-", "-", "-", s.fence ? std::to_string(*s.fence) : "-",
-                      "-"});
-      continue;
+      rows.push_back({key, "free", "-", "-", "-", "-", "-", s.fence ? std::to_string(*s.fence) : "-", waiting, "-"});
     }
-    rows.push_back({util::printable(s.key), "held", util::printable(s.holder.host), util::printable(s.holder.pid),
-                    util::printable(s.holder.user), ms_text(s.held_for_ms, "?"), ms_text(s.ttl_left_ms, "none"),
-                    s.fence ? std::to_string(*s.fence) : "-", util::printable(s.holder.command)});
+    for (const lock::HolderState& h : s.holders) {
+      rows.push_back({key, state_text(s, h), util::printable(h.holder.host), util::printable(h.holder.pid),
+                      util::printable(h.holder.user), ms_text(h.held_for_ms, "?"), ms_text(h.ttl_left_ms, "none"),
+                      h.fence ? std::to_string(*h.fence) : "-", waiting, util::printable(h.holder.command)});
+    }
+    if (!verbose) continue;
+    for (const lock::WaiterState& w : s.waiters) {
+      waiting_list += fmt::format("{} waiter {}: {} pid {} ({}), {}waiting for {} ({})\n", key, w.position,
+                                  util::printable(w.holder.host), util::printable(w.holder.pid),
+                                  util::printable(w.holder.command), w.shared ? "shared, " : "",
+                                  ms_text(w.waited_ms, "?"), w.since_ms ? iso_time(*w.since_ms) : "?");
+    }
   }
   std::vector<size_t> widths(rows.front().size(), 0);
   for (const auto& row : rows) {
@@ -88,7 +148,7 @@ void print_table(const std::vector<lock::LockState>& states) {
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out += line + "\n";
   }
-  write_stdout(out);
+  write_stdout(out + waiting_list);
 }
 
 void print_json(const std::vector<lock::LockState>& states, bool single) {
@@ -123,7 +183,13 @@ std::vector<lock::LockState> inspect_all(lock::Node& node, const ConnectOptions&
 
 // status -v: what the server's configuration means for its locks, before the table.
 void print_server(redis::Client& connection) {
-  redis::Reply info = connection.call({"INFO"});
+  redis::Reply info;
+  try {
+    info = connection.call({"INFO"});
+  } catch (const Error& e) {
+    if (e.exit_code() != exit_code::k_permission) throw;
+    info = redis::Reply{redis::Reply::Type::error, 0, "NOPERM: the ACL user may not run INFO", {}};
+  }
   if (info.type != redis::Reply::Type::string) {
     write_stdout(fmt::format("server {}: INFO refused ({}): cannot tell its eviction policy or persistence\n",
                              connection.url().display(), util::printable(info.str)));
@@ -150,15 +216,15 @@ void print_server(redis::Client& connection) {
 int status(const StatusOptions& options) {
   redis::Client connection(options.connect.url, options.connect.timeouts, options.connect.tls);
   lock::ClientNode node(connection);
-  if (log::verbose_enabled() && !options.json) print_server(connection);
   bool all = options.keys.empty();
   std::vector<std::string> keys = all ? lock::scan_keys(node, options.connect.prefix, "*") : options.keys;
   std::vector<lock::LockState> states = inspect_all(node, options.connect, keys, all);
-  if (all) std::erase_if(states, [](const lock::LockState& s) { return !s.held; });
+  if (all) std::erase_if(states, [](const lock::LockState& s) { return !s.held && s.queue_length == 0; });
   if (options.json) {
     print_json(states, options.keys.size() == 1);
-  } else if (!states.empty()) {
-    print_table(states);
+  } else {
+    if (log::verbose_enabled()) print_server(connection);  // after the lock was read: a refused login says so first
+    if (!states.empty()) print_table(states, log::verbose_enabled());
   }
   if (all) return states.empty() ? exit_code::k_not_held : exit_code::k_ok;
   for (const lock::LockState& s : states) {
@@ -172,11 +238,11 @@ int list(const ListOptions& options) {
   lock::ClientNode node(connection);
   std::vector<lock::LockState> states =
       inspect_all(node, options.connect, lock::scan_keys(node, options.connect.prefix, options.pattern), true);
-  std::erase_if(states, [](const lock::LockState& s) { return !s.held; });
+  std::erase_if(states, [](const lock::LockState& s) { return !s.held && s.queue_length == 0; });
   if (options.json) {
     print_json(states, false);
   } else if (!states.empty()) {
-    print_table(states);
+    print_table(states, log::verbose_enabled());
   }
   return exit_code::k_ok;
 }

@@ -2,24 +2,28 @@
 
 #include "error.hpp"
 #include "exit_code.hpp"
+#include "util/text.hpp"
 
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <map>
 
 namespace rlock::lock {
 
 namespace {
 
+using redis::Reply;
+
 std::optional<int64_t> to_int(const std::string& text) {
-  try {
-    size_t used = 0;
-    long long v = std::stoll(text, &used);
-    if (used != text.size()) return std::nullopt;
-    return v;
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
+  long long v = 0;
+  if (!util::parse_int(text, INT64_MIN, INT64_MAX, v)) return std::nullopt;
+  return v;
+}
+
+std::optional<int64_t> to_int(const Reply& r) {
+  if (r.type == Reply::Type::integer) return r.integer;
+  return to_int(r.str);
 }
 
 // Escapes the glob metacharacters of Redis's MATCH in literal text.
@@ -32,57 +36,127 @@ std::string glob_escape(const std::string& text) {
   return out;
 }
 
+std::optional<int64_t> since_to_held(std::optional<int64_t> since, int64_t now) {
+  if (!since) return std::nullopt;
+  return std::max<int64_t>(0, now - *since);
+}
+
 }  // namespace
 
-LockState inspect(Node& node, const LockName& name) {
-  std::vector<redis::Reply> r = node.pipeline({{"TYPE", name.lock_key()},
-                                               {"PTTL", name.lock_key()},
-                                               {"HGETALL", name.info_key()},
-                                               {"GET", name.fence_key()},
-                                               {"TIME"}});
-  for (const redis::Reply& reply : r) check_reply(reply, name);
+namespace {
+
+// "<id>.<field>" -> value, from the flat reply of HGETALL.
+std::map<std::string, std::string> field_map(const Reply& r) {
+  std::map<std::string, std::string> out;
+  for (size_t i = 0; i + 1 < r.elements.size(); i += 2) out[r.elements[i].str] = r.elements[i + 1].str;
+  return out;
+}
+
+std::string field(const std::map<std::string, std::string>& m, const std::string& id, const char* name) {
+  auto it = m.find(id + "." + name);
+  return it == m.end() ? std::string() : it->second;
+}
+
+}  // namespace
+
+LockState inspect(Node& node, const LockName& name, int max_waiters) {
+  // Single-key commands in one round trip, not a script: read-only ACL users may run them, and
+  // each follows its own ASK redirection while the lock's slot is being migrated.
+  std::vector<std::string> k = name.script_keys("0000000000000000");
+  std::vector<Reply> r = node.pipeline({{"TYPE", k[0]},
+                                        {"PTTL", k[0]},
+                                        {"HGETALL", k[2]},
+                                        {"GET", k[1]},
+                                        {"GET", k[8]},
+                                        {"ZRANGE", k[6], "0", "-1", "WITHSCORES"},
+                                        {"HGETALL", k[7]},
+                                        {"ZRANGE", k[3], "0", "-1"},
+                                        {"ZRANGE", k[5], "0", "-1", "WITHSCORES"},
+                                        {"HGETALL", k[4]},
+                                        {"TIME"}});
+  for (const Reply& reply : r) check_reply(reply, name);
+  const std::string& kind = r[0].str;
+  if (kind != "none" && kind != "string") check_reply(Reply{Reply::Type::error, 0, "WRONGTYPE", {}}, name);
+  int64_t now = 0;
+  if (r[10].elements.size() == 2) {
+    now = to_int(r[10].elements[0]).value_or(0) * 1000 + to_int(r[10].elements[1]).value_or(0) / 1000;
+  }
   LockState s;
   s.key = name.key;
-  const std::string& kind = r[0].str;
-  if (kind != "none" && kind != "string") check_reply(redis::Reply{redis::Reply::Type::error, 0, "WRONGTYPE", {}}, name);
-  s.held = kind == "string";
-  if (r[3].type == redis::Reply::Type::string) s.fence = to_int(r[3].str);
-  if (!s.held) return s;
-  if (r[1].type == redis::Reply::Type::integer && r[1].integer >= 0) s.ttl_left_ms = r[1].integer;
-  const auto& info = r[2].elements;
-  for (size_t i = 0; i + 1 < info.size(); i += 2) {
-    const std::string& field = info[i].str;
-    const std::string& value = info[i + 1].str;
-    if (field == "host") s.holder.host = value;
-    else if (field == "pid") s.holder.pid = value;
-    else if (field == "user") s.holder.user = value;
-    else if (field == "cmd") s.holder.command = value;
-    else if (field == "since") s.since_ms = to_int(value);
-    else if (field == "ttl") s.lease_ms = to_int(value);
-    else if (field == "fence") {
-      // The counter may have moved on if the info is stale; the info's fence is this holder's.
-      if (auto f = to_int(value)) s.fence = f;
+  s.fence = to_int(r[3]);
+  s.limit = to_int(r[4]);
+  if (kind == "string") {
+    HolderState h;
+    if (r[1].type == Reply::Type::integer && r[1].integer >= 0) h.ttl_left_ms = r[1].integer;
+    for (const auto& [f, value] : field_map(r[2])) {
+      if (f == "host") h.holder.host = value;
+      else if (f == "pid") h.holder.pid = value;
+      else if (f == "user") h.holder.user = value;
+      else if (f == "cmd") h.holder.command = value;
+      else if (f == "since") h.since_ms = to_int(value);
+      else if (f == "ttl") h.lease_ms = to_int(value);
+      else if (f == "fence") h.fence = to_int(value);
     }
+    h.held_for_ms = since_to_held(h.since_ms, now);
+    if (!h.fence) h.fence = s.fence;
+    s.held = true;
+    s.holders.push_back(std::move(h));
   }
-  if (r[4].type == redis::Reply::Type::array && r[4].elements.size() == 2 && s.since_ms) {
-    auto secs = to_int(r[4].elements[0].str);
-    auto micros = to_int(r[4].elements[1].str);
-    if (secs && micros) s.held_for_ms = std::max<int64_t>(0, *secs * 1000 + *micros / 1000 - *s.since_ms);
+  std::map<std::string, std::string> hi = field_map(r[6]);
+  const auto& holders = r[5].elements;
+  for (size_t i = 0; i + 1 < holders.size(); i += 2) {
+    std::optional<int64_t> expiry = to_int(holders[i + 1].str);
+    if (!expiry || *expiry <= now) continue;  // lapsed: reaped at the next change
+    const std::string& id = holders[i].str;
+    HolderState h;
+    h.holder = {field(hi, id, "h"), field(hi, id, "p"), field(hi, id, "u"), field(hi, id, "c")};
+    h.since_ms = to_int(field(hi, id, "s"));
+    h.held_for_ms = since_to_held(h.since_ms, now);
+    h.fence = to_int(field(hi, id, "f"));
+    h.lease_ms = to_int(field(hi, id, "ttl"));
+    h.slot = static_cast<int>(to_int(field(hi, id, "slot")).value_or(0));
+    h.shared = field(hi, id, "m") == "s";
+    h.ttl_left_ms = *expiry - now;
+    s.mode = h.shared ? Mode::shared : Mode::semaphore;
+    s.held = true;
+    s.holders.push_back(std::move(h));
+  }
+  std::map<std::string, int64_t> leases;
+  const auto& wl = r[8].elements;
+  for (size_t i = 0; i + 1 < wl.size(); i += 2) leases[wl[i].str] = to_int(wl[i + 1].str).value_or(0);
+  std::map<std::string, std::string> w = field_map(r[9]);
+  for (const Reply& entry : r[7].elements) {
+    const std::string& id = entry.str;
+    auto lease = leases.find(id);
+    if (lease == leases.end() || lease->second <= now) continue;  // a dead waiter, about to be dropped
+    ++s.queue_length;
+    if (static_cast<int>(s.waiters.size()) >= max_waiters) continue;
+    WaiterState ws;
+    ws.holder = {field(w, id, "h"), field(w, id, "p"), field(w, id, "u"), field(w, id, "c")};
+    ws.since_ms = to_int(field(w, id, "s"));
+    ws.waited_ms = since_to_held(ws.since_ms, now);
+    ws.shared = field(w, id, "m") == "s";
+    ws.position = s.queue_length;
+    s.waiters.push_back(std::move(ws));
   }
   return s;
 }
 
 std::vector<std::string> scan_keys(Node& node, const std::string& prefix, const std::string& pattern) {
-  std::string match = glob_escape(prefix) + "{" + pattern + "}";
+  std::string match = glob_escape(prefix) + "{" + pattern + "}*";
   std::vector<std::string> keys;
   for (const std::string& full : node.scan(match)) {
-    {
-      // PREFIX{KEY}: the lock itself, not its :fence or :info companions.
-      if (full.size() < prefix.size() + 2 || full.compare(0, prefix.size(), prefix) != 0 ||
-          full[prefix.size()] != '{' || full.back() != '}') {
-        continue;
+    // PREFIX{KEY}, PREFIX{KEY}:h (shared or semaphore holders) or PREFIX{KEY}:q (waiters): a lock
+    // someone holds or waits for; not its :fence or other companions.
+    if (full.size() < prefix.size() + 2 || full.compare(0, prefix.size(), prefix) != 0 || full[prefix.size()] != '{') {
+      continue;
+    }
+    std::string_view rest = std::string_view(full).substr(prefix.size() + 1);
+    for (std::string_view suffix : {"}", "}:h", "}:q"}) {
+      if (rest.size() > suffix.size() && rest.substr(rest.size() - suffix.size()) == suffix) {
+        keys.emplace_back(rest.substr(0, rest.size() - suffix.size()));
+        break;
       }
-      keys.push_back(full.substr(prefix.size() + 1, full.size() - prefix.size() - 2));
     }
   }
   std::sort(keys.begin(), keys.end());

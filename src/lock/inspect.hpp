@@ -11,22 +11,44 @@
 
 namespace rlock::lock {
 
-// What status shows of one lock (never its token).
+// One holder of a lock, as status shows it (never its token).
+struct HolderState {
+  Holder holder;
+  std::optional<int64_t> since_ms;     // when it was taken, server clock, ms since the epoch
+  std::optional<int64_t> held_for_ms;  // server now - since
+  std::optional<int64_t> ttl_left_ms;  // nullopt: no TTL set
+  std::optional<int64_t> lease_ms;     // the TTL it was taken or last extended with
+  std::optional<int64_t> fence;
+  int slot = 0;                        // semaphore slot, 1..N
+  bool shared = false;
+};
+
+// One waiter in a lock's queue.
+struct WaiterState {
+  Holder holder;
+  bool shared = false;
+  std::optional<int64_t> since_ms;  // when it joined, server clock
+  std::optional<int64_t> waited_ms;
+  int position = 0;  // 1 for the head
+};
+
+// What status shows of one lock.
 struct LockState {
   std::string key;
   bool held = false;
-  Holder holder;
-  std::optional<int64_t> since_ms;       // when it was taken, server clock, ms since the epoch
-  std::optional<int64_t> held_for_ms;    // server now - since
-  std::optional<int64_t> ttl_left_ms;    // nullopt: no TTL set on the key
-  std::optional<int64_t> lease_ms;       // the TTL it was taken or last extended with
-  std::optional<int64_t> fence;          // last fencing token handed out for this key
+  Mode mode = Mode::exclusive;      // of the holders (meaningful when held)
+  std::optional<int> limit;         // a semaphore's N
+  std::vector<HolderState> holders;  // the exclusive holder, or the shared or semaphore ones
+  std::optional<int64_t> fence;     // last fencing token handed out for this key
+  int queue_length = 0;
+  std::vector<WaiterState> waiters;  // the first ones, up to the number asked
 };
 
-// Reads one lock's state in one round trip.
-LockState inspect(Node& node, const LockName& name);
+// Reads one lock's state in one round trip, with at most max_waiters waiters.
+LockState inspect(Node& node, const LockName& name, int max_waiters = 100);
 
-// The KEYs of the locks under prefix whose KEY matches the glob pattern (SCAN, never KEYS).
+// The KEYs of the locks under prefix whose KEY matches the glob pattern, held or waited for
+// (SCAN, never KEYS).
 std::vector<std::string> scan_keys(Node& node, const std::string& prefix, const std::string& pattern);
 
 }  // namespace rlock::lock

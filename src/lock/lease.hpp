@@ -22,29 +22,70 @@ struct Holder {
   std::string command;
 };
 
-// The answer to one attempt at taking a lock.
+// The kinds of hold.
+enum class Mode {
+  exclusive,  // one holder (the default)
+  shared,     // many shared holders, or one exclusive (--shared)
+  semaphore,  // up to `limit` holders (--limit N, N > 1)
+};
+
+// One contender for a lock: what it asks for and who it is.
+struct Contender {
+  std::string token;  // 48 hex characters: a public id (16), then 128 secret bits
+  util::Millis ttl{30'000};
+  Holder holder;
+  Mode mode = Mode::exclusive;
+  int limit = 1;
+
+  // Names its place in the queue and its mailbox: the first 16 characters of the token.
+  std::string id() const { return token.substr(0, 16); }
+};
+
+// A new token: 64 bits of id, then 128 secret bits, from getrandom(2).
+std::string new_token();
+
+// The id in a token (its first 16 characters).
+inline std::string id_of(const std::string& token) { return token.substr(0, 16); }
+
+// The answer to one attempt at taking a lock, or one step of waiting for it.
 struct Attempt {
-  enum class Outcome { acquired, reentered, busy };
+  enum class Outcome { acquired, reentered, busy, queued };
 
   Outcome outcome = Outcome::busy;
   util::BootClock::time_point sent_at;  // when the request left: the lease counts from here
   int64_t fence = 0;                      // acquired, reentered
+  int slot = 0;                           // acquired with --limit: 1..N
   size_t enclosing = 0;                   // reentered: the index of the enclosing token that owns it
-  std::optional<util::Millis> ttl_left;   // busy, reentered: the holder's PTTL; nullopt when it has no TTL
-  Holder holder;                          // busy: who holds it (as far as its info says)
-  std::optional<util::Millis> held_for;   // busy: since when, by the server's clock
+  std::optional<util::Millis> ttl_left;   // busy, reentered: the holder's TTL left; nullopt when it has none
+  Holder holder;                          // busy, queued: who holds it (as far as its info says)
+  std::optional<util::Millis> held_for;   // busy, queued: since when, by the server's clock
+  int position = 0;                       // queued: 1 for the head
+  int queue_length = 0;                   // busy, queued
+  std::optional<util::Millis> waited;     // queued: time in the queue, by the server's clock
+  std::vector<std::string> watch;         // queued: the ids whose mailboxes to wait on
 };
 
-// Tries once to take the lock with token, atomically, recording holder info and the next fencing token.
-// A lock owned by one of enclosing_tokens (holds of the calling process tree) is re-entered.
-Attempt try_acquire(Node& node, const LockName& name, const std::string& token, util::Millis ttl,
-                    const Holder& holder, const std::vector<std::string>& enclosing_tokens);
+// Tries once to take the lock, atomically, recording holder info and the next fencing token;
+// with `queue`, joins the queue when it cannot be taken now (else reports it busy). Nobody jumps
+// the queue. A lock owned by one of enclosing_tokens (holds of the calling process tree) is
+// re-entered. Throws Error 65 when the lock is used with another limit or kind.
+Attempt try_acquire(Node& node, const LockName& name, const Contender& contender, bool queue,
+                    const std::vector<std::string>& enclosing_tokens);
+
+// One step of waiting in the queue: blocks (BLPOP) until one of the watched mailboxes is pushed
+// or `heartbeat` passes, then claims the lock if it was granted, else renews the place in the
+// queue (joining it again if it was lost). Returns acquired or queued.
+Attempt wait_turn(Node& node, const LockName& name, const Contender& contender, const std::vector<std::string>& watch,
+                  util::Millis heartbeat);
+
+// Leaves the queue (or gives back a grant not yet claimed), waking whoever waited behind.
+void cancel(Node& node, const LockName& name, const std::string& token);
 
 // Waits for n replicas to acknowledge the acquisition (WAIT, best effort: Redis replication is
 // asynchronous). Throws rlock::Error 69 when fewer answer within timeout.
 void confirm_replicas(Node& node, const LockName& name, int n, util::Millis timeout);
 
-// Deletes the lock if token owns it; false when it no longer does.
+// Gives the hold of token back and hands the lock on; false when the token no longer holds it.
 bool release(Node& node, const LockName& name, const std::string& token);
 
 // What a successful extend found and did.
@@ -53,19 +94,20 @@ struct Extension {
   util::Millis ttl{0};                          // the TTL it was reset to
 };
 
-// Resets the lock's TTL if token owns it, to ttl or (nullopt) the TTL the lock was taken with;
-// nullopt when the token no longer owns it.
+// Resets the lease of token's hold, to ttl or (nullopt) the TTL it was taken with; nullopt when
+// the token no longer holds the lock.
 std::optional<Extension> extend(Node& node, const LockName& name, const std::string& token,
                                 std::optional<util::Millis> ttl);
 
 // What release --force removed.
 struct ForcedRelease {
   bool was_held = false;
-  Holder holder;
+  Holder holder;                 // the exclusive holder, if there was one
   std::optional<int64_t> fence;
+  int shared_holds = 0;          // shared or semaphore holds removed
 };
 
-// Deletes the lock whoever holds it.
+// Removes every hold of the lock whoever has it.
 ForcedRelease force_release(Node& node, const LockName& name);
 
 // The server cannot serve the lock for a moment (TRYAGAIN, LOADING, CLUSTERDOWN...): exit 69,
@@ -76,7 +118,8 @@ public:
 };
 
 // Throws the rlock::Error that an error reply to a lock script means (65 for foreign data at the
-// lock's name, 70 for anything unexpected).
+// lock's name or a limit that disagrees, 64 for an exclusive hold inside a shared one of the same
+// process tree, 70 for anything unexpected).
 void check_reply(const redis::Reply& reply, const LockName& name);
 
 }  // namespace rlock::lock

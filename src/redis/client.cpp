@@ -71,7 +71,7 @@ std::optional<Reply> Client::greeting_reply() {
   return m_current->greeting_reply();
 }
 
-void Client::set_interrupt(int fd, std::function<void()> on_ready) {
+void Client::set_interrupt(int fd, std::function<bool()> on_ready) {
   m_interrupt_fd = fd;
   m_on_interrupt = std::move(on_ready);
   for (auto& [name, c] : m_nodes) configure(*c);
@@ -265,7 +265,7 @@ bool Client::pause(util::Millis duration) {
     pollfd p{m_interrupt_fd, POLLIN, 0};
     int n = util::poll_until(&p, m_interrupt_fd >= 0 ? 1 : 0, until);
     if (n > 0) {
-      m_on_interrupt();
+      if (m_on_interrupt()) return false;
       continue;
     }
     return true;
@@ -282,8 +282,7 @@ std::vector<Reply> Client::routed(const std::vector<Command>& commands, util::Mi
     Connection& c = current();
     std::vector<Reply> replies;
     try {
-      replies = budget.count() ? std::vector<Reply>{c.call_blocking(commands.front(), budget)}
-                               : c.pipeline(commands, undo);
+      replies = c.pipeline(commands, undo, budget);
     } catch (const Error& e) {
       if (e.exit_code() != exit_code::k_unavailable) throw;
       // The master may have moved: ask the sentinels once more before giving up.
@@ -350,19 +349,31 @@ std::vector<Reply> Client::routed(const std::vector<Command>& commands, util::Mi
       asking.push_back({"ASKING"});
       asking.push_back(command);
     }
-    std::vector<Reply> both = target.pipeline(asking, undo);
+    std::vector<Reply> both = target.pipeline(asking, undo, budget);
     std::vector<Reply> answered;
     for (size_t i = 1; i < both.size(); i += 2) answered.push_back(std::move(both[i]));
     bool again = false;
-    for (const Reply& r : answered) again = again || r.error_code() == "MOVED" || r.error_code() == "ASK";
+    bool busy_slot = false;
+    for (const Reply& r : answered) {
+      again = again || r.error_code() == "MOVED" || r.error_code() == "ASK";
+      busy_slot = busy_slot || r.error_code() == "TRYAGAIN";
+    }
+    if (busy_slot && tries_left-- > 0) {
+      // The keys are split between the two nodes for the moment: ask again from the start.
+      log::verbose("{}: slot being migrated (TRYAGAIN); retrying", target.endpoint().display());
+      if (!pause(util::Millis(50))) return answered;
+      --hop;
+      continue;
+    }
     if (!again) return answered;
   }
   throw Error(exit_code::k_unavailable,
               fmt::format("{}: more than {} Cluster redirections", m_url.display(), k_max_redirects));
 }
 
-std::vector<Reply> Client::pipeline(const std::vector<Command>& commands, const std::vector<Command>& undo) {
-  return routed(commands, util::Millis(0), undo);
+std::vector<Reply> Client::pipeline(const std::vector<Command>& commands, const std::vector<Command>& undo,
+                                    util::Millis budget) {
+  return routed(commands, budget, undo);
 }
 
 Reply Client::call(const Command& argv) { return std::move(routed({argv}, util::Millis(0), {}).front()); }
@@ -390,8 +401,9 @@ Reply Client::eval(const Script& script, const std::vector<std::string>& keys, c
   if (reply.is_error() && reply.str.find("can't run this command") != std::string::npos) {
     throw Error(exit_code::k_permission,
                 fmt::format("{}: permission denied: the ACL user may not run {} (in rlock's {} script); rlock needs "
-                            "+evalsha +eval +get +set +del +incr +hset +hget +hmget +hgetall +pexpire +pttl "
-                            "+type +time +scan on its keys",
+                            "+evalsha +eval +get +set +del +incr +hset +hget +hmget +hgetall +hdel +hexists "
+                            "+pexpire +pttl +type +time +zadd +zrem +zscore +zrank +zcard +zcount +zrange "
+                            "+zrangebyscore +lpush +ltrim +blpop +scan on its keys",
                             m_url.display(), script_command(script, reply.str), script.name));
   }
   return reply;

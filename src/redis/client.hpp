@@ -31,12 +31,13 @@ public:
   std::optional<Reply> greeting_reply();
 
   // See Connection::set_interrupt and Connection::cap_waits; applies to every node.
-  void set_interrupt(int fd, std::function<void()> on_ready);
+  void set_interrupt(int fd, std::function<bool()> on_ready);
   void cap_waits(std::optional<Clock::time_point> cap);
 
   // Sends the commands (all for one hash slot) in one write and returns their replies. `undo`:
   // see Connection::pipeline.
-  std::vector<Reply> pipeline(const std::vector<Command>& commands, const std::vector<Command>& undo = {});
+  std::vector<Reply> pipeline(const std::vector<Command>& commands, const std::vector<Command>& undo = {},
+                              util::Millis budget = {});
   Reply call(const Command& argv);
   // Like call, allowing the server `budget` more than --io-timeout to answer (WAIT).
   Reply call_blocking(const Command& argv, util::Millis budget);
@@ -82,7 +83,7 @@ private:
   std::vector<std::pair<std::string, int>> m_cluster_nodes;  // learned Cluster nodes
   Connection* m_current = nullptr;
   int m_interrupt_fd = -1;
-  std::function<void()> m_on_interrupt;
+  std::function<bool()> m_on_interrupt;
   std::optional<Clock::time_point> m_cap;
   Command m_greeting;
 };

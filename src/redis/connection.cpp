@@ -91,7 +91,7 @@ Connection::Connection(Endpoint endpoint, Timeouts timeouts, TlsOptions tls)
 
 Connection::~Connection() = default;
 
-void Connection::set_interrupt(int fd, std::function<void()> on_ready) {
+void Connection::set_interrupt(int fd, std::function<bool()> on_ready) {
   m_interrupt_fd = fd;
   m_on_interrupt = std::move(on_ready);
 }
@@ -428,13 +428,17 @@ std::vector<Reply> Connection::result() {
   return std::move(m_replies);
 }
 
-std::vector<Reply> Connection::pipeline(const std::vector<Command>& commands, const std::vector<Command>& undo) {
-  start(commands, util::Millis(0), undo);
+std::vector<Reply> Connection::pipeline(const std::vector<Command>& commands, const std::vector<Command>& undo,
+                                        util::Millis budget) {
+  start(commands, budget, undo);
   while (!finished()) {
     pollfd fds[2] = {pending(), {m_interrupt_fd, POLLIN, 0}};
     nfds_t count = m_interrupt_fd >= 0 ? 2 : 1;
     util::poll_until(fds, count, m_deadline);
-    if (count == 2 && (fds[1].revents & POLLIN)) m_on_interrupt();
+    if (count == 2 && (fds[1].revents & POLLIN) && m_on_interrupt()) {
+      abandon();
+      break;
+    }
     advance();
   }
   return result();
@@ -448,7 +452,10 @@ Reply Connection::call_blocking(const Command& argv, util::Millis budget) {
     pollfd fds[2] = {pending(), {m_interrupt_fd, POLLIN, 0}};
     nfds_t count = m_interrupt_fd >= 0 ? 2 : 1;
     util::poll_until(fds, count, m_deadline);
-    if (count == 2 && (fds[1].revents & POLLIN)) m_on_interrupt();
+    if (count == 2 && (fds[1].revents & POLLIN) && m_on_interrupt()) {
+      abandon();
+      break;
+    }
     advance();
   }
   return std::move(result().front());
@@ -460,12 +467,12 @@ void Connection::abandon() {
   m_socket.reset();
   m_reader.reset();
   m_state = State::failed;
-  m_error = Error(exit_code::k_unavailable, fmt::format("{}: no answer needed any more", m_endpoint.display()));
+  m_error = Error(exit_code::k_unavailable, fmt::format("{}: exchange abandoned", m_endpoint.display()));
 }
 
 std::vector<Outcome> exchange_all(const std::vector<Connection*>& connections,
                                   const std::vector<std::vector<Command>>& commands, int interrupt_fd,
-                                  const std::function<void()>& on_interrupt, const Enough& enough) {
+                                  const std::function<bool()>& on_interrupt, const Enough& enough) {
   std::vector<Outcome> outcomes(connections.size());
   std::vector<std::optional<Outcome>> so_far(connections.size());
   auto collect = [&](size_t i) {
@@ -500,7 +507,9 @@ std::vector<Outcome> exchange_all(const std::vector<Connection*>& connections,
     if (fds.empty()) break;
     if (interrupt_fd >= 0) fds.push_back({interrupt_fd, POLLIN, 0});
     util::poll_until(fds.data(), fds.size(), deadline);
-    if (interrupt_fd >= 0 && (fds.back().revents & POLLIN)) on_interrupt();
+    if (interrupt_fd >= 0 && (fds.back().revents & POLLIN) && on_interrupt()) {
+      for (Connection* c : connections) c->abandon();
+    }
     for (size_t k = 0; k < owner.size(); ++k) connections[owner[k]]->advance();
   }
   for (size_t i = 0; i < connections.size(); ++i) {

@@ -62,14 +62,17 @@ public:
   const std::optional<Reply>& greeting_reply() const { return m_greeting_reply; }
 
   // While a blocking call waits, also watch fd and call on_ready when it is readable (run
-  // forwards signals this way, without network I/O in a handler).
-  void set_interrupt(int fd, std::function<void()> on_ready);
+  // forwards signals this way, without network I/O in a handler). When on_ready returns true,
+  // the exchange is abandoned at once (a Ctrl-C during a long BLPOP): the call throws.
+  void set_interrupt(int fd, std::function<bool()> on_ready);
 
   // Sends the commands in one write and returns their replies, in order. When the exchange fails
   // after its request went out (a timeout: the server may still run it later), `undo` is written
   // on the same socket before it is closed, best effort, so that the server runs it right after
   // the request if it ever runs that.
-  std::vector<Reply> pipeline(const std::vector<Command>& commands, const std::vector<Command>& undo = {});
+  // `budget`: more than the command timeout that the server may take (a blocking command).
+  std::vector<Reply> pipeline(const std::vector<Command>& commands, const std::vector<Command>& undo = {},
+                              util::Millis budget = {});
   // Sends one command and returns its reply.
   Reply call(const Command& argv);
   // Like call, allowing the server `budget` more than the command timeout (a blocking command).
@@ -132,7 +135,7 @@ private:
   Command m_greeting;
   std::optional<Reply> m_greeting_reply;
   int m_interrupt_fd = -1;
-  std::function<void()> m_on_interrupt;
+  std::function<bool()> m_on_interrupt;
 
   // Resolved once: a reconnect during run must not look the name up again.
   std::unique_ptr<Lookup> m_lookup;
@@ -170,6 +173,6 @@ struct Outcome {
 using Enough = std::function<bool(const std::vector<std::optional<Outcome>>&)>;
 std::vector<Outcome> exchange_all(const std::vector<Connection*>& connections,
                                   const std::vector<std::vector<Command>>& commands, int interrupt_fd = -1,
-                                  const std::function<void()>& on_interrupt = {}, const Enough& enough = {});
+                                  const std::function<bool()>& on_interrupt = {}, const Enough& enough = {});
 
 }  // namespace rlock::redis

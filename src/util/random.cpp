@@ -24,18 +24,21 @@ void fill_random(void* buffer, size_t size) {
 
 }  // namespace
 
-std::string random_token() {
-  unsigned char bytes[16];
-  fill_random(bytes, sizeof bytes);
+std::string random_hex(size_t count) {
+  unsigned char bytes[64];
+  if (count > sizeof bytes) count = sizeof bytes;
+  fill_random(bytes, count);
   static constexpr char k_hex[] = "0123456789abcdef";
-  std::string token;
-  token.reserve(2 * sizeof bytes);
-  for (unsigned char b : bytes) {
-    token += k_hex[b >> 4];
-    token += k_hex[b & 0xf];
+  std::string out;
+  out.reserve(2 * count);
+  for (size_t i = 0; i < count; ++i) {
+    out += k_hex[bytes[i] >> 4];
+    out += k_hex[bytes[i] & 0xf];
   }
-  return token;
+  return out;
 }
+
+std::string random_token() { return random_hex(16); }
 
 uint64_t random_below(uint64_t bound) {
   if (bound == 0) return 0;

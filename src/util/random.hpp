@@ -7,6 +7,8 @@ namespace rlock::util {
 
 // 128 bits from getrandom(2), as 32 lowercase hex characters. Throws std::system_error on failure.
 std::string random_token();
+// `bytes` random bytes from getrandom(2), as lowercase hex.
+std::string random_hex(size_t bytes);
 
 // A uniformly random integer in [0, bound), from getrandom(2); for jitter, not secrets.
 uint64_t random_below(uint64_t bound);

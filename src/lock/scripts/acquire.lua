@@ -1,36 +1,62 @@
--- Takes a lock in one atomic step.
--- KEYS: lock, fence, info. ARGV: token, ttl_ms, host, pid, user, command, tokens of enclosing holds...
--- Returns {1, fence} when taken, {2, fence, pttl, i} when the enclosing hold whose token is ARGV[6 + i]
--- owns it (re-entry), {0, pttl, host, pid, command, since_ms, now_ms} when another holder has it.
-local kind = redis.call('TYPE', KEYS[1])['ok']
-if kind ~= 'none' and kind ~= 'string' then
-  return redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' holds a ' .. kind .. ', not an rlock lock')
+-- Takes the lock, or a place in its queue, in one atomic step.
+-- KEYS: the lock's keys (see common.lua). ARGV: token ttl_ms host pid user cmd mode limit queue
+-- (1: join the queue when it cannot be taken now; 0: -n), then the tokens of enclosing holds.
+-- Returns {1, fence, slot} when taken; {2, fence, pttl, i} when the enclosing hold ARGV[9 + i]
+-- owns it (re-entry); {0, pttl, host, pid, cmd, since, now, queue length} when busy (-n);
+-- or the waiting reply of common.lua once queued.
+local bad = check_types()
+if bad then return bad end
+local d, limit = contender()
+local id = id_of(d.t)
+bad = check_mode(d.m, limit)
+if bad then return bad end
+
+-- Our own token: an earlier attempt whose answer was lost took it, or queued it.
+local ours, fence, slot, claimed = held_by(d.t, id, d.m)
+if ours then
+  if not claimed then claim(id, d.m, d.ttl) end
+  return {1, fence, slot}
 end
-local t = redis.call('TIME')
-local now = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
-if kind == 'none' then
-  -- A missing counter (first use, or lost with a restart without persistence) starts from the
-  -- server's clock in microseconds: above every value it can have handed out before, as long as
-  -- fewer than a million locks a second were taken and the clock did not step back.
-  redis.call('SET', KEYS[2], t[1] .. string.format('%06d', tonumber(t[2])), 'NX')
-  -- INCR first: if the fence key holds something else it fails before anything is written.
-  local fence = redis.call('INCR', KEYS[2])
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  redis.call('DEL', KEYS[3])
-  redis.call('HSET', KEYS[3], 'host', ARGV[3], 'pid', ARGV[4], 'user', ARGV[5], 'cmd', ARGV[6],
-             'since', now, 'fence', fence, 'ttl', ARGV[2])
-  redis.call('PEXPIRE', KEYS[3], ARGV[2])
-  return {1, fence}
+if redis.call('ZSCORE', KEYS[K_Q], id) then
+  redis.call('ZADD', KEYS[K_WL], NOW + LEASE_MS, id)
+  return waiting(id)
 end
-local holder = redis.call('GET', KEYS[1])
-if holder == ARGV[1] then
-  -- Our own token: an earlier attempt whose answer was lost (a retry after a failover) took it.
-  return {1, tonumber(redis.call('HGET', KEYS[3], 'fence') or '0')}
-end
-for i = 7, #ARGV do
-  if holder == ARGV[i] then
-    return {2, tonumber(redis.call('HGET', KEYS[3], 'fence') or '0'), redis.call('PTTL', KEYS[1]), i - 6}
+
+-- Re-entry: the lock is held by an enclosing hold of the caller's process tree.
+local owner = redis.call('GET', KEYS[K_LOCK])
+for i = 10, #ARGV do
+  local tok = ARGV[i]
+  local hid = id_of(tok)
+  if (owner and owner == tok) or (not owner and redis.call('HGET', KEYS[K_HI], hid .. '.t') == tok and
+                                  redis.call('ZSCORE', KEYS[K_H], hid)) then
+    -- A shared hold cannot become exclusive inside itself: the inner request would wait for ever.
+    if d.m == 'x' and not owner then return redis.error_reply('RLOCKUPGRADE') end
+    local f = owner and redis.call('HGET', KEYS[K_INFO], 'fence') or redis.call('HGET', KEYS[K_HI], hid .. '.f')
+    local pttl = owner and redis.call('PTTL', KEYS[K_LOCK]) or
+                 math.floor(tonumber(redis.call('ZSCORE', KEYS[K_H], hid)) - NOW)
+    return {2, tonumber(f or '0'), pttl, i - 9}
   end
 end
-local info = redis.call('HMGET', KEYS[3], 'host', 'pid', 'cmd', 'since')
-return {0, redis.call('PTTL', KEYS[1]), info[1], info[2], info[3], info[4], now}
+
+-- Nobody may jump the queue: the lock is taken at once only when no one waits for it.
+advance()
+if redis.call('ZCARD', KEYS[K_Q]) == 0 and can_take(d.m, limit) then
+  fence, slot = grant(id, d, true, limit)
+  return {1, fence, slot}
+end
+if ARGV[9] == '1' then
+  if d.m == 'n' then redis.call('SET', KEYS[K_LIMIT], limit) end
+  enqueue(id, d)
+  return waiting(id)
+end
+tidy_limit()
+local info = redis.call('HMGET', KEYS[K_INFO], 'host', 'pid', 'cmd', 'since')
+local pttl = redis.call('PTTL', KEYS[K_LOCK])
+if not info[1] then
+  local first = redis.call('ZRANGE', KEYS[K_H], 0, 0)
+  if first[1] then
+    info = redis.call('HMGET', KEYS[K_HI], first[1] .. '.h', first[1] .. '.p', first[1] .. '.c', first[1] .. '.s')
+    pttl = math.floor(tonumber(redis.call('ZSCORE', KEYS[K_H], first[1])) - NOW)
+  end
+end
+return {0, pttl, info[1], info[2], info[3], info[4], NOW, redis.call('ZCARD', KEYS[K_Q])}

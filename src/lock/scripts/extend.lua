@@ -1,16 +1,20 @@
--- Resets the lock's TTL only if the token still owns it (renewal and extend).
--- KEYS: lock, info. ARGV: token, ttl_ms ('' for the TTL the lock was taken with).
--- Returns {pttl_before, ttl_ms} when extended, 0 when the token no longer owns the lock.
+-- Resets the lease only if the token still holds the lock (renewal and extend).
+-- KEYS: the lock's keys. ARGV: token ttl_ms ('' for the TTL it was taken with).
+-- Returns {pttl_before, ttl_ms} when extended, 0 when the token no longer holds the lock.
 -- pttl_before lets the caller see a lease that ran short (the server's clock stepped forward).
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
-  return 0
+local token, ttl = ARGV[1], ARGV[2]
+local id = id_of(token)
+if redis.call('GET', KEYS[K_LOCK]) == token then
+  if ttl == '' then ttl = redis.call('HGET', KEYS[K_INFO], 'ttl') or '30000' end
+  local before = redis.call('PTTL', KEYS[K_LOCK])
+  redis.call('PEXPIRE', KEYS[K_LOCK], ttl)
+  redis.call('HSET', KEYS[K_INFO], 'ttl', ttl, 'claimed', 1)
+  redis.call('PEXPIRE', KEYS[K_INFO], ttl)
+  return {before, tonumber(ttl)}
 end
-local ttl = ARGV[2]
-if ttl == '' then
-  ttl = redis.call('HGET', KEYS[2], 'ttl') or '30000'
-end
-local before = redis.call('PTTL', KEYS[1])
-redis.call('PEXPIRE', KEYS[1], ttl)
-redis.call('HSET', KEYS[2], 'ttl', ttl)
-redis.call('PEXPIRE', KEYS[2], ttl)
-return {before, tonumber(ttl)}
+local expiry = redis.call('ZSCORE', KEYS[K_H], id)
+if not expiry or tonumber(expiry) <= NOW or redis.call('HGET', KEYS[K_HI], id .. '.t') ~= token then return 0 end
+if ttl == '' then ttl = redis.call('HGET', KEYS[K_HI], id .. '.ttl') or '30000' end
+redis.call('ZADD', KEYS[K_H], 'XX', NOW + tonumber(ttl), id)
+redis.call('HSET', KEYS[K_HI], id .. '.ttl', ttl, id .. '.k', 1)
+return {math.floor(tonumber(expiry) - NOW), tonumber(ttl)}
