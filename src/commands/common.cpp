@@ -234,10 +234,10 @@ lock::Attempt take_lock(lock::Node& node, const lock::LockName& name, const Take
       log::verbose("waiting for {}: position {} of {}", name.key, a.position, a.queue_length);
       position = a.position;
     }
-    auto waited = std::chrono::duration_cast<util::Millis>(Clock::now() - start);
+    auto waited = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start);
     line.show(fmt::format("waiting for {}: held{}; {} of {} in line; waited {}", name.key, holder_text(a),
                           ordinal(a.position), a.queue_length,
-                          util::format_duration(std::chrono::duration_cast<std::chrono::seconds>(waited))));
+                          waited.count() < 60 ? fmt::format("{}s", waited.count()) : util::format_duration(waited)));
     if (hooks.interrupted() || (give_up && Clock::now() >= *give_up)) {
       leave();
       a.outcome = lock::Attempt::Outcome::busy;
