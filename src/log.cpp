@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <syslog.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -19,6 +20,7 @@ namespace rlock::log {
 namespace {
 
 Level g_level = Level::normal;
+bool g_syslog = false;
 
 // Non-blocking mode (set_nonblocking).
 struct Queue {
@@ -83,6 +85,10 @@ void enqueue(std::string line) {
 void write_line(std::string_view prefix, std::string_view message) {
   std::string line(prefix);
   line += util::printable(message);
+  if (g_syslog) {
+    ::syslog(prefix.find("error") != std::string_view::npos ? LOG_ERR : LOG_NOTICE, "%s", line.c_str());
+    return;
+  }
   line += '\n';
   if (g_queue.enabled) {
     enqueue(std::move(line));
@@ -94,6 +100,11 @@ void write_line(std::string_view prefix, std::string_view message) {
 }  // namespace
 
 void set_level(Level level) { g_level = level; }
+
+void use_syslog() {
+  ::openlog("rlock", LOG_PID, LOG_USER);
+  g_syslog = true;
+}
 
 void raw(std::string_view text) {
   if (g_queue.enabled) {

@@ -32,6 +32,9 @@ void verbose(fmt::format_string<Args...> format, Args&&... args) {
   }
 }
 
+// From now on every line goes to syslog (facility user, ident rlock) instead of stderr.
+void use_syslog();
+
 // Writes text to stderr as it is (an updating status line's control sequences are rlock's own;
 // whatever it quotes must have gone through util::printable).
 void raw(std::string_view text);

@@ -51,6 +51,8 @@ struct Raw {
   std::string sentinel_user, sentinel_password_file;
   std::string token_file, token_env;
   bool json = false, force = false;
+  bool keepalive = false;
+  std::string pid, keeper_log;
 };
 
 // The config file read, for messages.
@@ -172,7 +174,7 @@ void layer_settings(Parsed& p, const std::string& config_path, bool config_requi
       "ttl",    "wait",            "conflict-exit-code", "signal", "kill-after", "lost-exit-code",
       "max-hold", "leftovers",     "strict",   "limit",  "token-env",    "cacert",        "cert",
       "key",    "insecure",        "password-file", "wait-replicas", "wait-timeout", "sentinel-user",
-      "sentinel-password-file"};
+      "sentinel-password-file", "keeper-log"};
   for (const auto& [key, value] : parse_config(text, config_path)) {
     std::string name = key == "timeout" ? "io-timeout" : key;  // --timeout's name
     if (std::find(k_known.begin(), k_known.end(), name) == k_known.end()) {
@@ -518,6 +520,24 @@ int dispatch(Parsed& p, Raw& raw) {
     o.json = raw.json;
     o.stdout_closed = g_closed.out;
     if (!o.token_file.empty() && o.json) usage("--token-file and --json exclude each other");
+    o.keepalive = raw.keepalive;
+    bool keeper_options = !raw.pid.empty() || get(p, "signal").source == Source::argv ||
+                          get(p, "max-hold").source == Source::argv || get(p, "keeper-log").source == Source::argv;
+    if (keeper_options && !o.keepalive) usage("--pid, --signal, --max-hold and --keeper-log go with --keepalive");
+    if (!raw.pid.empty()) {
+      long long pid = 0;
+      if (!util::parse_int(raw.pid, 2, INT32_MAX, pid)) usage(fmt::format("--pid: '{}' is not a process id", util::printable(raw.pid)));
+      o.watch_pid = static_cast<pid_t>(pid);
+    }
+    if (o.keepalive) {
+      if (Setting& sig = get(p, "signal"); sig.source != Source::unset) {
+        auto n = proc::parse_signal(raw.signal);
+        if (!n) bad_setting(sig, fmt::format("'{}' is not a signal name or number", util::printable(raw.signal)));
+        o.signal = *n;
+      }
+      if (get(p, "max-hold").source != Source::unset) o.max_hold = duration_of(p, "max-hold", raw.max_hold, Millis(0), false);
+      o.keeper_log = setting_text(p, "keeper-log", raw.keeper_log);
+    }
     return commands::acquire(o);
   }
   if (name == "release") {
@@ -670,6 +690,18 @@ int parse_and_run(int argc, char** argv) {
     acquire->add_option("--token-file", raw.token_file, "write the token to F (mode 0600) instead of stdout")
         ->type_name("F");
     acquire->add_flag("--json", raw.json, "print key, token, fence and TTL as JSON");
+    acquire->add_flag("--keepalive", raw.keepalive,
+                      "a keeper renews the lock while the calling process (or --pid) lives, and releases it then");
+    acquire->add_option("--pid", raw.pid, "with --keepalive: the process whose life the hold follows")
+        ->type_name("PID");
+    setting(p, acquire, "--signal", "signal", raw.signal,
+            "with --keepalive: signal sent to that process if the lock is lost (default: none)")
+        ->type_name("SIG");
+    setting(p, acquire, "--max-hold", "max-hold", raw.max_hold, "with --keepalive: give the lock up after D")
+        ->type_name("D");
+    setting(p, acquire, "--keeper-log", "keeper-log", raw.keeper_log,
+            "with --keepalive: the keeper logs to file F, or to syslog with syslog: (default: no log)")
+        ->type_name("F");
   });
   command("release", "give KEY back (token from --token-file or $RLOCK_TOKEN)", [&](CLI::App* release) {
     release->add_option("KEY", raw.key, "the lock's name")->required();

@@ -1,6 +1,7 @@
 #include "commands/commands.hpp"
 
 #include "commands/common.hpp"
+#include "commands/keeper.hpp"
 #include "error.hpp"
 #include "exit_code.hpp"
 #include "log.hpp"
@@ -8,6 +9,7 @@
 #include "util/random.hpp"
 #include "util/text.hpp"
 #include "proc/signals.hpp"
+#include "proc/watch.hpp"
 
 #include <poll.h>
 #include <unistd.h>
@@ -15,6 +17,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <ctime>
 #include <system_error>
 
 namespace rlock::commands {
@@ -25,8 +28,19 @@ void print(const std::string& text) { write_stdout(text + "\n"); }
 
 // Whether token is the hold of an enclosing run (RLOCK_HELD): that run alone renews and releases it.
 bool held_by_enclosing_run(const lock::LockName& name, const std::string& token) {
-  std::vector<std::string> tokens = lock::tokens_for(enclosing_holds(), name.lock_key());
+  std::vector<std::string> tokens = lock::tokens_for(run_holds(), name.lock_key());
   return std::find(tokens.begin(), tokens.end(), token) != tokens.end();
+}
+
+// The loss a keeper recorded: exit 1, saying when and why.
+int report_loss(const std::string& key, const keeper::Ending& e) {
+  time_t secs = static_cast<time_t>(e.when_ms / 1000);
+  tm local{};
+  localtime_r(&secs, &local);
+  char when[64];
+  std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &local);
+  log::error(fmt::format("{} was lost at {} while its keeper held it: {}", key, when, e.reason));
+  return exit_code::k_not_held;
 }
 
 }  // namespace
@@ -39,8 +53,17 @@ int acquire(const AcquireOptions& options) {
   std::vector<std::string> enclosing =
       lock::tokens_for(holds, name.lock_key());
   lock::Holder holder = this_holder(fmt::format("rlock acquire {}", options.take.key));
-  // rlock exits at once: the process that keeps the lock is the one that called it.
-  holder.pid = std::to_string(::getppid());
+  // rlock exits at once: the process that keeps the lock is the one that called it (or --pid).
+  pid_t caller = options.watch_pid.value_or(::getppid());
+  holder.pid = std::to_string(caller);
+  // The watched process is opened before anything else: if it is gone, or its pid was reused,
+  // no lock is taken for it.
+  std::optional<proc::Watched> watched;
+  if (options.keepalive) {
+    if (caller <= 1) throw Error(exit_code::k_usage, "--keepalive: the calling process is gone (give --pid PID)");
+    watched.emplace(caller);
+    if (!options.watch_pid && ::getppid() != caller) throw Error(exit_code::k_usage, "--keepalive: the calling process is gone");
+  }
   lock::Contender contender = make_contender(options.take, holder);
   std::string token = contender.token;
   if (options.stdout_closed && options.token_file.empty()) {
@@ -84,6 +107,12 @@ int acquire(const AcquireOptions& options) {
     log::verbose("acquired {} (fence {}, ttl {})", name.key, a.fence, util::format_duration(options.take.ttl));
     try {
       check_eviction_after(connection, options.take);
+      if (watched) {
+        keeper::Spec spec{options.connect, name,    token,          options.take.ttl, a.sent_at,
+                          caller,          options.max_hold, options.signal, options.keeper_log};
+        pid_t k = keeper::start(spec, *watched);
+        log::verbose("keeper pid {} holds {} while pid {} lives", k, name.key, caller);
+      }
     } catch (const Error&) {
       lock::release(node, name, token);
       throw;
@@ -103,7 +132,11 @@ int acquire(const AcquireOptions& options) {
     }
   } catch (const std::exception& e) {
     // Nobody learned the token: give the lock back rather than leave it stuck until its TTL.
-    if (a.outcome == lock::Attempt::Outcome::acquired) lock::release(node, name, token);
+    if (a.outcome == lock::Attempt::Outcome::acquired) {
+      if (!watched || !keeper::stop(token, options.connect.timeouts.command + util::Millis(1000))) {
+        lock::release(node, name, token);
+      }
+    }
     if (const auto* se = dynamic_cast<const std::system_error*>(&e)) {
       throw Error(exit_code::k_system, fmt::format("cannot write the token: {}", se->what()));
     }
@@ -132,6 +165,13 @@ int release(const ReleaseOptions& options) {
     log::verbose("{} is held by an enclosing run, which releases it", options.key);
     return exit_code::k_ok;
   }
+  // A keepalive hold: its keeper gives the lock back (it never renews a released lock), or
+  // recorded that the lock was lost.
+  if (std::optional<keeper::Ending> e = keeper::stop(token, options.connect.timeouts.command + util::Millis(1000))) {
+    if (e->lost) return report_loss(options.key, *e);
+    log::verbose("released {} (its keeper gave it back)", options.key);
+    return exit_code::k_ok;
+  }
   if (!lock::release(node, name, token)) {
     log::error(fmt::format("{} is not held with this token (it expired, or another holder has it)", options.key));
     return exit_code::k_not_held;
@@ -150,6 +190,7 @@ int extend(const ExtendOptions& options) {
     log::verbose("{} is held by an enclosing run, which renews it", options.key);
     return exit_code::k_ok;
   }
+  if (std::optional<keeper::Ending> e = keeper::recorded_loss(token)) return report_loss(options.key, *e);
   std::optional<lock::Extension> extension = lock::extend(node, name, token, options.ttl);
   if (!extension) {
     log::error(fmt::format("{} is not held with this token (it expired, or another holder has it)", options.key));

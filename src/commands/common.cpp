@@ -1,5 +1,7 @@
 #include "common.hpp"
 
+#include "commands/keeper.hpp"
+
 #include "error.hpp"
 #include "exit_code.hpp"
 #include "lock/backoff.hpp"
@@ -102,6 +104,13 @@ lock::Holder this_holder(const std::string& command) {
 }
 
 std::vector<lock::Hold> enclosing_holds() {
+  std::vector<lock::Hold> holds = run_holds();
+  std::vector<lock::Hold> kept = keeper::enclosing_holds();
+  holds.insert(holds.end(), kept.begin(), kept.end());
+  return holds;
+}
+
+std::vector<lock::Hold> run_holds() {
   const char* value = std::getenv(lock::k_holds_variable);
   if (!value || !*value) return {};
   std::vector<lock::Hold> holds = lock::parse_holds(value);

@@ -19,8 +19,11 @@ lock::LockName lock_name(const ConnectOptions& connect, const std::string& key);
 // This process as status shows it: host name, pid, user and the command given.
 lock::Holder this_holder(const std::string& command);
 
-// The holds of the enclosing process tree (RLOCK_HELD).
+// The holds of the enclosing process tree: those of enclosing runs (RLOCK_HELD) and those of
+// keepers (acquire --keepalive) that watch a process this one descends from.
 std::vector<lock::Hold> enclosing_holds();
+// Only those of enclosing runs, which renew and release them themselves.
+std::vector<lock::Hold> run_holds();
 
 // The contender for options' kind of hold, with a new token.
 lock::Contender make_contender(const TakeOptions& options, const lock::Holder& holder);

@@ -5,6 +5,8 @@
 #include "redis/url.hpp"
 #include "util/duration.hpp"
 
+#include <sys/types.h>
+
 #include <csignal>
 #include <optional>
 #include <string>
@@ -57,6 +59,12 @@ struct AcquireOptions {
   std::string token_file;  // empty: print the token
   bool json = false;
   bool stdout_closed = false;  // the caller closed stdout: nowhere to print the token
+  // --keepalive: a keeper renews the lock while the watched process lives, and releases it then.
+  bool keepalive = false;
+  std::optional<pid_t> watch_pid;          // --pid; default: rlock's parent
+  int signal = 0;                          // --signal: to the watched process on loss (0: none)
+  std::optional<util::Millis> max_hold;    // --max-hold
+  std::string keeper_log;                  // --keeper-log: a file, or "syslog:"
 };
 
 // Where release and extend find the token: never argv.

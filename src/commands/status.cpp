@@ -53,11 +53,13 @@ std::string pid_json(const std::string& pid) { return is_number(pid) ? pid : "nu
 std::string holder_json(const lock::HolderState& h) {
   return fmt::format(
       "{{\"host\":{},\"pid\":{},\"user\":{},\"command\":{},\"since\":{},\"since_ms\":{},\"held_for_ms\":{},"
-      "\"ttl_ms\":{},\"lease_ms\":{},\"fence\":{},\"slot\":{},\"shared\":{}}}",
+      "\"ttl_ms\":{},\"lease_ms\":{},\"fence\":{},\"slot\":{},\"shared\":{},\"keeper_pid\":{},"
+      "\"watched_pid\":{}}}",
       util::json_quote(h.holder.host), pid_json(h.holder.pid), util::json_quote(h.holder.user),
       util::json_quote(h.holder.command), h.since_ms ? util::json_quote(iso_time(*h.since_ms)) : "null",
       json_or_null(h.since_ms), json_or_null(h.held_for_ms), json_or_null(h.ttl_left_ms), json_or_null(h.lease_ms),
-      json_or_null(h.fence), h.slot > 0 ? std::to_string(h.slot) : "null", h.shared);
+      json_or_null(h.fence), h.slot > 0 ? std::to_string(h.slot) : "null", h.shared,
+      h.keeper ? std::to_string(h.keeper->keeper) : "null", h.keeper ? std::to_string(h.keeper->watched) : "null");
 }
 
 std::string waiter_json(const lock::WaiterState& w) {
@@ -102,10 +104,11 @@ std::string ms_text(const std::optional<int64_t>& ms, const char* none) {
 }
 
 std::string state_text(const lock::LockState& s, const lock::HolderState& h) {
+  std::string kept = h.keeper ? " (kept)" : "";
   switch (s.mode) {
-    case lock::Mode::shared: return "shared";
-    case lock::Mode::semaphore: return fmt::format("slot {}/{}", h.slot, s.limit.value_or(0));
-    default: return "held";
+    case lock::Mode::shared: return "shared" + kept;
+    case lock::Mode::semaphore: return fmt::format("slot {}/{}{}", h.slot, s.limit.value_or(0), kept);
+    default: return h.keeper ? "kept" : "held";
   }
 }
 
@@ -127,6 +130,11 @@ void print_table(const std::vector<lock::LockState>& states, bool verbose) {
                       h.fence ? std::to_string(*h.fence) : "-", waiting, util::printable(h.holder.command)});
     }
     if (!verbose) continue;
+    for (const lock::HolderState& h : s.holders) {
+      if (!h.keeper) continue;
+      waiting_list += fmt::format("{} kept alive by keeper pid {} on {} while pid {} lives\n", key, h.keeper->keeper,
+                                  util::printable(h.holder.host), h.keeper->watched);
+    }
     for (const lock::WaiterState& w : s.waiters) {
       waiting_list += fmt::format("{} waiter {}: {} pid {} ({}), {}waiting for {} ({})\n", key, w.position,
                                   util::printable(w.holder.host), util::printable(w.holder.pid),

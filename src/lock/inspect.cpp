@@ -97,6 +97,10 @@ LockState inspect(Node& node, const LockName& name, int max_waiters) {
       else if (f == "ttl") h.lease_ms = to_int(value);
       else if (f == "fence") h.fence = to_int(value);
     }
+    auto kp = field_map(r[2]);
+    if (auto keeper = to_int(kp["keeper"])) {
+      h.keeper = KeeperInfo{static_cast<pid_t>(*keeper), static_cast<pid_t>(to_int(kp["watch"]).value_or(0))};
+    }
     h.held_for_ms = since_to_held(h.since_ms, now);
     if (!h.fence) h.fence = s.fence;
     s.held = true;
@@ -117,6 +121,9 @@ LockState inspect(Node& node, const LockName& name, int max_waiters) {
     h.slot = static_cast<int>(to_int(field(hi, id, "slot")).value_or(0));
     h.shared = field(hi, id, "m") == "s";
     h.ttl_left_ms = *expiry - now;
+    if (auto keeper = to_int(field(hi, id, "kp"))) {
+      h.keeper = KeeperInfo{static_cast<pid_t>(*keeper), static_cast<pid_t>(to_int(field(hi, id, "kw")).value_or(0))};
+    }
     s.mode = h.shared ? Mode::shared : Mode::semaphore;
     s.held = true;
     s.holders.push_back(std::move(h));

@@ -21,6 +21,7 @@ struct HolderState {
   std::optional<int64_t> fence;
   int slot = 0;                        // semaphore slot, 1..N
   bool shared = false;
+  std::optional<KeeperInfo> keeper;    // held by a keeper (acquire --keepalive)
 };
 
 // One waiter in a lock's queue.

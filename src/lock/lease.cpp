@@ -236,9 +236,13 @@ bool release(Node& node, const LockName& name, const std::string& token) {
 }
 
 std::optional<Extension> extend(Node& node, const LockName& name, const std::string& token,
-                                std::optional<util::Millis> ttl) {
-  Reply r = node.eval(scripts::k_extend, name.script_keys(id_of(token)),
-                      {token, ttl ? std::to_string(ttl->count()) : std::string()});
+                                std::optional<util::Millis> ttl, const std::optional<KeeperInfo>& keeper) {
+  std::vector<std::string> args{token, ttl ? std::to_string(ttl->count()) : std::string()};
+  if (keeper) {
+    args.push_back(std::to_string(keeper->keeper));
+    args.push_back(std::to_string(keeper->watched));
+  }
+  Reply r = node.eval(scripts::k_extend, name.script_keys(id_of(token)), args);
   check_reply(r, name);
   if (r.type == Reply::Type::integer && r.integer == 0) return std::nullopt;
   if (r.type != Reply::Type::array || r.elements.size() != 2 || r.elements[1].type != Reply::Type::integer) {

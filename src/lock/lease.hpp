@@ -6,6 +6,8 @@
 #include "util/clock.hpp"
 #include "util/duration.hpp"
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -94,10 +96,16 @@ struct Extension {
   util::Millis ttl{0};                          // the TTL it was reset to
 };
 
-// Resets the lease of token's hold, to ttl or (nullopt) the TTL it was taken with; nullopt when
-// the token no longer holds the lock.
+// A keeper that holds a lock for a process (acquire --keepalive), recorded with the hold.
+struct KeeperInfo {
+  pid_t keeper = 0;
+  pid_t watched = 0;
+};
+
+// Resets the lease of token's hold, to ttl or (nullopt) the TTL it was taken with, recording the
+// keeper if there is one; nullopt when the token no longer holds the lock.
 std::optional<Extension> extend(Node& node, const LockName& name, const std::string& token,
-                                std::optional<util::Millis> ttl);
+                                std::optional<util::Millis> ttl, const std::optional<KeeperInfo>& keeper = {});
 
 // What release --force removed.
 struct ForcedRelease {

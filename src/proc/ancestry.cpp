@@ -15,6 +15,7 @@ namespace {
 struct StatLine {
   pid_t parent = 0;
   uint64_t start = 0;
+  char state = '?';
 };
 
 std::optional<StatLine> read_stat(pid_t pid) {
@@ -34,7 +35,7 @@ std::optional<StatLine> read_stat(pid_t pid) {
   if (!util::parse_int(fields[1], 0, INT32_MAX, parent) || !util::parse_int(fields[19], 0, INT64_MAX, start)) {
     return std::nullopt;
   }
-  return StatLine{static_cast<pid_t>(parent), static_cast<uint64_t>(start)};
+  return StatLine{static_cast<pid_t>(parent), static_cast<uint64_t>(start), fields[0].empty() ? '?' : fields[0][0]};
 }
 
 }  // namespace
@@ -54,6 +55,11 @@ std::optional<uint64_t> start_time(pid_t pid) {
   std::optional<StatLine> s = read_stat(pid);
   if (!s) return std::nullopt;
   return s->start;
+}
+
+bool process_alive(pid_t pid) {
+  std::optional<StatLine> s = read_stat(pid);
+  return s && s->state != 'Z' && s->state != 'X';
 }
 
 bool descends_from(pid_t pid, uint64_t start) {

@@ -16,6 +16,9 @@ const std::string& boot_id();
 // it does not exist.
 std::optional<uint64_t> start_time(pid_t pid);
 
+// Whether pid is alive and not a zombie.
+bool process_alive(pid_t pid);
+
 // Whether this process descends from the process (pid, start time), following parent links up
 // from here. A process that left the tree (started from elsewhere with a copied environment) does
 // not; one whose parent died was handed to the subreaper, which stays in the tree.

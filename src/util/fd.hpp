@@ -24,6 +24,8 @@ public:
 
   int get() const { return m_fd; }
   bool valid() const { return m_fd >= 0; }
+  // Gives up the descriptor without closing it; returns it.
+  int release() { return std::exchange(m_fd, -1); }
   // Closes the descriptor held, if any, and takes fd.
   void reset(int fd = -1) {
     if (m_fd >= 0) ::close(m_fd);

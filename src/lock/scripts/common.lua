@@ -29,7 +29,7 @@ local REAP = 16        -- dead entries removed per call (amortised)
 local K_LOCK, K_FENCE, K_INFO, K_Q, K_W, K_WL, K_H, K_HI, K_LIMIT, K_SLOTS, K_MB = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11
 
 local WAITER_FIELDS = {'t', 'm', 'h', 'p', 'u', 'c', 's', 'ttl'}
-local HOLDER_FIELDS = {'t', 'm', 'h', 'p', 'u', 'c', 's', 'f', 'ttl', 'slot', 'k'}
+local HOLDER_FIELDS = {'t', 'm', 'h', 'p', 'u', 'c', 's', 'f', 'ttl', 'slot', 'k', 'kp', 'kw'}
 
 local t = redis.call('TIME')
 local NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
