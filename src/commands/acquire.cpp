@@ -9,6 +9,7 @@
 #include "util/random.hpp"
 #include "util/text.hpp"
 #include "proc/signals.hpp"
+#include "proc/ancestry.hpp"
 #include "proc/watch.hpp"
 
 #include <poll.h>
@@ -32,6 +33,9 @@ bool held_by_enclosing_run(const lock::LockName& name, const std::string& token)
   return std::find(tokens.begin(), tokens.end(), token) != tokens.end();
 }
 
+// Whether rlock's parent has died (rlock was handed to a subreaper or init meanwhile).
+bool parent_gone() { return ::getppid() <= 1; }
+
 // The loss a keeper recorded: exit 1, saying when and why.
 int report_loss(const std::string& key, const keeper::Ending& e) {
   time_t secs = static_cast<time_t>(e.when_ms / 1000);
@@ -54,7 +58,9 @@ int acquire(const AcquireOptions& options) {
       lock::tokens_for(holds, name.lock_key());
   lock::Holder holder = this_holder(fmt::format("rlock acquire {}", options.take.key));
   // rlock exits at once: the process that keeps the lock is the one that called it (or --pid).
-  pid_t caller = options.watch_pid.value_or(::getppid());
+  pid_t caller = options.watch_pid ? *options.watch_pid
+                 : options.keepalive ? proc::calling_process()
+                                     : ::getppid();
   holder.pid = std::to_string(caller);
   // The watched process is opened before anything else: if it is gone, or its pid was reused,
   // no lock is taken for it.
@@ -62,7 +68,7 @@ int acquire(const AcquireOptions& options) {
   if (options.keepalive) {
     if (caller <= 1) throw Error(exit_code::k_usage, "--keepalive: the calling process is gone (give --pid PID)");
     watched.emplace(caller);
-    if (!options.watch_pid && ::getppid() != caller) throw Error(exit_code::k_usage, "--keepalive: the calling process is gone");
+    if (!options.watch_pid && parent_gone()) throw Error(exit_code::k_usage, "--keepalive: the calling process is gone");
   }
   lock::Contender contender = make_contender(options.take, holder);
   std::string token = contender.token;

@@ -57,6 +57,37 @@ std::optional<uint64_t> start_time(pid_t pid) {
   return s->start;
 }
 
+pid_t parent_of(pid_t pid) {
+  std::optional<StatLine> s = read_stat(pid);
+  return s ? s->parent : 0;
+}
+
+namespace {
+
+// What makes a process recognisable: its executable and arguments.
+std::optional<std::string> identity(pid_t pid) {
+  try {
+    std::string exe = util::read_link("/proc/" + std::to_string(pid) + "/exe");
+    return exe + '\0' + util::read_small_file("/proc/" + std::to_string(pid) + "/cmdline", 1 << 16);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+pid_t calling_process() {
+  pid_t at = ::getppid();
+  for (int depth = 0; depth < 16; ++depth) {
+    pid_t above = parent_of(at);
+    if (above <= 1) break;
+    std::optional<std::string> mine = identity(at);
+    if (!mine || mine != identity(above)) break;
+    at = above;  // a forked subshell: it ends with this command
+  }
+  return at;
+}
+
 bool process_alive(pid_t pid) {
   std::optional<StatLine> s = read_stat(pid);
   return s && s->state != 'Z' && s->state != 'X';

@@ -16,6 +16,14 @@ const std::string& boot_id();
 // it does not exist.
 std::optional<uint64_t> start_time(pid_t pid);
 
+// The parent of pid (0 when unknown).
+pid_t parent_of(pid_t pid);
+
+// The process that called this one: its parent, or, when the parent is a forked copy of its own
+// parent (the subshell a shell forks for $(...), a pipeline or a redirection, which runs the
+// command and ends with it), the shell above it: the script's shell.
+pid_t calling_process();
+
 // Whether pid is alive and not a zombie.
 bool process_alive(pid_t pid);
 

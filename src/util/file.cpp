@@ -56,6 +56,13 @@ void write_file_atomic(const std::string& path, const std::string& content, mode
   }
 }
 
+std::string read_link(const std::string& path) {
+  char buffer[4096];
+  ssize_t n = ::readlink(path.c_str(), buffer, sizeof buffer);
+  if (n < 0) throw_errno(path);
+  return std::string(buffer, static_cast<size_t>(n));
+}
+
 std::string read_small_file(const std::string& path, size_t max_size) {
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) throw_errno(path);

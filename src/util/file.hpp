@@ -9,6 +9,9 @@ namespace rlock::util {
 // Refuses when path is a symbolic link. Throws std::system_error on failure.
 void write_file_atomic(const std::string& path, const std::string& content, mode_t mode);
 
+// The target of a symbolic link. Throws std::system_error on failure.
+std::string read_link(const std::string& path);
+
 // Reads a small file (at most max_size bytes). Throws std::system_error on failure,
 // std::length_error when the file is larger.
 std::string read_small_file(const std::string& path, size_t max_size);
