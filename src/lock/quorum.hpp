@@ -1,0 +1,101 @@
+#pragma once
+
+#include "error.hpp"
+#include "lock/lease.hpp"
+#include "lock/name.hpp"
+#include "redis/connection.hpp"
+#include "util/clock.hpp"
+#include "util/duration.hpp"
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace rlock::lock {
+
+// One node's answer to a request sent to several at once: its reply, or why it has none (down,
+// timed out, refused).
+struct NodeAnswer {
+  std::optional<redis::Reply> reply;
+  std::optional<Error> error;
+};
+
+// What the Redlock algorithm needs of N independent masters: one script run on a chosen subset
+// of them at once, each bounded by a per-node timeout, the whole answered from one poll. Tests
+// drive the algorithm with a fake.
+class NodeSet {
+public:
+  virtual ~NodeSet() = default;
+  virtual size_t size() const = 0;
+  // How a node is named in messages (its URL without a password).
+  virtual std::string name(size_t i) const = 0;
+  // Runs script with keys and args[i] on each node i where which[i]; the answers in node order
+  // (empty for nodes not asked).
+  virtual std::vector<NodeAnswer> eval_all(const redis::Script& script, const std::vector<std::string>& keys,
+                                           const std::vector<std::vector<std::string>>& args,
+                                           const std::vector<bool>& which) = 0;
+};
+
+// Redlock over independent masters (see ../shared/SPEC.md, guarantee 7, and the man page), with
+// a fencing token that increases strictly per key even as masters fail and restart:
+//
+//  1. Phase 1, on every master at once: the acquire script (SET NX PX, INCR fence, holder info),
+//     each within the per-node timeout. Success needs a majority (N/2+1) reached while validity
+//     remains: validity = TTL - elapsed - drift, drift = TTL/100 + 2ms, elapsed measured on
+//     CLOCK_BOOTTIME from when the requests were sent.
+//  2. T = the largest fence any granting master handed out.
+//  3. Phase 2, on the masters that granted: if the lock there is still ours, fence = max(fence, T).
+//  4. T is valid only if a majority acknowledged phase 2 within the validity; else the attempt
+//     failed.
+// On failure the lock is released on every master, those that did not answer included.
+//
+// Why T grows: a later holder B took a majority M_B. The earlier holder A wrote T_A back to a
+// majority W_A while it held the lock there. Two majorities share a master m; B's acquire ran
+// there only after A's lock there ended, so after A's write-back: B's INCR on m gives more than
+// T_A, and T_B, the largest of B's INCRs, is more than T_A.
+class Quorum {
+public:
+  using Now = std::function<util::BootClock::time_point()>;
+
+  Quorum(NodeSet& nodes, Now now);
+
+  size_t majority() const { return m_nodes.size() / 2 + 1; }
+
+  // The outcome of one attempt at taking the lock.
+  struct Acquisition {
+    Attempt attempt;              // acquired (fence T, sent_at), reentered, or busy
+    std::vector<bool> granted;    // the masters that granted phase 1
+    std::vector<std::string> failures;  // masters that did not answer, "NAME: why"
+    bool unavailable = false;     // fewer than a majority answered at all (exit 69, never busy)
+    bool majority_busy = false;   // one other holder has the lock on a majority (busy)
+  };
+
+  // One attempt. `enclosing` as for try_acquire.
+  Acquisition acquire(const LockName& name, const Contender& contender, const std::vector<std::string>& enclosing);
+
+  // The outcome of one renewal.
+  enum class Renewal { renewed, lost, failed };
+  struct Extended {
+    Renewal outcome = Renewal::failed;
+    std::optional<Extension> extension;  // renewed
+    std::vector<std::string> failures;
+  };
+  // Extends on every master at once; renewed only when a majority extended within the validity
+  // left, lost when a majority says the token does not own the lock any more. A master that lost
+  // the key (a restart) is set again only together with the fence merge (fence >= T there).
+  Extended extend(const LockName& name, const std::string& token, std::optional<util::Millis> ttl,
+                  util::Millis lease_ttl, int64_t fence, const std::optional<KeeperInfo>& keeper = {});
+
+  // Releases on every master; the number of masters that still held it.
+  size_t release(const LockName& name, const std::string& token);
+
+  // The validity left of a lease for ttl whose requests were sent at sent_at: TTL - elapsed - drift.
+  util::Millis validity(util::BootClock::time_point sent_at, util::Millis ttl) const;
+
+private:
+  NodeSet& m_nodes;
+  Now m_now;
+};
+
+}  // namespace rlock::lock

@@ -1,0 +1,321 @@
+#include "lock/quorum.hpp"
+#include "lock/validity.hpp"
+#include "util/random.hpp"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+using namespace std::chrono_literals;
+using rlock::Error;
+using rlock::lock::Attempt;
+using rlock::lock::Contender;
+using rlock::lock::LockName;
+using rlock::lock::NodeAnswer;
+using rlock::lock::NodeSet;
+using rlock::lock::Quorum;
+using rlock::redis::Reply;
+using rlock::redis::Script;
+using rlock::util::BootClock;
+using rlock::util::Millis;
+
+namespace {
+
+Reply integer(int64_t v) { return Reply{Reply::Type::integer, v, {}, {}}; }
+Reply text(std::string s) { return Reply{Reply::Type::string, 0, std::move(s), {}}; }
+Reply array(std::vector<Reply> e) { return Reply{Reply::Type::array, 0, {}, std::move(e)}; }
+
+Reply granted(int64_t fence) { return array({integer(1), integer(fence), text("")}); }
+Reply busy(const std::string& holder_pid) {
+  return array({integer(0), integer(20000), text("host"), text(holder_pid), text("cmd"), text("1000"), integer(2000),
+                integer(0)});
+}
+
+struct FakeClock {
+  BootClock::time_point now{std::chrono::hours(1)};
+};
+
+// Canned answers: for each script name, one behaviour per node; "late" answers move the clock.
+class ScriptedNodes : public NodeSet {
+public:
+  struct Behaviour {
+    std::optional<Reply> reply;       // nullopt: the node fails (down, timed out)
+    Millis delay{0};                  // how long the whole exchange takes (the slowest counts)
+  };
+
+  ScriptedNodes(size_t n, FakeClock& clock) : m_n(n), m_clock(clock) {}
+  size_t size() const override { return m_n; }
+  std::string name(size_t i) const override { return "m" + std::to_string(i); }
+  std::vector<NodeAnswer> eval_all(const Script& script, const std::vector<std::string>&,
+                                   const std::vector<std::vector<std::string>>& args,
+                                   const std::vector<bool>& which) override {
+    std::vector<NodeAnswer> out(m_n);
+    Millis slowest{0};
+    for (size_t i = 0; i < m_n; ++i) {
+      if (!which[i]) continue;
+      calls[std::string(script.name)].push_back({i, args[i]});
+      auto& plan = behaviours[std::string(script.name)];
+      Behaviour b = i < plan.size() ? plan[i] : Behaviour{integer(1), Millis(0)};
+      slowest = std::max(slowest, b.delay);
+      if (b.reply) {
+        out[i].reply = *b.reply;
+      } else {
+        out[i].error = Error(69, "m" + std::to_string(i) + ": no reply within 100ms");
+      }
+    }
+    m_clock.now += slowest;
+    return out;
+  }
+
+  std::map<std::string, std::vector<Behaviour>> behaviours;
+  std::map<std::string, std::vector<std::pair<size_t, std::vector<std::string>>>> calls;
+
+private:
+  size_t m_n;
+  FakeClock& m_clock;
+};
+
+Contender contender(Millis ttl = 10s) {
+  Contender c;
+  c.token = "0123456789abcdef" "00112233445566778899aabbccddeeff";
+  c.ttl = ttl;
+  c.holder = {"host", "42", "me", "cmd"};
+  return c;
+}
+
+const LockName k_name{"rlock:", "k"};
+
+std::set<size_t> nodes_called(const ScriptedNodes& nodes, const std::string& script) {
+  std::set<size_t> out;
+  auto it = nodes.calls.find(script);
+  if (it == nodes.calls.end()) return out;
+  for (const auto& [i, args] : it->second) out.insert(i);
+  return out;
+}
+
+}  // namespace
+
+TEST(Quorum, AMajorityTakesTheLargestFenceAndWritesItBack) {
+  FakeClock clock;
+  ScriptedNodes nodes(5, clock);
+  nodes.behaviours["acquire"] = {{granted(10)}, {granted(12)}, {std::nullopt}, {granted(11)}, {std::nullopt}};
+  Quorum q(nodes, [&] { return clock.now; });
+  Quorum::Acquisition a = q.acquire(k_name, contender(), {});
+  ASSERT_EQ(a.attempt.outcome, Attempt::Outcome::acquired);
+  EXPECT_EQ(a.attempt.fence, 12);
+  EXPECT_EQ(a.failures.size(), 2u);
+  // Phase 2 goes to the masters that granted, with T = 12.
+  EXPECT_EQ(nodes_called(nodes, "merge"), (std::set<size_t>{0, 1, 3}));
+  for (const auto& [i, args] : nodes.calls["merge"]) EXPECT_EQ(args[1], "12");
+  EXPECT_TRUE(nodes_called(nodes, "release").empty());
+}
+
+TEST(Quorum, TooFewAnswersIsUnavailableNeverBusyAndEverythingIsGivenBack) {
+  FakeClock clock;
+  ScriptedNodes nodes(5, clock);
+  nodes.behaviours["acquire"] = {{granted(1)}, {granted(2)}, {std::nullopt}, {std::nullopt}, {std::nullopt}};
+  Quorum q(nodes, [&] { return clock.now; });
+  Quorum::Acquisition a = q.acquire(k_name, contender(), {});
+  EXPECT_EQ(a.attempt.outcome, Attempt::Outcome::busy);
+  EXPECT_TRUE(a.unavailable);
+  EXPECT_FALSE(a.majority_busy);
+  ASSERT_EQ(a.failures.size(), 3u);
+  EXPECT_NE(a.failures[0].find("m2"), std::string::npos);
+  // Released on every master, those that did not answer included.
+  EXPECT_EQ(nodes_called(nodes, "release"), (std::set<size_t>{0, 1, 2, 3, 4}));
+}
+
+TEST(Quorum, AHolderOnAMajorityIsBusy) {
+  FakeClock clock;
+  ScriptedNodes nodes(5, clock);
+  nodes.behaviours["acquire"] = {{granted(1)}, {busy("7")}, {busy("7")}, {busy("7")}, {granted(2)}};
+  Quorum q(nodes, [&] { return clock.now; });
+  Quorum::Acquisition a = q.acquire(k_name, contender(), {});
+  EXPECT_EQ(a.attempt.outcome, Attempt::Outcome::busy);
+  EXPECT_FALSE(a.unavailable);
+  EXPECT_TRUE(a.majority_busy);
+  EXPECT_EQ(a.attempt.holder.pid, "7");
+}
+
+TEST(Quorum, LeftoversOnAMinorityAreNotBusy) {
+  // Two masters still hold an earlier attempt's leftovers, one did not answer: no majority for
+  // anyone. That is the next attempt's business, not "busy".
+  FakeClock clock;
+  ScriptedNodes nodes(5, clock);
+  nodes.behaviours["acquire"] = {{granted(1)}, {busy("7")}, {busy("7")}, {std::nullopt}, {granted(2)}};
+  Quorum q(nodes, [&] { return clock.now; });
+  Quorum::Acquisition a = q.acquire(k_name, contender(), {});
+  EXPECT_EQ(a.attempt.outcome, Attempt::Outcome::busy);
+  EXPECT_FALSE(a.unavailable);
+  EXPECT_FALSE(a.majority_busy);
+  EXPECT_EQ(nodes_called(nodes, "release").size(), 5u);
+}
+
+TEST(Quorum, AMajorityThatAnswersTooLateDoesNotCount) {
+  FakeClock clock;
+  ScriptedNodes nodes(3, clock);
+  // The answers came after the whole TTL: no validity left.
+  nodes.behaviours["acquire"] = {{granted(1), 1000ms}, {granted(2), 1000ms}, {granted(3), 1000ms}};
+  Quorum q(nodes, [&] { return clock.now; });
+  Quorum::Acquisition a = q.acquire(k_name, contender(1000ms), {});
+  EXPECT_EQ(a.attempt.outcome, Attempt::Outcome::busy);
+  EXPECT_FALSE(a.unavailable);
+  EXPECT_EQ(nodes_called(nodes, "release").size(), 3u);
+  EXPECT_TRUE(nodes_called(nodes, "merge").empty());
+}
+
+TEST(Quorum, ValidityIsTtlMinusElapsedMinusDrift) {
+  // TTL 1000ms: drift 1% + 2ms = 12ms. 987ms elapsed leaves 1ms; 988ms leaves nothing.
+  for (auto [elapsed, ok] : {std::pair{987ms, true}, std::pair{988ms, false}}) {
+    FakeClock clock;
+    ScriptedNodes nodes(3, clock);
+    nodes.behaviours["acquire"] = {{granted(1), elapsed}, {granted(2)}, {granted(3)}};
+    Quorum q(nodes, [&] { return clock.now; });
+    EXPECT_EQ(q.acquire(k_name, contender(1000ms), {}).attempt.outcome == Attempt::Outcome::acquired, ok)
+        << elapsed.count();
+  }
+  FakeClock clock;
+  ScriptedNodes nodes(3, clock);
+  Quorum q(nodes, [&] { return clock.now; });
+  auto sent = clock.now;
+  clock.now += 500ms;
+  EXPECT_EQ(q.validity(sent, 1000ms), Millis(1000 - 500 - 12));
+}
+
+TEST(Quorum, AFenceNotTakenByAMajorityFailsTheAttempt) {
+  FakeClock clock;
+  ScriptedNodes nodes(3, clock);
+  nodes.behaviours["acquire"] = {{granted(5)}, {granted(6)}, {granted(7)}};
+  nodes.behaviours["merge"] = {{integer(1)}, {integer(0)}, {std::nullopt}};
+  Quorum q(nodes, [&] { return clock.now; });
+  Quorum::Acquisition a = q.acquire(k_name, contender(), {});
+  EXPECT_EQ(a.attempt.outcome, Attempt::Outcome::busy);
+  EXPECT_EQ(nodes_called(nodes, "release").size(), 3u);
+}
+
+TEST(Quorum, RenewalCountsOnlyAMajorityWithinTheValidity) {
+  Reply extended = array({integer(5000), integer(10000)});
+  {
+    FakeClock clock;
+    ScriptedNodes nodes(5, clock);
+    nodes.behaviours["extend"] = {{extended}, {extended}, {extended}, {std::nullopt}, {integer(0)}};
+    Quorum q(nodes, [&] { return clock.now; });
+    Quorum::Extended e = q.extend(k_name, contender().token, std::nullopt, 10s, 42);
+    EXPECT_EQ(e.outcome, Quorum::Renewal::renewed);
+    // The master that lost the key gets it back, with the fence merge (rejoin).
+    ASSERT_EQ(nodes_called(nodes, "merge"), (std::set<size_t>{4}));
+    EXPECT_EQ(nodes.calls["merge"][0].second[1], "42");
+    EXPECT_EQ(nodes.calls["merge"][0].second[3], "1");
+  }
+  {
+    FakeClock clock;
+    ScriptedNodes nodes(5, clock);
+    nodes.behaviours["extend"] = {{extended}, {extended}, {std::nullopt}, {std::nullopt}, {integer(0)}};
+    Quorum q(nodes, [&] { return clock.now; });
+    EXPECT_EQ(q.extend(k_name, contender().token, std::nullopt, 10s, 42).outcome, Quorum::Renewal::failed);
+  }
+  {
+    FakeClock clock;
+    ScriptedNodes nodes(5, clock);
+    nodes.behaviours["extend"] = {{extended}, {integer(0)}, {integer(0)}, {integer(0)}, {std::nullopt}};
+    Quorum q(nodes, [&] { return clock.now; });
+    EXPECT_EQ(q.extend(k_name, contender().token, std::nullopt, 10s, 42).outcome, Quorum::Renewal::lost);
+  }
+  {
+    // A majority that answers after the lease's validity is no renewal.
+    FakeClock clock;
+    ScriptedNodes nodes(3, clock);
+    nodes.behaviours["extend"] = {{extended, 10s}, {extended}, {extended}};
+    Quorum q(nodes, [&] { return clock.now; });
+    EXPECT_EQ(q.extend(k_name, contender().token, std::nullopt, 10s, 42).outcome, Quorum::Renewal::failed);
+  }
+}
+
+namespace {
+
+// Masters as the scripts treat them: a lock and a fence counter each. A restart without
+// persistence loses both; the counter then starts again from the (shared, monotonic) clock in
+// microseconds, as the scripts seed it.
+class ModelNodes : public NodeSet {
+public:
+  struct Master {
+    std::optional<std::string> owner;
+    int64_t fence = 0;
+    bool up = true;
+  };
+
+  explicit ModelNodes(size_t n) : masters(n) {}
+  size_t size() const override { return masters.size(); }
+  std::string name(size_t i) const override { return "m" + std::to_string(i); }
+  std::vector<NodeAnswer> eval_all(const Script& script, const std::vector<std::string>&,
+                                   const std::vector<std::vector<std::string>>& args,
+                                   const std::vector<bool>& which) override {
+    std::vector<NodeAnswer> out(masters.size());
+    std::string kind(script.name);
+    for (size_t i = 0; i < masters.size(); ++i) {
+      if (!which[i]) continue;
+      Master& m = masters[i];
+      if (!m.up) {
+        out[i].error = Error(69, "down");
+        continue;
+      }
+      const std::string& token = args[i][0];
+      if (kind == "acquire") {
+        if (m.owner && *m.owner != token) {
+          out[i].reply = busy("other");
+        } else {
+          if (m.fence == 0) m.fence = clock_us;
+          m.owner = token;
+          out[i].reply = granted(++m.fence);
+        }
+      } else if (kind == "merge") {
+        if (m.owner == token) {
+          m.fence = std::max<int64_t>(m.fence, std::stoll(args[i][1]));
+          out[i].reply = integer(1);
+        } else {
+          out[i].reply = integer(0);
+        }
+      } else if (kind == "release") {
+        bool mine = m.owner == token;
+        if (mine) m.owner.reset();
+        out[i].reply = integer(mine ? 1 : 0);
+      }
+    }
+    clock_us += 1000;
+    return out;
+  }
+
+  std::vector<Master> masters;
+  int64_t clock_us = 1'700'000'000'000'000;
+};
+
+}  // namespace
+
+TEST(Quorum, FencesIncreaseStrictlyAcrossFailuresAndRestarts) {
+  // Holders one after another; before each attempt, masters go down, come back and restart
+  // (losing their lock and counter) at random. Every acquisition's fence must exceed the last.
+  for (size_t n : {3u, 5u}) {
+    ModelNodes nodes(n);
+    FakeClock clock;
+    Quorum q(nodes, [&] { return clock.now; });
+    int64_t last = 0;
+    int acquired = 0;
+    for (int round = 0; round < 2000; ++round) {
+      for (auto& m : nodes.masters) {
+        uint64_t dice = rlock::util::random_below(20);
+        if (dice == 0) m.up = !m.up;
+        if (dice == 1) m = ModelNodes::Master{};  // a restart without persistence
+      }
+      Contender c = contender();
+      c.token = rlock::util::random_hex(24);
+      Quorum::Acquisition a = q.acquire(k_name, c, {});
+      if (a.attempt.outcome != Attempt::Outcome::acquired) continue;
+      ++acquired;
+      EXPECT_GT(a.attempt.fence, last) << "round " << round;
+      last = a.attempt.fence;
+      q.release(k_name, c.token);
+    }
+    EXPECT_GT(acquired, 500) << n;
+  }
+}
