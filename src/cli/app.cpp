@@ -33,7 +33,8 @@ using util::Millis;
 
 // Every option as text, straight from CLI11, the environment or the config file.
 struct Raw {
-  std::string url, connect_timeout, timeout, prefix, config;
+  std::vector<std::string> urls;
+  std::string url, connect_timeout, timeout, prefix, config, node_timeout;
   std::string cacert, cert, tls_key, password_file;
   bool insecure = false;
   std::string wait_replicas, wait_timeout;
@@ -174,7 +175,7 @@ void layer_settings(Parsed& p, const std::string& config_path, bool config_requi
       "ttl",    "wait",            "conflict-exit-code", "signal", "kill-after", "lost-exit-code",
       "max-hold", "leftovers",     "strict",   "limit",  "token-env",    "cacert",        "cert",
       "key",    "insecure",        "password-file", "wait-replicas", "wait-timeout", "sentinel-user",
-      "sentinel-password-file", "keeper-log"};
+      "sentinel-password-file", "keeper-log", "node-timeout"};
   for (const auto& [key, value] : parse_config(text, config_path)) {
     std::string name = key == "timeout" ? "io-timeout" : key;  // --timeout's name
     if (std::find(k_known.begin(), k_known.end(), name) == k_known.end()) {
@@ -264,24 +265,71 @@ std::string sentinel_password(Parsed& p, const Raw& raw) {
   return pw ? pw : "";
 }
 
+// Splits a list of URLs given as one text: at spaces, and at commas that start another URL (a
+// Sentinel URL's hosts are separated by commas too).
+std::vector<std::string> split_urls(const std::string& text) {
+  std::vector<std::string> out;
+  for (const std::string& word : util::split(text, " \t\n")) {
+    size_t start = 0;
+    for (size_t i = 0; i < word.size(); ++i) {
+      if (word[i] != ',') continue;
+      size_t scheme = word.find("://", i + 1);
+      bool next_url = scheme != std::string::npos &&
+                      word.find_first_not_of("abcdefghijklmnopqrstuvwxyz+", i + 1) == scheme;
+      if (next_url) {
+        out.push_back(word.substr(start, i - start));
+        start = i + 1;
+      }
+    }
+    out.push_back(word.substr(start));
+  }
+  return out;
+}
+
 commands::ConnectOptions connect_options(Parsed& p, const Raw& raw) {
   commands::ConnectOptions c;
   Setting& url = get(p, "url");
-  try {
-    c.url = redis::parse_url(url.source == Source::unset ? "redis://127.0.0.1:6379" : raw.url);
-  } catch (const Error& e) {
-    if (url.source == Source::unset || url.source == Source::argv) throw;
-    throw Error(e.exit_code(), fmt::format("{}: {}", origin(url), e.what()));
-  }
-  if (c.url.endpoint.password.empty()) {
-    c.url.endpoint.password = password_from_elsewhere(p, raw);
+  std::vector<std::string> texts;
+  if (url.source == Source::unset) {
+    texts = {"redis://127.0.0.1:6379"};
   } else if (url.source == Source::argv) {
-    log::warning("a password in a --url on the command line is visible to every user in ps; use "
-                 "--password-file, REDISCLI_AUTH or RLOCK_PASSWORD");
+    for (const std::string& u : raw.urls) {
+      for (const std::string& piece : split_urls(u)) texts.push_back(piece);
+    }
+  } else {
+    texts = split_urls(raw.url);
   }
-  if (c.url.kind == redis::Url::Kind::sentinel) {
-    c.url.sentinel_user = setting_text(p, "sentinel-user", raw.sentinel_user);
-    c.url.sentinel_password = sentinel_password(p, raw);
+  if (texts.empty()) bad_setting(url, "no URL");
+  if (texts.size() > 15) bad_setting(url, "more than 15 masters");
+  for (const std::string& text : texts) {
+    redis::Url parsed;
+    try {
+      parsed = redis::parse_url(text);
+    } catch (const Error& e) {
+      if (url.source == Source::unset || url.source == Source::argv) throw;
+      throw Error(e.exit_code(), fmt::format("{}: {}", origin(url), e.what()));
+    }
+    if (parsed.endpoint.password.empty()) {
+      parsed.endpoint.password = password_from_elsewhere(p, raw);
+    } else if (url.source == Source::argv) {
+      log::warning("a password in a --url on the command line is visible to every user in ps; use "
+                   "--password-file, REDISCLI_AUTH or RLOCK_PASSWORD");
+    }
+    if (parsed.kind == redis::Url::Kind::sentinel) {
+      parsed.sentinel_user = setting_text(p, "sentinel-user", raw.sentinel_user);
+      parsed.sentinel_password = sentinel_password(p, raw);
+      if (!parsed.sentinel_user.empty() && parsed.sentinel_password.empty()) {
+        log::warning("--sentinel-user is used only with a sentinel password (--sentinel-password-file or "
+                     "RLOCK_SENTINEL_PASSWORD)");
+      }
+    }
+    c.urls.push_back(std::move(parsed));
+  }
+  if (c.urls.size() == 2) {
+    log::warning("two masters make a majority only when both answer: a Redlock quorum is safer with 3 or 5");
+  }
+  if (get(p, "node-timeout").source != Source::unset) {
+    c.node_timeout = duration_of(p, "node-timeout", raw.node_timeout, Millis(0), false);
   }
   c.timeouts.connect = duration_of(p, "connect-timeout", raw.connect_timeout, c.timeouts.connect, false);
   c.timeouts.command = duration_of(p, "io-timeout", raw.timeout, c.timeouts.command, false);
@@ -304,7 +352,8 @@ commands::ConnectOptions connect_options(Parsed& p, const Raw& raw) {
                                                    S_ISDIR(st.st_mode) ? "is a directory" : std::strerror(errno)));
     }
   }
-  bool tls = c.url.endpoint.tls;
+  bool tls = false;
+  for (const redis::Url& u : c.urls) tls = tls || u.endpoint.tls;
   if (!tls && (!c.tls.cacert.empty() || !c.tls.cert.empty() || !c.tls.key.empty() || c.tls.insecure)) {
     log::warning("TLS options are ignored for a URL that is not rediss://");
   }
@@ -445,10 +494,19 @@ CLI::Option* flag_setting(Parsed& p, CLI::App* app, const std::string& flags, co
 
 // The options every command takes, before or after its name.
 void add_common(Parsed& p, CLI::App* app, Raw& raw) {
-  setting(p, app, "-u,--url", "url", raw.url,
-          "redis://[user[:pass]@]host[:port][/db], rediss://... (TLS), unix:///path.sock[?db=N] or "
-          "redis+sentinel://host:port[,host:port]/MASTER[/db] (default redis://127.0.0.1:6379)")
-      ->type_name("URL");
+  {
+    // Repeatable: several URLs of independent masters make a Redlock quorum. The environment and
+    // the config file give them as one text, space (or comma) separated.
+    CLI::Option* o = app->add_option("-u,--url", raw.urls,
+                                     "redis://[user[:pass]@]host[:port][/db], rediss://... (TLS), unix:///path.sock[?db=N] "
+                                     "or redis+sentinel://host:port[,host:port]/MASTER[/db] (default "
+                                     "redis://127.0.0.1:6379); several -u: a Redlock quorum of independent masters");
+    o->type_name("URL");
+    register_setting(p, "url", o, &raw.url, nullptr);
+  }
+  setting(p, app, "--node-timeout", "node-timeout", raw.node_timeout,
+          "with several URLs: each master's timeout (default 2% of the TTL, at least 50ms)")
+      ->type_name("D");
   setting(p, app, "--connect-timeout", "connect-timeout", raw.connect_timeout,
           "connect timeout, name lookup included (default 1s)")
       ->type_name("D");

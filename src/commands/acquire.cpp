@@ -2,6 +2,7 @@
 
 #include "commands/common.hpp"
 #include "commands/keeper.hpp"
+#include "commands/locker.hpp"
 #include "error.hpp"
 #include "exit_code.hpp"
 #include "log.hpp"
@@ -50,8 +51,7 @@ int report_loss(const std::string& key, const keeper::Ending& e) {
 }  // namespace
 
 int acquire(const AcquireOptions& options) {
-  redis::Client connection(options.connect.url, options.connect.timeouts, options.connect.tls);
-  lock::ClientNode node(connection);
+  Locker locker(options.connect, options.take.ttl);
   lock::LockName name = lock_name(options.connect, options.take.key);
   std::vector<lock::Hold> holds = enclosing_holds();
   std::vector<std::string> enclosing =
@@ -76,7 +76,10 @@ int acquire(const AcquireOptions& options) {
     throw Error(exit_code::k_usage, "standard output is closed: there is nowhere to print the token (use "
                                     "--token-file F)");
   }
-  check_eviction_before(connection, options.take);
+  if (locker.quorum() && (options.take.shared || options.take.limit > 1)) {
+    throw Error(exit_code::k_usage, "--shared and --limit are not available with several URLs (a Redlock quorum)");
+  }
+  locker.check_eviction_before(options.take.strict);
 
   // A signal while waiting leaves the queue at once (not after the place lapses), then ends rlock
   // as it would have.
@@ -88,16 +91,16 @@ int acquire(const AcquireOptions& options) {
     }
     return interrupted.has_value();
   };
-  connection.set_interrupt(signals.fd(), drain);
+  locker.set_interrupt(signals.fd(), drain);
   WaitHooks hooks{[&](util::Millis d) {
                     pollfd p{signals.fd(), POLLIN, 0};
                     if (util::poll_until(&p, 1, util::BootClock::now() + d) > 0) drain();
                     return !interrupted;
                   },
                   [&] { return interrupted.has_value(); }};
-  lock::Attempt a = take_lock(node, name, options.take, contender, enclosing, hooks);
+  lock::Attempt a = take_lock(locker, name, options.take, contender, enclosing, hooks);
   if (interrupted) {
-    if (a.outcome == lock::Attempt::Outcome::acquired) lock::release(node, name, token);
+    if (a.outcome == lock::Attempt::Outcome::acquired) locker.release(name, token);
     proc::die_by(*interrupted, false);
     return exit_code::k_signal_base + *interrupted;
   }
@@ -112,15 +115,15 @@ int acquire(const AcquireOptions& options) {
   } else {
     log::verbose("acquired {} (fence {}, ttl {})", name.key, a.fence, util::format_duration(options.take.ttl));
     try {
-      check_eviction_after(connection, options.take);
+      locker.check_eviction_after(options.take.strict);
       if (watched) {
         keeper::Spec spec{options.connect, name,    token,          options.take.ttl, a.sent_at,
-                          caller,          options.max_hold, options.signal, options.keeper_log};
+                          caller,          options.max_hold, options.signal, options.keeper_log, a.fence};
         pid_t k = keeper::start(spec, *watched);
         log::verbose("keeper pid {} holds {} while pid {} lives", k, name.key, caller);
       }
     } catch (const Error&) {
-      lock::release(node, name, token);
+      locker.release(name, token);
       throw;
     }
   }
@@ -140,7 +143,7 @@ int acquire(const AcquireOptions& options) {
     // Nobody learned the token: give the lock back rather than leave it stuck until its TTL.
     if (a.outcome == lock::Attempt::Outcome::acquired) {
       if (!watched || !keeper::stop(token, options.connect.timeouts.command + util::Millis(1000))) {
-        lock::release(node, name, token);
+        locker.release(name, token);
       }
     }
     if (const auto* se = dynamic_cast<const std::system_error*>(&e)) {
@@ -152,11 +155,10 @@ int acquire(const AcquireOptions& options) {
 }
 
 int release(const ReleaseOptions& options) {
-  redis::Client connection(options.connect.url, options.connect.timeouts, options.connect.tls);
-  lock::ClientNode node(connection);
+  Locker locker(options.connect, std::nullopt);
   lock::LockName name = lock_name(options.connect, options.key);
   if (options.force) {
-    lock::ForcedRelease r = lock::force_release(node, name);
+    lock::ForcedRelease r = locker.force_release(name);
     if (!r.was_held) {
       log::info(fmt::format("{} was not held", options.key));
       return exit_code::k_not_held;
@@ -178,7 +180,7 @@ int release(const ReleaseOptions& options) {
     log::verbose("released {} (its keeper gave it back)", options.key);
     return exit_code::k_ok;
   }
-  if (!lock::release(node, name, token)) {
+  if (!locker.release(name, token)) {
     log::error(fmt::format("{} is not held with this token (it expired, or another holder has it)", options.key));
     return exit_code::k_not_held;
   }
@@ -187,8 +189,7 @@ int release(const ReleaseOptions& options) {
 }
 
 int extend(const ExtendOptions& options) {
-  redis::Client connection(options.connect.url, options.connect.timeouts, options.connect.tls);
-  lock::ClientNode node(connection);
+  Locker locker(options.connect, std::nullopt);
   lock::LockName name = lock_name(options.connect, options.key);
   std::string token = read_token(options.token);
   if (held_by_enclosing_run(name, token)) {
@@ -197,7 +198,13 @@ int extend(const ExtendOptions& options) {
     return exit_code::k_ok;
   }
   if (std::optional<keeper::Ending> e = keeper::recorded_loss(token)) return report_loss(options.key, *e);
-  std::optional<lock::Extension> extension = lock::extend(node, name, token, options.ttl);
+  // A quorum needs the lease's TTL for the validity: --ttl, else the TTL the lock was taken with,
+  // which each master knows (its extend reports it back), so --ttl is required there.
+  if (locker.quorum() && !options.ttl) {
+    throw Error(exit_code::k_usage, "extend with several URLs (a Redlock quorum) needs -t/--ttl");
+  }
+  std::optional<lock::Extension> extension =
+      locker.extend(name, token, options.ttl, options.ttl.value_or(util::Millis(30'000)), 0);
   if (!extension) {
     log::error(fmt::format("{} is not held with this token (it expired, or another holder has it)", options.key));
     return exit_code::k_not_held;

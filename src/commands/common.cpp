@@ -9,6 +9,7 @@
 #include "log.hpp"
 #include "proc/ancestry.hpp"
 #include "util/file.hpp"
+#include "util/random.hpp"
 #include "util/text.hpp"
 
 #include <pwd.h>
@@ -134,18 +135,6 @@ void write_stdout(const std::string& text) {
   }
 }
 
-void check_eviction_before(redis::Client& client, const TakeOptions& options) {
-  if (options.strict) {
-    lock::check_eviction(client.call(lock::info_memory()), client.url().display(), true);
-  } else {
-    client.set_greeting(lock::info_memory());
-  }
-}
-
-void check_eviction_after(redis::Client& client, const TakeOptions& options) {
-  if (!options.strict) lock::check_eviction(client.greeting_reply(), client.url().display(), false);
-}
-
 std::string busy_message(const lock::LockName& name, const lock::Attempt& attempt) {
   std::string queue = attempt.queue_length > 0 ? fmt::format("; {} waiting", attempt.queue_length) : "";
   return fmt::format("{} is held{}{}", name.key, holder_text(attempt), queue);
@@ -161,7 +150,7 @@ lock::Contender make_contender(const TakeOptions& options, const lock::Holder& h
   return c;
 }
 
-lock::Attempt take_lock(lock::Node& node, const lock::LockName& name, const TakeOptions& options,
+lock::Attempt take_lock(Locker& locker, const lock::LockName& name, const TakeOptions& options,
                         const lock::Contender& contender, const std::vector<std::string>& enclosing_tokens,
                         const WaitHooks& hooks) {
   auto start = Clock::now();
@@ -176,10 +165,11 @@ lock::Attempt take_lock(lock::Node& node, const lock::LockName& name, const Take
   std::vector<std::string> watch;
   lock::Attempt a;
 
+  int contended_tries = 0;
   auto leave = [&] {
     if (!queued) return;
     try {
-      lock::cancel(node, name, contender.token);
+      locker.cancel(name, contender.token);
     } catch (const Error& e) {
       log::verbose("could not leave the queue of {} ({}); the place lapses within seconds", name.key, e.what());
     }
@@ -190,9 +180,9 @@ lock::Attempt take_lock(lock::Node& node, const lock::LockName& name, const Take
       if (queued) {
         util::Millis beat = k_heartbeat;
         if (give_up) beat = std::min(beat, std::chrono::ceil<util::Millis>(*give_up - Clock::now()));
-        a = lock::wait_turn(node, name, contender, watch, std::max(beat, util::Millis(1)));
+        a = locker.wait_turn(name, contender, watch, std::max(beat, util::Millis(1)));
       } else {
-        a = lock::try_acquire(node, name, contender, waiting, enclosing_tokens);
+        a = locker.try_acquire(name, contender, waiting, enclosing_tokens);
       }
       reached = true;
     } catch (const Error& e) {
@@ -223,11 +213,23 @@ lock::Attempt take_lock(lock::Node& node, const lock::LockName& name, const Take
     }
     if (a.outcome == lock::Attempt::Outcome::acquired && options.wait_replicas > 0) {
       try {
-        lock::confirm_replicas(node, name, options.wait_replicas, options.wait_timeout);
+        locker.confirm_replicas(name, options.wait_replicas, options.wait_timeout);
       } catch (const Error&) {
-        lock::release(node, name, contender.token);
+        locker.release(name, contender.token);
         throw;
       }
+    }
+    // A quorum has no queue: a busy lock is tried again after a random delay while the wait
+    // lasts; one that nobody holds on a majority (leftovers, a split vote) is the next attempt's
+    // business even with -n.
+    if (locker.quorum() && a.outcome == lock::Attempt::Outcome::busy &&
+        ((waiting && (!give_up || Clock::now() < *give_up)) || (a.contended && ++contended_tries < 4))) {
+      line.show(fmt::format("waiting for {}: held{}", name.key, holder_text(a)));
+      util::Millis sleep = backoff.next(a.ttl_left);
+      if (give_up) sleep = std::min(sleep, std::chrono::ceil<util::Millis>(*give_up - Clock::now()));
+      if (!waiting) sleep = util::Millis(10 + static_cast<int64_t>(util::random_below(40)));
+      if (!hooks.pause(std::max(sleep, util::Millis(1)))) return lock::Attempt{};
+      continue;
     }
     if (a.outcome != lock::Attempt::Outcome::queued) {
       if (a.outcome == lock::Attempt::Outcome::acquired && queued) {

@@ -4,6 +4,7 @@
 #include "lock/holds.hpp"
 #include "lock/lease.hpp"
 #include "lock/name.hpp"
+#include "commands/locker.hpp"
 #include "redis/client.hpp"
 #include "redis/connection.hpp"
 
@@ -42,18 +43,15 @@ struct WaitHooks {
 // position on a terminal (or logs position changes with -v). Leaves the queue whenever it gives
 // up. Returns the last attempt: acquired, reentered, or busy when the wait ran out or a signal
 // ended it.
-lock::Attempt take_lock(lock::Node& node, const lock::LockName& name, const TakeOptions& options,
+// A Redlock quorum has no queue: a busy lock is tried again after a random delay while the wait
+// lasts (and a lock that nobody holds on a majority a few times even with -n).
+lock::Attempt take_lock(Locker& locker, const lock::LockName& name, const TakeOptions& options,
                         const lock::Contender& contender, const std::vector<std::string>& enclosing_tokens,
                         const WaitHooks& hooks);
 
 // How long a waiter blocks between heartbeats.
 inline constexpr util::Millis k_heartbeat{1000};
 
-// Checks that the server's maxmemory-policy cannot evict locks: with --strict before anything is
-// taken (one round trip), else by an INFO sent with the connection's greeting and looked at by
-// check_eviction_after once the lock is taken (a warning).
-void check_eviction_before(redis::Client& client, const TakeOptions& options);
-void check_eviction_after(redis::Client& client, const TakeOptions& options);
 
 // Writes all of text to stdout; throws rlock::Error 71 naming the failure (a closed pipe, a full
 // disk): output that did not arrive is never a success.

@@ -1,5 +1,6 @@
 #include "keeper.hpp"
 
+#include "commands/locker.hpp"
 #include "error.hpp"
 #include "exit_code.hpp"
 #include "lock/lease.hpp"
@@ -155,8 +156,7 @@ public:
         m_watched(watched),
         m_state_path(std::move(state_path)),
         m_signals({SIGTERM, SIGINT, SIGHUP}, {SIGQUIT, SIGUSR1, SIGUSR2, SIGTSTP, SIGTTIN, SIGTTOU}),
-        m_client(spec.connect.url, spec.connect.timeouts, spec.connect.tls),
-        m_node(m_client),
+        m_locker(spec.connect, spec.ttl),
         m_schedule(spec.sent_at, spec.ttl, Millis(0), spec.connect.timeouts.command) {
     m_state.lock_key = spec.name.lock_key();
     m_state.token = spec.token;
@@ -182,8 +182,7 @@ private:
   std::string m_state_path;
   State m_state;
   proc::SignalSet m_signals;
-  redis::Client m_client;
-  lock::ClientNode m_node;
+  Locker m_locker;
   lock::Schedule m_schedule;
   std::optional<Clock::time_point> m_max_hold_at;
 };
@@ -203,13 +202,13 @@ void Keeper::save(const std::string& status, const std::string& reason) {
 // retried), false when it is lost.
 bool Keeper::renew() {
   auto now = Clock::now();
-  m_client.cap_waits(now + m_schedule.attempt_budget(now));
+  m_locker.cap_waits(now + m_schedule.attempt_budget(now));
   try {
-    bool confirmed = m_client.confirm_master();
+    bool confirmed = m_locker.confirm_master();
     auto sent_at = Clock::now();
-    std::optional<lock::Extension> e =
-        lock::extend(m_node, m_spec.name, m_spec.token, m_spec.ttl, lock::KeeperInfo{::getpid(), m_watched.pid()});
-    m_client.cap_waits(std::nullopt);
+    std::optional<lock::Extension> e = m_locker.extend(m_spec.name, m_spec.token, m_spec.ttl, m_spec.ttl, m_spec.fence,
+                                                       lock::KeeperInfo{::getpid(), m_watched.pid()});
+    m_locker.cap_waits(std::nullopt);
     if (!e) return false;
     if (confirmed) {
       m_schedule.renewed(sent_at);
@@ -218,7 +217,7 @@ bool Keeper::renew() {
       m_schedule.failed(Clock::now());
     }
   } catch (const Error& err) {
-    m_client.cap_waits(std::nullopt);
+    m_locker.cap_waits(std::nullopt);
     m_schedule.failed(Clock::now());
     log::verbose("renewal failed ({}); retrying", err.what());
   }
@@ -234,10 +233,10 @@ int Keeper::lose(const std::string& reason) {
 }
 
 int Keeper::give_back(bool requested) {
-  m_client.cap_waits(Clock::now() + m_spec.connect.timeouts.command);
+  m_locker.cap_waits(Clock::now() + m_spec.connect.timeouts.command);
   bool released = false;
   try {
-    released = lock::release(m_node, m_spec.name, m_spec.token);
+    released = m_locker.release(m_spec.name, m_spec.token);
   } catch (const Error& e) {
     log::warning(fmt::format("could not release {} ({}); it expires within {}", m_spec.name.key, e.what(),
                              util::format_duration(m_spec.ttl)));
@@ -260,7 +259,9 @@ int Keeper::run(int armed) {
   std::string why = "the lock was lost before the keeper could renew it";
   try {
     auto sent_at = Clock::now();
-    ok = lock::extend(m_node, m_spec.name, m_spec.token, m_spec.ttl, lock::KeeperInfo{::getpid(), m_watched.pid()})
+    ok = m_locker
+             .extend(m_spec.name, m_spec.token, m_spec.ttl, m_spec.ttl, m_spec.fence,
+                     lock::KeeperInfo{::getpid(), m_watched.pid()})
              .has_value();
     if (ok) m_schedule.renewed(sent_at);
   } catch (const Error& e) {

@@ -54,6 +54,7 @@ struct Spec {
   std::optional<util::Millis> max_hold;
   int signal = 0;          // sent to the watched process when the lock is lost (0: none)
   std::string log_target;  // empty: no log; "syslog:"; else a file appended to
+  int64_t fence = 0;       // the hold's fencing token (a quorum sets a restarted master again with it)
 };
 
 // Starts the keeper (a detached process: its own session, stdio on /dev/null, no other fd) and

@@ -16,7 +16,8 @@ namespace rlock::commands {
 
 // Where the locks live, common to every command.
 struct ConnectOptions {
-  redis::Url url;
+  std::vector<redis::Url> urls;  // one, or several independent masters (Redlock)
+  std::optional<util::Millis> node_timeout;  // Redlock: each master's timeout (--node-timeout)
   redis::Timeouts timeouts;
   redis::TlsOptions tls;
   std::string prefix = "rlock:";

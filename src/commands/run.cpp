@@ -50,12 +50,11 @@ public:
         m_path(std::move(path)),
         m_signals({SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGTSTP, SIGTTIN, SIGTTOU, SIGCONT, SIGCHLD},
                   {}),
-        m_connection(options.connect.url, options.connect.timeouts, options.connect.tls),
-        m_node(m_connection),
+        m_locker(options.connect, options.take.ttl),
         m_name(lock_name(options.connect, options.take.key)) {
     // While waiting, a signal that ends the wait also cuts short the Redis call under way (a
     // BLPOP of up to a heartbeat); once the command runs, calls go on and signals are forwarded.
-    m_connection.set_interrupt(m_signals.fd(), [this] {
+    m_locker.set_interrupt(m_signals.fd(), [this] {
       drain_signals();
       return m_interrupted.has_value() && !m_started;
     });
@@ -87,8 +86,7 @@ private:
   const RunOptions& m_options;
   std::string m_path;  // the command's executable, resolved once
   proc::SignalSet m_signals;
-  redis::Client m_connection;
-  lock::ClientNode m_node;
+  Locker m_locker;
   lock::LockName m_name;
   lock::Contender m_contender;
   std::string m_token;  // m_contender.token
@@ -108,6 +106,7 @@ private:
   bool m_owned = true;   // the lock may still be ours: release it at the end
   bool m_guard_lost = false;
   bool m_learned_nodes = false;
+  int64_t m_fence = 0;  // this hold's fencing token (a quorum sets a restarted master again with it)
 };
 
 // --- waiting ---------------------------------------------------------------------------------
@@ -161,13 +160,16 @@ int Supervisor::run() {
   lock::Holder holder = this_holder(m_options.display_command);
   m_contender = make_contender(m_options.take, holder);
   m_token = m_contender.token;
-  check_eviction_before(m_connection, m_options.take);
+  if (m_locker.quorum() && (m_options.take.shared || m_options.take.limit > 1)) {
+    throw Error(exit_code::k_usage, "--shared and --limit are not available with several URLs (a Redlock quorum)");
+  }
+  m_locker.check_eviction_before(m_options.take.strict);
   // The guard starts now, while the lock is being taken (its start overlaps the round trip),
   // unless the lock may be re-entered, where the command runs in rlock's place instead.
   if (enclosing.empty()) m_guard.emplace();
 
   WaitHooks hooks{[this](Millis d) { return pause(d); }, [this] { return m_interrupted.has_value(); }};
-  lock::Attempt attempt = take_lock(m_node, m_name, m_options.take, m_contender, enclosing, hooks);
+  lock::Attempt attempt = take_lock(m_locker, m_name, m_options.take, m_contender, enclosing, hooks);
   if (attempt.outcome == lock::Attempt::Outcome::reentered) exec_nested(attempt, enclosing[attempt.enclosing]);
   if (attempt.outcome == lock::Attempt::Outcome::busy) {
     if (m_interrupted) return interrupted_while_waiting();
@@ -180,7 +182,7 @@ int Supervisor::run() {
     return m_options.take.conflict_exit_code;
   }
   log::verbose("acquired {} (fence {}, ttl {})", m_name.key, attempt.fence, util::format_duration(m_options.take.ttl));
-  check_eviction_after(m_connection, m_options.take);
+  m_locker.check_eviction_after(m_options.take.strict);
   // A slow answer (or --wait-replicas) may have used up the lease: never start a child that
   // would have to be stopped before its first renewal.
   lock::Schedule fresh(attempt.sent_at, m_options.take.ttl, m_options.kill_after, m_options.connect.timeouts.command);
@@ -195,6 +197,7 @@ int Supervisor::run() {
     return interrupted_while_waiting();
   }
   m_schedule = fresh;
+  m_fence = attempt.fence;
   start_child(attempt, std::move(holds));
   supervise();
   return finish();
@@ -334,16 +337,17 @@ void Supervisor::renew() {
   auto now = Clock::now();
   // A renewal never waits past half the time left before the stop, so that a slow or paused
   // server leaves room for another attempt, whatever --io-timeout says.
-  m_connection.cap_waits(now + m_schedule->attempt_budget(now));
+  m_locker.cap_waits(now + m_schedule->attempt_budget(now));
   try {
     if (!m_learned_nodes) {
       m_learned_nodes = true;
-      m_connection.learn_nodes();
+      m_locker.learn_nodes();
     }
-    bool confirmed = m_connection.confirm_master();
+    bool confirmed = m_locker.confirm_master();
     auto sent_at = Clock::now();
-    std::optional<lock::Extension> extension = lock::extend(m_node, m_name, m_token, m_options.take.ttl);
-    m_connection.cap_waits(std::nullopt);
+    std::optional<lock::Extension> extension =
+        m_locker.extend(m_name, m_token, m_options.take.ttl, m_options.take.ttl, m_fence);
+    m_locker.cap_waits(std::nullopt);
     if (!extension) {
       m_owned = false;
       begin_stop("the lock expired or was taken over (its token no longer owns it)", true);
@@ -361,7 +365,7 @@ void Supervisor::renew() {
     m_guard->set_deadline(m_schedule->kill_at());
     log::verbose("renewed {} for {}", m_name.key, util::format_duration(extension->ttl));
   } catch (const Error& e) {
-    m_connection.cap_waits(std::nullopt);
+    m_locker.cap_waits(std::nullopt);
     m_schedule->failed(Clock::now());
     log::verbose("renewal failed ({}); retrying, {} before the command must be stopped", e.what(),
                  util::format_duration(std::max(until(m_schedule->stop_at()), Millis(0))));
@@ -434,9 +438,9 @@ void Supervisor::give_terminal_back() {
 
 int Supervisor::finish() {
   if (m_owned) {
-    m_connection.cap_waits(std::nullopt);
+    m_locker.cap_waits(std::nullopt);
     try {
-      if (lock::release(m_node, m_name, m_token)) {
+      if (m_locker.release(m_name, m_token)) {
         log::verbose("released {}", m_name.key);
       } else if (!m_lost) {
         // The command ran on a lock that was no longer ours at some point: never report that as
@@ -468,9 +472,9 @@ int Supervisor::finish() {
 }
 
 void Supervisor::release_quietly() {
-  m_connection.cap_waits(std::nullopt);
+  m_locker.cap_waits(std::nullopt);
   try {
-    if (lock::release(m_node, m_name, m_token)) {
+    if (m_locker.release(m_name, m_token)) {
       log::verbose("released {}", m_name.key);
     } else {
       log::verbose("{} was no longer ours to release", m_name.key);

@@ -71,6 +71,19 @@ std::string waiter_json(const lock::WaiterState& w) {
       json_or_null(w.since_ms), json_or_null(w.waited_ms), w.position);
 }
 
+std::string masters_json(const lock::LockState& s) {
+  if (s.masters.empty()) return "null";
+  std::string out = "[";
+  for (size_t i = 0; i < s.masters.size(); ++i) {
+    const lock::MasterView& m = s.masters[i];
+    out += fmt::format("{}{{\"url\":{},\"agrees\":{},\"held\":{},\"host\":{},\"pid\":{},\"error\":{}}}",
+                       i ? "," : "", util::json_quote(m.url), m.agrees, m.held,
+                       m.held ? util::json_quote(m.holder.host) : "null", m.held ? pid_json(m.holder.pid) : "null",
+                       m.error.empty() ? "null" : util::json_quote(m.error));
+  }
+  return out + "]";
+}
+
 std::string to_json(const lock::LockState& s) {
   // The top-level holder fields describe the exclusive holder, or the first shared or semaphore one.
   static const lock::HolderState none;
@@ -83,13 +96,14 @@ std::string to_json(const lock::LockState& s) {
   return fmt::format(
       "{{\"key\":{},\"held\":{},\"host\":{},\"pid\":{},\"user\":{},\"command\":{},\"since\":{},\"since_ms\":{},"
       "\"held_for_ms\":{},\"ttl_ms\":{},\"lease_ms\":{},\"fence\":{},\"mode\":{},\"limit\":{},\"holders\":[{}],"
-      "\"queue_length\":{},\"waiters\":[{}]}}",
+      "\"queue_length\":{},\"waiters\":[{}],\"masters\":{},\"agreeing\":{}}}",
       util::json_quote(s.key), held, json_text_or_null(held, h.holder.host), held ? pid_json(h.holder.pid) : "null",
       json_text_or_null(held, h.holder.user), json_text_or_null(held, h.holder.command),
       h.since_ms ? util::json_quote(iso_time(*h.since_ms)) : "null", json_or_null(h.since_ms),
       json_or_null(h.held_for_ms), json_or_null(h.ttl_left_ms), json_or_null(h.lease_ms),
       json_or_null(held && h.fence ? h.fence : s.fence), mode ? util::json_quote(mode) : "null",
-      json_or_null(s.limit), holders, s.queue_length, waiters);
+      json_or_null(s.limit), holders, s.queue_length, waiters, masters_json(s),
+      s.masters.empty() ? "null" : std::to_string(s.agreeing));
 }
 
 // The columns text takes on a terminal: its code points (printable text has no control characters).
@@ -128,6 +142,21 @@ void print_table(const std::vector<lock::LockState>& states, bool verbose) {
       rows.push_back({key, state_text(s, h), util::printable(h.holder.host), util::printable(h.holder.pid),
                       util::printable(h.holder.user), ms_text(h.held_for_ms, "?"), ms_text(h.ttl_left_ms, "none"),
                       h.fence ? std::to_string(*h.fence) : "-", waiting, util::printable(h.holder.command)});
+    }
+    // A quorum: how many masters agree, and every one that does not (always shown).
+    if (!s.masters.empty() && static_cast<size_t>(s.agreeing) < s.masters.size()) {
+      waiting_list += fmt::format("{}: {} of {} masters agree\n", key, s.agreeing, s.masters.size());
+      for (const lock::MasterView& m : s.masters) {
+        if (m.agrees) continue;
+        if (!m.error.empty()) {
+          waiting_list += fmt::format("{}: {} did not answer: {}\n", key, m.url, util::printable(m.error));
+        } else if (m.held) {
+          waiting_list += fmt::format("{}: {} disagrees: held there by {} pid {}\n", key, m.url,
+                                      util::printable(m.holder.host), util::printable(m.holder.pid));
+        } else {
+          waiting_list += fmt::format("{}: {} disagrees: free there\n", key, m.url);
+        }
+      }
     }
     if (!verbose) continue;
     for (const lock::HolderState& h : s.holders) {
@@ -174,13 +203,13 @@ void print_json(const std::vector<lock::LockState>& states, bool single) {
 
 // The state of each key. Keys found by scanning (skip_foreign) that hold another program's data
 // are left out; named keys that do are an error.
-std::vector<lock::LockState> inspect_all(lock::Node& node, const ConnectOptions& connect,
+std::vector<lock::LockState> inspect_all(Locker& locker, const ConnectOptions& connect,
                                          const std::vector<std::string>& keys, bool skip_foreign) {
   std::vector<lock::LockState> states;
   states.reserve(keys.size());
   for (const std::string& key : keys) {
     try {
-      states.push_back(lock::inspect(node, lock_name(connect, key)));
+      states.push_back(locker.inspect(lock_name(connect, key)));
     } catch (const Error& e) {
       if (!skip_foreign || e.exit_code() != exit_code::k_data) throw;
       log::verbose("skipping {}: {}", key, e.what());
@@ -190,7 +219,7 @@ std::vector<lock::LockState> inspect_all(lock::Node& node, const ConnectOptions&
 }
 
 // status -v: what the server's configuration means for its locks, before the table.
-void print_server(redis::Client& connection) {
+void print_server_of(redis::Client& connection) {
   redis::Reply info;
   try {
     info = connection.call({"INFO"});
@@ -219,19 +248,26 @@ void print_server(redis::Client& connection) {
   write_stdout(out);
 }
 
+void print_server(Locker& locker) {
+  if (redis::Client* one = locker.single()) {
+    print_server_of(*one);
+    return;
+  }
+  write_stdout(fmt::format("Redlock quorum of independent masters: {}\n", locker.display()));
+}
+
 }  // namespace
 
 int status(const StatusOptions& options) {
-  redis::Client connection(options.connect.url, options.connect.timeouts, options.connect.tls);
-  lock::ClientNode node(connection);
+  Locker locker(options.connect, std::nullopt);
   bool all = options.keys.empty();
-  std::vector<std::string> keys = all ? lock::scan_keys(node, options.connect.prefix, "*") : options.keys;
-  std::vector<lock::LockState> states = inspect_all(node, options.connect, keys, all);
+  std::vector<std::string> keys = all ? locker.scan_keys(options.connect.prefix, "*") : options.keys;
+  std::vector<lock::LockState> states = inspect_all(locker, options.connect, keys, all);
   if (all) std::erase_if(states, [](const lock::LockState& s) { return !s.held && s.queue_length == 0; });
   if (options.json) {
     print_json(states, options.keys.size() == 1);
   } else {
-    if (log::verbose_enabled()) print_server(connection);  // after the lock was read: a refused login says so first
+    if (log::verbose_enabled()) print_server(locker);  // after the lock was read: a refused login says so first
     if (!states.empty()) print_table(states, log::verbose_enabled());
   }
   if (all) return states.empty() ? exit_code::k_not_held : exit_code::k_ok;
@@ -242,10 +278,9 @@ int status(const StatusOptions& options) {
 }
 
 int list(const ListOptions& options) {
-  redis::Client connection(options.connect.url, options.connect.timeouts, options.connect.tls);
-  lock::ClientNode node(connection);
+  Locker locker(options.connect, std::nullopt);
   std::vector<lock::LockState> states =
-      inspect_all(node, options.connect, lock::scan_keys(node, options.connect.prefix, options.pattern), true);
+      inspect_all(locker, options.connect, locker.scan_keys(options.connect.prefix, options.pattern), true);
   std::erase_if(states, [](const lock::LockState& s) { return !s.held && s.queue_length == 0; });
   if (options.json) {
     print_json(states, false);

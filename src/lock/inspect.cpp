@@ -59,21 +59,32 @@ std::string field(const std::map<std::string, std::string>& m, const std::string
 
 }  // namespace
 
-LockState inspect(Node& node, const LockName& name, int max_waiters) {
+std::vector<redis::Command> inspect_commands(const LockName& name) {
   // Single-key commands in one round trip, not a script: read-only ACL users may run them, and
   // each follows its own ASK redirection while the lock's slot is being migrated.
   std::vector<std::string> k = name.script_keys("0000000000000000");
-  std::vector<Reply> r = node.pipeline({{"TYPE", k[0]},
-                                        {"PTTL", k[0]},
-                                        {"HGETALL", k[2]},
-                                        {"GET", k[1]},
-                                        {"GET", k[8]},
-                                        {"ZRANGE", k[6], "0", "-1", "WITHSCORES"},
-                                        {"HGETALL", k[7]},
-                                        {"ZRANGE", k[3], "0", "-1"},
-                                        {"ZRANGE", k[5], "0", "-1", "WITHSCORES"},
-                                        {"HGETALL", k[4]},
-                                        {"TIME"}});
+  return {{"TYPE", k[0]},
+          {"PTTL", k[0]},
+          {"HGETALL", k[2]},
+          {"GET", k[1]},
+          {"GET", k[8]},
+          {"ZRANGE", k[6], "0", "-1", "WITHSCORES"},
+          {"HGETALL", k[7]},
+          {"ZRANGE", k[3], "0", "-1"},
+          {"ZRANGE", k[5], "0", "-1", "WITHSCORES"},
+          {"HGETALL", k[4]},
+          {"TIME"}};
+}
+
+LockState inspect(Node& node, const LockName& name, int max_waiters) {
+  return parse_inspect(name, node.pipeline(inspect_commands(name)), max_waiters);
+}
+
+LockState parse_inspect(const LockName& name, const std::vector<Reply>& r, int max_waiters, std::string* holder_id) {
+  if (r.size() != 11) {
+    throw Error(exit_code::k_internal, fmt::format("unexpected reply from Redis for {}: malformed answers",
+                                                   name.lock_key()));
+  }
   for (const Reply& reply : r) check_reply(reply, name);
   const std::string& kind = r[0].str;
   if (kind != "none" && kind != "string") check_reply(Reply{Reply::Type::error, 0, "WRONGTYPE", {}}, name);
@@ -96,6 +107,7 @@ LockState inspect(Node& node, const LockName& name, int max_waiters) {
       else if (f == "since") h.since_ms = to_int(value);
       else if (f == "ttl") h.lease_ms = to_int(value);
       else if (f == "fence") h.fence = to_int(value);
+      else if (f == "id" && holder_id) *holder_id = value;
     }
     auto kp = field_map(r[2]);
     if (auto keeper = to_int(kp["keeper"])) {

@@ -33,6 +33,15 @@ struct WaiterState {
   int position = 0;  // 1 for the head
 };
 
+// How one master of a Redlock quorum sees a lock.
+struct MasterView {
+  std::string url;
+  std::string error;          // set when it did not answer
+  bool held = false;
+  bool agrees = false;        // it shows the holder the majority shows (or is free with them)
+  Holder holder;
+};
+
 // What status shows of one lock.
 struct LockState {
   std::string key;
@@ -43,10 +52,19 @@ struct LockState {
   std::optional<int64_t> fence;     // last fencing token handed out for this key
   int queue_length = 0;
   std::vector<WaiterState> waiters;  // the first ones, up to the number asked
+  std::vector<MasterView> masters;   // Redlock: every master's view (empty for one Redis)
+  int agreeing = 0;                  // Redlock: masters that agree with the majority's view
 };
 
 // Reads one lock's state in one round trip, with at most max_waiters waiters.
 LockState inspect(Node& node, const LockName& name, int max_waiters = 100);
+
+// The same in two halves, for a multi-node exchange (Redlock): the single-key commands that read
+// a lock, and what their replies say. The exclusive holder's public id (its token's first 16
+// characters) comes back in *holder_id.
+std::vector<redis::Command> inspect_commands(const LockName& name);
+LockState parse_inspect(const LockName& name, const std::vector<redis::Reply>& replies, int max_waiters,
+                        std::string* holder_id = nullptr);
 
 // The KEYs of the locks under prefix whose KEY matches the glob pattern, held or waited for
 // (SCAN, never KEYS).

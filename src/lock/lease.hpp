@@ -65,6 +65,7 @@ struct Attempt {
   int queue_length = 0;                   // busy, queued
   std::optional<util::Millis> waited;     // queued: time in the queue, by the server's clock
   std::vector<std::string> watch;         // queued: the ids whose mailboxes to wait on
+  bool contended = false;                 // busy, Redlock: nobody has a majority (leftovers, a split)
 };
 
 // Tries once to take the lock, atomically, recording holder info and the next fencing token;

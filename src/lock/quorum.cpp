@@ -51,6 +51,12 @@ std::optional<Error> failure_of(const Reply& r, const LockName& name) {
   return std::nullopt;
 }
 
+// "NAME: why", without NAME twice when the reason names the master already.
+std::string named(const std::string& name, const std::string& why) {
+  if (why.compare(0, name.size(), name) == 0) return why;
+  return fmt::format("{}: {}", name, why);
+}
+
 }  // namespace
 
 Quorum::Quorum(NodeSet& nodes, Now now) : m_nodes(nodes), m_now(std::move(now)) {}
@@ -84,7 +90,7 @@ Quorum::Acquisition Quorum::acquire(const LockName& name, const Contender& conte
     std::optional<Error> failure = answers[i].error;
     if (!failure && answers[i].reply) failure = failure_of(*answers[i].reply, name);
     if (failure || !answers[i].reply) {
-      out.failures.push_back(fmt::format("{}: {}", m_nodes.name(i), failure ? failure->what() : "no answer"));
+      out.failures.push_back(named(m_nodes.name(i), failure ? failure->what() : "no answer"));
       continue;
     }
     const Reply& r = *answers[i].reply;
@@ -186,7 +192,7 @@ Quorum::Extended Quorum::extend(const LockName& name, const std::string& token, 
     std::optional<Error> failure = answers[i].error;
     if (!failure && answers[i].reply) failure = failure_of(*answers[i].reply, name);
     if (failure || !answers[i].reply) {
-      out.failures.push_back(fmt::format("{}: {}", m_nodes.name(i), failure ? failure->what() : "no answer"));
+      out.failures.push_back(named(m_nodes.name(i), failure ? failure->what() : "no answer"));
       continue;
     }
     const Reply& r = *answers[i].reply;

@@ -58,6 +58,14 @@ public:
   // replaced by asking them where its slots went. Quietly does nothing elsewhere.
   void learn_nodes();
 
+  // The connection commands go to now (a Sentinel master is looked up first); for a multi-node
+  // exchange (Redlock), which drives it with others from one poll.
+  Connection& connection() { return current(); }
+  // After a failure on connection(): forget the Sentinel master, so the next use asks again.
+  void forget_master() {
+    if (m_url.kind == Url::Kind::sentinel) m_current = nullptr;
+  }
+
   const Url& url() const { return m_url; }
   static constexpr int k_max_redirects = 5;
 

@@ -199,7 +199,8 @@ Url parse_url(std::string_view url) {
   if (scheme == "redis+sentinel") return parse_sentinel(url, rest);
   if (rest.find_first_of(", ") != std::string_view::npos) {
     throw Error(exit_code::k_config,
-                "several Redis URLs (a Redlock quorum) are not supported yet: give one redis://, rediss:// or unix:// URL");
+                "bad Redis URL: a space or comma inside it (for a Redlock quorum of several masters, give -u once per "
+                "URL, or separate them with spaces in RLOCK_URL)");
   }
   Url out;
   if (scheme == "redis" || scheme == "rediss") {

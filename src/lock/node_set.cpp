@@ -1,0 +1,92 @@
+#include "node_set.hpp"
+
+#include "error.hpp"
+#include "exit_code.hpp"
+#include "log.hpp"
+
+#include <fmt/core.h>
+
+namespace rlock::lock {
+
+ClientNodeSet::ClientNodeSet(const std::vector<redis::Url>& urls, redis::Timeouts per_node,
+                             const redis::TlsOptions& tls) {
+  for (const redis::Url& url : urls) m_members.push_back(std::make_unique<redis::Client>(url, per_node, tls));
+}
+
+void ClientNodeSet::set_interrupt(int fd, std::function<bool()> on_ready) {
+  m_interrupt_fd = fd;
+  m_on_interrupt = on_ready;
+  for (auto& m : m_members) m->set_interrupt(fd, on_ready);
+}
+
+void ClientNodeSet::cap_waits(std::optional<redis::Clock::time_point> cap) {
+  for (auto& m : m_members) m->cap_waits(cap);
+}
+
+std::vector<NodeAnswer> ClientNodeSet::eval_all(const redis::Script& script, const std::vector<std::string>& keys,
+                                                const std::vector<std::vector<std::string>>& args,
+                                                const std::vector<bool>& which) {
+  const size_t n = m_members.size();
+  std::vector<NodeAnswer> out(n);
+  auto command = [&](size_t i, bool full) {
+    redis::Command c{full ? "EVAL" : "EVALSHA", std::string(full ? script.source : script.sha1),
+                     std::to_string(keys.size())};
+    c.insert(c.end(), keys.begin(), keys.end());
+    c.insert(c.end(), args[i].begin(), args[i].end());
+    return c;
+  };
+  // The connection of each member asked (a Sentinel member's master is looked up now, bounded
+  // by the per-node timeout; a member that cannot say fails alone).
+  std::vector<size_t> asked;
+  std::vector<redis::Connection*> connections;
+  for (size_t i = 0; i < n; ++i) {
+    if (!which[i]) continue;
+    try {
+      connections.push_back(&m_members[i]->connection());
+      asked.push_back(i);
+    } catch (const Error& e) {
+      out[i].error = e;
+    }
+  }
+  // EVALSHA everywhere at once; EVAL, again at once, where the script was not cached.
+  for (bool full : {false, true}) {
+    std::vector<redis::Connection*> round;
+    std::vector<size_t> members;
+    std::vector<std::vector<redis::Command>> commands;
+    for (size_t k = 0; k < asked.size(); ++k) {
+      size_t i = asked[k];
+      if (full && !(out[i].reply && out[i].reply->error_code() == "NOSCRIPT")) continue;
+      round.push_back(connections[k]);
+      members.push_back(i);
+      commands.push_back({command(i, full)});
+    }
+    if (round.empty()) break;
+    std::vector<redis::Outcome> outcomes = redis::exchange_all(round, commands, m_interrupt_fd, m_on_interrupt);
+    for (size_t k = 0; k < round.size(); ++k) {
+      size_t i = members[k];
+      out[i] = {};
+      if (outcomes[k].error) {
+        out[i].error = outcomes[k].error;
+        m_members[i]->forget_master();  // a Sentinel master may have moved
+        continue;
+      }
+      redis::Reply& r = outcomes[k].replies.front();
+      std::string code = r.error_code();
+      if (code == "MOVED" || code == "ASK" || code == "CLUSTERDOWN") {
+        throw Error(exit_code::k_config,
+                    fmt::format("{} is a Redis Cluster node: a Cluster cannot be a Redlock member (its own failover "
+                                "can lose the lock a quorum counts on); give independent masters",
+                                name(i)));
+      }
+      if (code == "READONLY") {
+        out[i].error = Error(exit_code::k_unavailable, fmt::format("{}: the server is a read-only replica", name(i)));
+        m_members[i]->forget_master();
+        continue;
+      }
+      out[i].reply = std::move(r);
+    }
+  }
+  return out;
+}
+
+}  // namespace rlock::lock
