@@ -18,7 +18,7 @@ _rlock_options()
         --prefix --password-file --cacert --cert --key --insecure
         --sentinel-user --sentinel-password-file --config -q --quiet -v --verbose)
     local -a taking=(-t --ttl -w --wait -n --no-wait --nb --nonblock -E --conflict-exit-code
-        --wait-replicas --wait-timeout --strict)
+        --wait-replicas --wait-timeout --strict --limit -s --shared -x --exclusive)
     case $1 in
         run)
             printf '%s\n' "${common[@]}" "${taking[@]}" -c --command --signal --kill-after \
@@ -50,7 +50,7 @@ _rlock_takes_value()
         --password-file | --cacert | --cert | --key | \
         --sentinel-user | --sentinel-password-file | \
         -t | --ttl | -w | --wait | -E | --conflict-exit-code | \
-        --wait-replicas | --wait-timeout | \
+        --wait-replicas | --wait-timeout | --limit | \
         -c | --command | --signal | --kill-after | --lost-exit-code | \
         --max-hold | --leftovers | --token-file | --token-env)
             return 0
@@ -163,6 +163,10 @@ _rlock()
             -t | --ttl | -w | --wait | --connect-timeout | --io-timeout | --timeout | \
             --kill-after | --max-hold | --wait-timeout)
                 _rlock_reply -W '500ms 1s 5s 30s 1m 5m 30m 1h' -- "$cur"
+                ;;
+            --limit)
+                # A number of holders, 1 or more.
+                _rlock_reply -W '2 3 4 5 8 10' -- "$cur"
                 ;;
             *)
                 # --prefix, --command, --sentinel-user, exit codes,

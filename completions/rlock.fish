@@ -6,7 +6,7 @@ function __rlock_takes_value
     contains -- $argv[1] -u --url --connect-timeout --io-timeout --timeout --prefix \
         --password-file --cacert --cert --key --sentinel-user --sentinel-password-file \
         --config -t --ttl -w --wait -E --conflict-exit-code --wait-replicas --wait-timeout \
-        -c --command --signal --kill-after --lost-exit-code --max-hold --leftovers \
+        --limit -c --command --signal --kill-after --lost-exit-code --max-hold --leftovers \
         --token-file --token-env
 end
 
@@ -136,14 +136,17 @@ complete -c rlock -n $__rlock_global -s v -l verbose -d 'Print a timestamped tim
 
 # Taking a lock: run, acquire.
 complete -c rlock -n '__rlock_using run acquire' -s t -l ttl -x -d 'Lease length (duration)'
-complete -c rlock -n '__rlock_using run acquire' -s w -l wait -x -d 'Wait at most this long (duration)'
-complete -c rlock -n '__rlock_using run acquire' -s n -l no-wait -d 'Fail at once if the lock is held'
+complete -c rlock -n '__rlock_using run acquire' -s w -l wait -x -d 'Wait in the queue at most this long (duration)'
+complete -c rlock -n '__rlock_using run acquire' -s n -l no-wait -d 'Fail at once if the lock cannot be taken now (never queue)'
 complete -c rlock -n '__rlock_using run acquire' -l nb -d 'Fail at once if the lock is held (as -n)'
 complete -c rlock -n '__rlock_using run acquire' -l nonblock -d 'Fail at once if the lock is held (as -n)'
 complete -c rlock -n '__rlock_using run acquire' -s E -l conflict-exit-code -x -d 'Exit code when busy or the wait timed out'
 complete -c rlock -n '__rlock_using run acquire' -l wait-replicas -x -d 'After acquiring, wait for N replicas to acknowledge'
 complete -c rlock -n '__rlock_using run acquire' -l wait-timeout -x -d 'How long --wait-replicas waits (duration)'
 complete -c rlock -n '__rlock_using run acquire' -l strict -d 'Refuse a server whose maxmemory-policy can evict locks'
+complete -c rlock -n '__rlock_using run acquire' -l limit -x -a '2 3 4 5 8 10' -d 'A semaphore: up to N holders at once (all must agree on N)'
+complete -c rlock -n '__rlock_using run acquire' -s s -l shared -d 'A shared hold: many shared holders, or one exclusive'
+complete -c rlock -n '__rlock_using run acquire' -s x -l exclusive -d 'An exclusive hold (the default)'
 
 # run only.
 complete -c rlock -n '__rlock_using run' -s c -l command -x -d 'Run this string with /bin/sh -c'
