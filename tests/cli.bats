@@ -178,13 +178,19 @@ teardown() {
 
 # --- URLs and connections -----------------------------------------------------------------------
 
-@test "several URLs (a Redlock quorum) are refused as not supported yet (78)" {
+@test "several URLs make a Redlock quorum: -u repeated, or one list; a majority that does not answer is 69" {
+  # Two masters, one of them down: no majority (2 needed), which is unavailable, never busy.
   run --separate-stderr rlock acquire k -u "redis://127.0.0.1:$REDIS_PORT,redis://127.0.0.1:1"
-  assert_error_line 78
-  [[ $stderr == *"not supported"* ]] || fail "stderr does not say 'not supported': $stderr"
+  assert_error_exit 69
+  [[ $stderr == *"no majority"*"127.0.0.1:1"* ]] || fail "the failing master is not named: $stderr"
   RLOCK_URL="redis://127.0.0.1:$REDIS_PORT redis://127.0.0.1:1" run --separate-stderr rlock acquire k
-  assert_error_line 78
+  assert_error_exit 69
+  run --separate-stderr rlock acquire k -u "redis://127.0.0.1:$REDIS_PORT" -u redis://127.0.0.1:1
+  assert_error_exit 69
   lock_free k
+  # A comma inside one URL (not before another URL) is a bad URL.
+  run --separate-stderr rlock acquire k -u "redis://127.0.0.1:$REDIS_PORT,x"
+  assert_error_line 78
 }
 
 @test "rediss:// to a plain-text server fails within the connect timeout (69), not a hang" {

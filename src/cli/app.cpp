@@ -269,7 +269,8 @@ std::string sentinel_password(Parsed& p, const Raw& raw) {
 // Sentinel URL's hosts are separated by commas too).
 std::vector<std::string> split_urls(const std::string& text) {
   std::vector<std::string> out;
-  for (const std::string& word : util::split(text, " \t\n")) {
+  // Only spaces separate: a tab or a line break is a control character in a URL, and refused.
+  for (const std::string& word : util::split(text, " ")) {
     size_t start = 0;
     for (size_t i = 0; i < word.size(); ++i) {
       if (word[i] != ',') continue;
@@ -395,6 +396,7 @@ commands::TakeOptions take_options(Parsed& p, const Raw& raw) {
   }
   t.shared = raw.shared;
   if (t.shared && t.limit > 1) usage("--shared and --limit exclude each other: a lock is shared, or a semaphore");
+  if (raw.exclusive && t.limit > 1) usage("--exclusive and --limit exclude each other: a semaphore has N holders");
   return t;
 }
 
@@ -501,7 +503,7 @@ void add_common(Parsed& p, CLI::App* app, Raw& raw) {
                                      "redis://[user[:pass]@]host[:port][/db], rediss://... (TLS), unix:///path.sock[?db=N] "
                                      "or redis+sentinel://host:port[,host:port]/MASTER[/db] (default "
                                      "redis://127.0.0.1:6379); several -u: a Redlock quorum of independent masters");
-    o->type_name("URL");
+    o->type_name("URL")->allow_extra_args(false);  // one URL per -u: the next word is not another
     register_setting(p, "url", o, &raw.url, nullptr);
   }
   setting(p, app, "--node-timeout", "node-timeout", raw.node_timeout,

@@ -83,7 +83,7 @@ int acquire(const AcquireOptions& options) {
 
   // A signal while waiting leaves the queue at once (not after the place lapses), then ends rlock
   // as it would have.
-  proc::SignalSet signals({SIGINT, SIGTERM, SIGHUP, SIGQUIT}, {});
+  proc::SignalSet signals({SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}, {});
   std::optional<int> interrupted;
   auto drain = [&] {
     for (int s : signals.take()) {
@@ -163,9 +163,12 @@ int release(const ReleaseOptions& options) {
       log::info(fmt::format("{} was not held", options.key));
       return exit_code::k_not_held;
     }
-    log::info(fmt::format("removed {}, held by {}@{} pid {} ({}), fence {}", options.key, r.holder.user,
-                          r.holder.host, r.holder.pid, r.holder.command,
-                          r.fence ? std::to_string(*r.fence) : std::string("?")));
+    if (!r.holder.host.empty()) {
+      log::info(fmt::format("removed {}, held by {}@{} pid {} ({}), fence {}", options.key, r.holder.user,
+                            r.holder.host, r.holder.pid, r.holder.command,
+                            r.fence ? std::to_string(*r.fence) : std::string("?")));
+    }
+    if (r.shared_holds > 0) log::info(fmt::format("removed {} shared or semaphore holds of {}", r.shared_holds, options.key));
     return exit_code::k_ok;
   }
   std::string token = read_token(options.token);

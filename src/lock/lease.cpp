@@ -194,21 +194,12 @@ Attempt wait_turn(Node& node, const LockName& name, const Contender& contender, 
   for (const std::string& id : watch) blpop.push_back(name.mailbox(id));
   if (watch.empty()) blpop.push_back(name.mailbox(contender.id()));
   blpop.push_back(fmt::format("{}.{:03}", heartbeat.count() / 1000, heartbeat.count() % 1000));
-  // The step runs on the server the moment the BLPOP returns: no round trip between the wake-up
-  // and the claim.
-  redis::Command step{"EVALSHA", std::string(scripts::k_wait.sha1), std::to_string(keys.size())};
-  step.insert(step.end(), keys.begin(), keys.end());
-  step.insert(step.end(), args.begin(), args.end());
+  node.pipeline({blpop}, heartbeat);
+  // The step (claim a grant, or renew the place) is a request of its own, sent once awake: were
+  // it queued behind the BLPOP, a waiter stopped meanwhile (^Z, SIGSTOP) would claim a grant for
+  // its whole TTL without knowing; this way its grant lapses after the claim window.
   auto sent_at = util::BootClock::now();
-  std::vector<Reply> replies = node.pipeline({blpop, step}, heartbeat);
-  if (replies.size() != 2) unexpected(name, "malformed answer to a wait");
-  Reply r = std::move(replies[1]);
-  if (r.is_error()) {
-    // NOSCRIPT (a restarted server), or an error to report as the script's own: run it again the
-    // usual way, which loads it and names what went wrong.
-    sent_at = util::BootClock::now();
-    r = node.eval(scripts::k_wait, keys, args);
-  }
+  Reply r = node.eval(scripts::k_wait, keys, args);
   check_reply(r, name);
   Attempt a = read_attempt(r, name, 0);
   a.sent_at = sent_at;

@@ -30,7 +30,7 @@ for i = 10, #ARGV do
   if (owner and owner == tok) or (not owner and redis.call('HGET', KEYS[K_HI], hid .. '.t') == tok and
                                   redis.call('ZSCORE', KEYS[K_H], hid)) then
     -- A shared hold cannot become exclusive inside itself: the inner request would wait for ever.
-    if d.m == 'x' and not owner then return redis.error_reply('RLOCKUPGRADE') end
+    if d.m == 'x' and not owner then return redis.error_reply('RLOCKUPGRADE shared hold') end
     local f = owner and redis.call('HGET', KEYS[K_INFO], 'fence') or redis.call('HGET', KEYS[K_HI], hid .. '.f')
     local pttl = owner and redis.call('PTTL', KEYS[K_LOCK]) or
                  math.floor(tonumber(redis.call('ZSCORE', KEYS[K_H], hid)) - NOW)

@@ -98,6 +98,9 @@ end
 -- Refuses a contender whose kind of hold (x exclusive, s shared, n a semaphore of limit) does not
 -- fit the lock as others use it.
 local function check_mode(mode, limit)
+  -- Dead holders and waiters first: a semaphore whose holders all died is no semaphore any more.
+  reap()
+  tidy_limit()
   local stored = redis.call('GET', KEYS[K_LIMIT])
   if mode == 'n' then
     if stored and tonumber(stored) ~= limit then
