@@ -225,9 +225,10 @@ SCRIPT
 }
 
 @test "200 keepalive acquire/release cycles leave no keeper, descriptor or state file behind" {
-  local before after
+  local before after cycles
+  cycles=$(scaled 200)
   before=$(ls /proc/$$/fd | wc -l)
-  run bash -ec 'for i in $(seq 1 200); do tok=$(rlock acquire k --keepalive -t 5s); RLOCK_TOKEN=$tok rlock release k; done; echo done'
+  run bash -ec 'for i in $(seq 1 "$0"); do tok=$(rlock acquire k --keepalive -t 5s); RLOCK_TOKEN=$tok rlock release k; done; echo done' "$cycles"
   assert_success
   assert_output done
   wait_until no_keeper || fail "keepers left: $(keepers)"

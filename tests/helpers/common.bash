@@ -64,6 +64,12 @@ wait_until() {
   done
 }
 
+# scaled N: N times RLOCK_TEST_SCALE (default 1), at least 1. Stress counts use it: the
+# sanitizer pass (several times slower per process) runs fewer rounds of the same checks.
+scaled() {
+  awk -v n="$1" -v s="${RLOCK_TEST_SCALE:-1}" 'BEGIN { v = int(n * s); print (v < 1 ? 1 : v) }'
+}
+
 # ---------------------------------------------------------------------------------------------
 # Processes
 
