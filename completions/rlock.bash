@@ -14,8 +14,8 @@ _rlock_reply()
 _rlock_options()
 {
     # The global options, accepted before or after the command name.
-    local -a common=(-h --help -V --version -u --url --connect-timeout --io-timeout --timeout
-        --prefix --password-file --cacert --cert --key --insecure
+    local -a common=(-h --help -V --version -u --url --node-timeout --connect-timeout
+        --io-timeout --timeout --prefix --password-file --cacert --cert --key --insecure
         --sentinel-user --sentinel-password-file --config -q --quiet -v --verbose)
     local -a taking=(-t --ttl -w --wait -n --no-wait --nb --nonblock -E --conflict-exit-code
         --wait-replicas --wait-timeout --strict --limit -s --shared -x --exclusive)
@@ -25,7 +25,8 @@ _rlock_options()
                 --lost-exit-code --max-hold --leftovers
             ;;
         acquire)
-            printf '%s\n' "${common[@]}" "${taking[@]}" --token-file --json
+            printf '%s\n' "${common[@]}" "${taking[@]}" --token-file --json --keepalive --pid \
+                --signal --max-hold --keeper-log
             ;;
         release)
             printf '%s\n' "${common[@]}" --token-file --token-env --force
@@ -46,13 +47,14 @@ _rlock_options()
 _rlock_takes_value()
 {
     case $1 in
-        -u | --url | --connect-timeout | --io-timeout | --timeout | --prefix | --config | \
+        -u | --url | --node-timeout | --connect-timeout | --io-timeout | --timeout | --prefix | \
+        --config | \
         --password-file | --cacert | --cert | --key | \
         --sentinel-user | --sentinel-password-file | \
         -t | --ttl | -w | --wait | -E | --conflict-exit-code | \
         --wait-replicas | --wait-timeout | --limit | \
         -c | --command | --signal | --kill-after | --lost-exit-code | \
-        --max-hold | --leftovers | --token-file | --token-env)
+        --max-hold | --leftovers | --token-file | --token-env | --pid | --keeper-log)
             return 0
             ;;
     esac
@@ -153,6 +155,20 @@ _rlock()
             --token-env)
                 _rlock_reply -e -- "$cur"
                 ;;
+            --keeper-log)
+                # A file to append to, or syslog: for syslog.
+                compopt -o filenames 2>/dev/null
+                _rlock_reply -f -- "$cur"
+                [[ syslog: == "$cur"* ]] && COMPREPLY+=(syslog:)
+                ;;
+            --pid)
+                # The process whose life a keepalive hold follows.
+                if declare -F _pids >/dev/null 2>&1; then
+                    _pids
+                else
+                    _rlock_reply -W "$(cd /proc 2>/dev/null && printf '%s ' [0-9]*)" -- "$cur"
+                fi
+                ;;
             -u | --url)
                 _rlock_reply -W 'redis:// rediss:// unix:// redis+sentinel://' -- "$cur"
                 if declare -F __ltrim_colon_completions >/dev/null 2>&1; then
@@ -160,8 +176,8 @@ _rlock()
                 fi
                 compopt -o nospace 2>/dev/null
                 ;;
-            -t | --ttl | -w | --wait | --connect-timeout | --io-timeout | --timeout | \
-            --kill-after | --max-hold | --wait-timeout)
+            -t | --ttl | -w | --wait | --node-timeout | --connect-timeout | --io-timeout | \
+            --timeout | --kill-after | --max-hold | --wait-timeout)
                 _rlock_reply -W '500ms 1s 5s 30s 1m 5m 30m 1h' -- "$cur"
                 ;;
             --limit)

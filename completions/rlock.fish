@@ -3,11 +3,11 @@
 
 # Succeeds if option $argv[1] takes a value in the next word.
 function __rlock_takes_value
-    contains -- $argv[1] -u --url --connect-timeout --io-timeout --timeout --prefix \
+    contains -- $argv[1] -u --url --node-timeout --connect-timeout --io-timeout --timeout --prefix \
         --password-file --cacert --cert --key --sentinel-user --sentinel-password-file \
         --config -t --ttl -w --wait -E --conflict-exit-code --wait-replicas --wait-timeout \
         --limit -c --command --signal --kill-after --lost-exit-code --max-hold --leftovers \
-        --token-file --token-env
+        --token-file --token-env --pid --keeper-log
 end
 
 # Prints three lines about the words before the cursor: the subcommand (or
@@ -118,7 +118,8 @@ complete -c rlock -n __rlock_needs_subcommand -a list -d 'List the locks under t
 set -l __rlock_global '__rlock_needs_subcommand; or __rlock_using run acquire release extend status list'
 complete -c rlock -n $__rlock_global -s h -l help -d 'Print help and exit'
 complete -c rlock -n $__rlock_global -s V -l version -d 'Print version and exit'
-complete -c rlock -n $__rlock_global -s u -l url -x -a 'redis:// rediss:// unix:// redis+sentinel://' -d 'Redis URL'
+complete -c rlock -n $__rlock_global -s u -l url -x -a 'redis:// rediss:// unix:// redis+sentinel://' -d 'Redis URL (once per master for a Redlock quorum)'
+complete -c rlock -n $__rlock_global -l node-timeout -x -d 'With several URLs: the timeout of each master (duration)'
 complete -c rlock -n $__rlock_global -l connect-timeout -x -d 'Connect timeout, name lookup included (duration)'
 complete -c rlock -n $__rlock_global -l io-timeout -x -d 'Per-command timeout (duration)'
 complete -c rlock -n $__rlock_global -l timeout -x -d 'Per-command timeout, as --io-timeout (not the wait)'
@@ -156,6 +157,13 @@ complete -c rlock -n '__rlock_using run' -l lost-exit-code -x -d 'Exit code when
 complete -c rlock -n '__rlock_using run' -l max-hold -x -d 'Hold the lock at most this long'
 complete -c rlock -n '__rlock_using run' -l leftovers -x -a 'wait\t"Keep the lock until they exit" kill\t"End them"' -d 'What to do with processes the command leaves running'
 complete -c rlock -n __rlock_in_child -x -a '(__rlock_complete_child)'
+
+# acquire --keepalive.
+complete -c rlock -n '__rlock_using acquire' -l keepalive -d 'A keeper renews the lock while the calling process lives, then releases it'
+complete -c rlock -n '__rlock_using acquire' -l pid -x -a '(__fish_complete_pids)' -d 'With --keepalive: the process whose life the hold follows'
+complete -c rlock -n '__rlock_using acquire' -l signal -x -a 'TERM INT HUP QUIT USR1 USR2 KILL ALRM SIGTERM SIGINT SIGHUP SIGQUIT SIGUSR1 SIGUSR2 SIGKILL SIGALRM' -d 'With --keepalive: signal sent to that process if the lock is lost'
+complete -c rlock -n '__rlock_using acquire' -l max-hold -x -d 'With --keepalive: give the lock up after this long'
+complete -c rlock -n '__rlock_using acquire' -l keeper-log -r -F -a 'syslog:' -d 'With --keepalive: the keeper logs to this file, or to syslog with syslog:'
 
 # Tokens: acquire writes the token file, release and extend read it.
 complete -c rlock -n '__rlock_using acquire' -l token-file -r -F -d 'Write the token to this file'
