@@ -1,0 +1,155 @@
+#!/usr/bin/env bats
+# Progress while waiting: on a terminal (stderr a tty, TERM not dumb, neither -q nor -v) one
+# line, rewritten in place with "\r" and ESC[K, names the holder (host, pid, command), how long it
+# has held, the queue position and the time spent waiting, and is erased when the wait ends.
+# Without a terminal nothing is printed while waiting, unless -v, which logs each change of
+# queue position on a timestamped line.
+#
+# Terminals are driven by tests/faults/helpers/pty_run.py.
+
+load helpers/common
+load faults/helpers/faults
+load helpers/queue
+
+BATS_TEST_TIMEOUT=90
+
+setup() {
+  queue_setup
+  redis_start
+}
+
+teardown() {
+  common_teardown
+}
+
+# transcript_check PID...: checks the pty transcript $PTY_OUT of a wait that printed a progress
+# line naming each PID (in that order over time): one line, never a newline; each later version
+# comes after "\r" and ESC[K; the last thing printed erases the line.
+transcript_check() {
+  PIDS="$*" perl -0777 -ne '
+    my @pids = split(" ", $ENV{PIDS});
+    my $out = $_;
+    my @why;
+    push @why, "a newline: the line scrolls instead of being rewritten" if $out =~ /\n/;
+    # Versions of the line: the text between rewrites.
+    my @versions = grep { /[[:print:]]/ } split(/\r|\e\[K|\e\[2K/, $out);
+    push @why, "fewer than 2 versions of the line" if @versions < 2;
+    my $at = 0;
+    for my $p (@pids) {
+      my $i = -1;
+      for my $j ($at .. $#versions) { if ($versions[$j] =~ /(^|[^0-9])$p([^0-9]|$)/) { $i = $j; last } }
+      if ($i < 0) { push @why, "no version of the line names pid $p (after the earlier ones)"; last }
+      $at = $i;
+    }
+    # A later version is introduced by "\r" and ESC[K (in either order).
+    my $first = index($out, $pids[0]);
+    my $rest = $first >= 0 ? substr($out, $first) : "";
+    push @why, "no later version after \\r and ESC[K" unless $rest =~ /(\r\e\[2?K|\e\[2?K\r)[^\r\e]*[[:print:]]/;
+    # Erased at the end: the last ESC[K comes after the last version, and only escape
+    # sequences (if anything) follow it.
+    my ($erase, $tail) = (-1, "");
+    while ($out =~ /\e\[2?K/g) { $erase = pos($out) }
+    if ($erase < 0) {
+      push @why, "no ESC[K at all";
+    } else {
+      $tail = substr($out, $erase);
+      (my $printable = $tail) =~ s/\e\[[0-9;?]*[A-Za-z]//g;
+      push @why, "the line is not erased at the end (after the last ESC[K: " .
+        join("", map { sprintf("\\x%02x", ord) } split(//, $tail)) . ")" if $printable =~ /[[:print:]]/;
+    }
+    if (@why) { print join("\n", @why), "\n"; exit 1 }
+  ' "$PTY_OUT" || fail "the progress line is not as it should be (transcript: $(LC_ALL=C cat -v "$PTY_OUT"))"
+}
+
+@test "on a terminal, a waiter shows one line naming the holder and its queue position, rewritten in place and erased at the end" {
+  bg holder rlock run k -- "$CS" "$WLOG" holder 4
+  wait_cs holder holder
+  printf '%s\n' \
+    "expect 15 $holder_pid" \
+    "expect 10 (\\r\\x1b\\[2?K|\\x1b\\[2?K\\r)[^\\r]*$holder_pid" \
+    'wait_exit 30' >"$T/steps"
+  pty_run "$T/steps" --timeout 60 -- env TERM=xterm rlock run k -w 20 -- true ||
+    fail "pty_run failed: $(cat "$T/pty.err")"
+  assert_equal "$PTY_STATUS" 0
+  transcript_check "$holder_pid"
+  local text
+  text=$(LC_ALL=C tr -d '\033' <"$PTY_OUT")
+  [[ $text == *"$(uname -n)"* ]] || fail "the line does not name the holder's host: $(LC_ALL=C cat -v "$PTY_OUT")"
+  [[ $text == *cs* ]] || fail "the line does not name the holder's command: $(LC_ALL=C cat -v "$PTY_OUT")"
+  grep -qiE 'position|queue|in line|#[0-9]' <<<"$text" ||
+    fail "the line does not show the queue position: $(LC_ALL=C cat -v "$PTY_OUT")"
+  bg_wait holder 10
+}
+
+@test "on a terminal, the line follows the queue: the holder, then the next holder" {
+  bg holder rlock run k -- "$CS" "$WLOG" holder 3
+  wait_cs holder holder
+  enqueue w1 k 1 rlock run k -w 30 -- "$CS" "$WLOG" w1 3
+  printf '%s\n' \
+    "expect 15 $holder_pid" \
+    "expect 15 $w1_pid" \
+    'wait_exit 30' >"$T/steps"
+  pty_run "$T/steps" --timeout 60 -- env TERM=xterm rlock run k -w 30 -- true ||
+    fail "pty_run failed: $(cat "$T/pty.err")"
+  assert_equal "$PTY_STATUS" 0
+  transcript_check "$holder_pid" "$w1_pid"
+  wait_all 15 holder w1
+}
+
+@test "on a terminal with TERM=dumb, or with -q, nothing is printed while waiting" {
+  bg holder rlock run k -- "$CS" "$WLOG" holder 2
+  wait_cs holder holder
+  echo 'wait_exit 30' >"$T/steps"
+  pty_run "$T/steps" --timeout 40 -- env TERM=dumb rlock run k -w 20 -- true || fail "pty_run failed: $(cat "$T/pty.err")"
+  assert_equal "$PTY_STATUS" 0
+  [[ ! -s $PTY_OUT ]] || fail "TERM=dumb: printed $(LC_ALL=C cat -v "$PTY_OUT")"
+  bg_wait holder 10
+  bg holder2 rlock run k -- "$CS" "$WLOG" holder2 2
+  wait_cs holder2 holder2
+  pty_run "$T/steps" --timeout 40 -- env TERM=xterm rlock run k -q -w 20 -- true || fail "pty_run failed: $(cat "$T/pty.err")"
+  assert_equal "$PTY_STATUS" 0
+  [[ ! -s $PTY_OUT ]] || fail "-q: printed $(LC_ALL=C cat -v "$PTY_OUT")"
+  bg_wait holder2 10
+}
+
+@test "without a terminal nothing is printed while waiting" {
+  bg holder rlock run k -- "$CS" "$WLOG" holder 2.5
+  wait_cs holder holder
+  TERM=xterm enqueue waiter k 1 rlock run k -w 20 -- true
+  bg_wait waiter 20
+  assert_equal "$BG_STATUS" 0
+  [[ ! -s $T/waiter.err ]] || fail "printed on stderr: $(LC_ALL=C cat -v "$T/waiter.err")"
+  [[ ! -s $T/waiter.out ]] || fail "printed on stdout: $(LC_ALL=C cat -v "$T/waiter.out")"
+}
+
+@test "-v without a terminal logs each change of queue position on a timestamped line" {
+  bg holder rlock run k -- "$CS" "$WLOG" holder "until:$T/go"
+  wait_cs holder holder
+  enqueue w1 k 1 rlock run k -w 30 -- "$CS" "$WLOG" w1 2.5
+  enqueue w2 k 2 rlock run k -v -w 30 -- true
+  wait_until -t 5 grep -qi position "$T/w2.err" || fail "-v says nothing of a position: $(bg_err w2)"
+  touch "$T/go"
+  wait_all 30 holder w1 w2
+  assert_clean_text "$T/w2.err"
+  local lines
+  lines=$(grep -i position "$T/w2.err")
+  # Every such line is timestamped (HH:MM:SS), the first one says 2, a later one 1.
+  run grep -v -E '[0-9]{2}:[0-9]{2}:[0-9]{2}' <<<"$lines"
+  assert_output ""
+  local first
+  first=$(head -n 1 <<<"$lines")
+  [[ $first =~ (^|[^0-9:.])2([^0-9:.]|$) ]] || fail "the first position line does not say 2: $first"
+  tail -n +2 <<<"$lines" | grep -qE '(^|[^0-9:.])1([^0-9:.]|$)' ||
+    fail "no later position line says 1: $(cat "$T/w2.err")"
+}
+
+@test "-v on a terminal logs lines instead of the rewritten progress line" {
+  bg holder rlock run k -- "$CS" "$WLOG" holder 2.5
+  wait_cs holder holder
+  echo 'wait_exit 30' >"$T/steps"
+  pty_run "$T/steps" --timeout 40 -- env TERM=xterm rlock run k -v -w 20 -- true || fail "pty_run failed: $(cat "$T/pty.err")"
+  assert_equal "$PTY_STATUS" 0
+  ! LC_ALL=C grep -q $'\e\\[' "$PTY_OUT" || fail "-v rewrote a line: $(LC_ALL=C cat -v "$PTY_OUT")"
+  grep -qi position "$PTY_OUT" || fail "-v logged no position: $(LC_ALL=C cat -v "$PTY_OUT")"
+  bg_wait holder 10
+}
