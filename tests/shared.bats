@@ -163,8 +163,8 @@ EOF
     start=$(hold_start_ns "$w")
     last=$(awk -v t="$launch" '
       $1 == "start" && $5 == "s" && $2 < t { s[$3] = 1 }
-      ($1 == "end" || $1 == "stop") && ($3 in s) && $2 > m { m = $2 }
-      END { print m + 0 }' "$HLOG")
+      ($1 == "end" || $1 == "stop") && ($3 in s) && (m == "" || $2 + 0 > m + 0) { m = $2 }
+      END { print (m == "" ? 0 : m) }' "$HLOG")
     ((last > launch)) || last=$launch
     wait_ms=$(ms_between "$last" "$start")
     ((wait_ms <= PROMPT_MS + 500)) ||
