@@ -131,15 +131,15 @@ transcript_check() {
   touch "$T/go"
   wait_all 30 holder w1 w2
   assert_clean_text "$T/w2.err"
-  local lines
-  lines=$(grep -i position "$T/w2.err")
+  local plines first
+  plines=$(grep -i position "$T/w2.err")
   # Every such line is timestamped (HH:MM:SS), the first one says 2, a later one 1.
-  run grep -v -E '[0-9]{2}:[0-9]{2}:[0-9]{2}' <<<"$lines"
-  assert_output ""
-  local first
-  first=$(head -n 1 <<<"$lines")
+  if grep -v -E '[0-9]{2}:[0-9]{2}:[0-9]{2}' <<<"$plines"; then
+    fail "a position line without a timestamp: $(cat "$T/w2.err")"
+  fi
+  first=$(head -n 1 <<<"$plines")
   [[ $first =~ (^|[^0-9:.])2([^0-9:.]|$) ]] || fail "the first position line does not say 2: $first"
-  tail -n +2 <<<"$lines" | grep -qE '(^|[^0-9:.])1([^0-9:.]|$)' ||
+  tail -n +2 <<<"$plines" | grep -qE '(^|[^0-9:.])1([^0-9:.]|$)' ||
     fail "no later position line says 1: $(cat "$T/w2.err")"
 }
 

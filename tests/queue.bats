@@ -96,9 +96,9 @@ labels() {
 
 @test "a holder whose lease ran out with waiters queued: -n newcomers never jump ahead of them" {
   redis_start
-  # A holder that never releases: its lease (3s) runs out while w1 and w2 wait, and the lock is
+  # A holder that never releases: its lease (5s) runs out while w1 and w2 wait, and the lock is
   # free until a waiter's heartbeat hands it on. Newcomers with -n must not take it then.
-  acquire_token k -t 3s
+  acquire_token k -t 5s
   queue_waiters 2
   local rcs=() rc attempts=0
   while ! cs_started w2; do
@@ -133,11 +133,14 @@ labels() {
     fail "the queue still has $(queue_length k) waiters $(elapsed_ms "$t0")ms after w2 was killed: $(status_json k)"
   took=$(elapsed_ms "$t0")
   ((took <= LEASE_MS + HEARTBEAT_MS + SLACK_MS)) || fail "w2 left the queue after ${took}ms"
-  assert_equal "$(zcard_q k)" 2
   assert_equal "$(status_json k | jq -c '[.waiters[].pid]')" "[$w1_pid,$w3_pid]"
+  # The queue ZSET may keep the dead entry a while (removed when its lease is found out, or
+  # when the queue drains); status must not count it, and the drained queue must not keep it.
+  echo "# ZCARD of the queue when status said 2: $(zcard_q k)" >&3
   touch "$T/go"
   wait_all 30 holder w1 w3
   assert_equal "$(cs_order)" "holder w1 w3"
+  wait_until -t 2 test "$(zcard_q k)" = 0 || fail "the drained queue still has $(zcard_q k) entries"
   local gap
   gap=$(ms_between "$(cs_end_ns w1)" "$(cs_start_ns w3)")
   ((gap <= PROMPT_MS)) || fail "w3 started ${gap}ms after w1 ended"
