@@ -100,24 +100,27 @@ labels() {
   # free until a waiter's heartbeat hands it on. Newcomers with -n must not take it then.
   acquire_token k -t 5s
   queue_waiters 2
-  local rcs=() rc attempts=0
+  local rc attempts=0 refused=0 gaps=0
   while ! cs_started w2; do
     bg_done w2 && break
+    lock_free k && gaps=$((gaps + 1))
     rc=0
     rlock run k -n -- "$CS" "$WLOG" barger 0 2>>"$T/barger.err" || rc=$?
-    rcs+=("$rc")
     attempts=$((attempts + 1))
+    case $rc in
+      75) refused=$((refused + 1)) ;;
+      # Taking the lock is right once w2 has had its turn (the last attempt may start before
+      # w2's turn and get the lock after it): the witness's order below tells.
+      0) ;;
+      *) fail "a -n newcomer exited $rc: $(tail -n 3 "$T/barger.err")" ;;
+    esac
     ((attempts < 2000)) || fail "w2 did not start; order: $(cs_order)"
   done
   wait_all 30 w1 w2
-  ((attempts > 0)) || fail "no -n attempt was made while the waiters waited"
-  local r
-  for r in "${rcs[@]}"; do
-    [[ $r == 75 ]] || fail "a -n newcomer exited $r (want 75) while waiters were queued: ${rcs[*]}; $(cat "$T/barger.err")"
-  done
-  assert_equal "$(cs_order)" "w1 w2"
+  ((refused > 0)) || fail "no -n attempt was made while the waiters waited"
+  [[ $(cs_order) =~ ^w1\ w2(\ barger)*$ ]] || fail "a -n newcomer jumped ahead of the waiters: $(cs_order)"
   assert_no_overlap
-  echo "# $attempts -n attempts, all 75" >&3
+  echo "# $attempts -n attempts, $refused refused (75); $gaps made while the lock was free" >&3
 }
 
 # --- waiters that die -------------------------------------------------------------------------
@@ -203,15 +206,16 @@ leaves_at_once() {
 @test "--wait running out leaves the queue at once; the next in line is not delayed" {
   redis_start
   hold_k
-  # 2s rather than 1s: w2 must have joined the queue behind w1 before w1 gives up.
+  # 5s rather than 1s: w2 must have joined the queue behind w1 before w1 gives up, also on a
+  # loaded machine with a slow (sanitizer) build.
   local t0 took
   t0=$(now_ms)
-  enqueue w1 k 1 rlock run k -w 2s -- "$CS" "$WLOG" w1 0
+  enqueue w1 k 1 rlock run k -w 5s -- "$CS" "$WLOG" w1 0
   enqueue w2 k 2 rlock run k -w 100 -- "$CS" "$WLOG" w2 0
-  bg_wait w1 10
+  bg_wait w1 15
   took=$(elapsed_ms "$t0")
   assert_equal "$BG_STATUS" 75
-  ((took >= 1900 && took <= 2000 + SLACK_MS)) || fail "-w 2s gave up after ${took}ms"
+  ((took >= 4900 && took <= 5000 + SLACK_MS)) || fail "-w 5s gave up after ${took}ms"
   leaves_at_once w1
 }
 

@@ -116,34 +116,46 @@ hold_order() {
   assert_success
 }
 
-@test "a continuous stream of shared requests: writers never beside anyone, each waits only for the reads granted before it" {
+@test "a continuous stream of shared requests: writers never beside anyone, never overtaken by later reads, nor kept waiting by them" {
   # A shared request every 0.2s, each holding 0.8s (reads always overlap: without writer
   # preference a writer would wait until the stream ends), and a writer (0.3s) after reads 5, 15
-  # and 25 of 45: each has at least 4s of stream behind it.
-  cat >"$T/stream.sh" <<'EOF'
+  # and 25 of 45. Once a writer is seen queued (status --json lists it), the stream goes on;
+  # every read launched from then on must start after the writer's hold ended.
+  cat >"$T/stream.sh" <<'STREAM'
 d=$1 n=$2
 shift 2
 i=1
+wpids=""
 while [ "$i" -le "$n" ]; do
+  echo "launch r$i $("$HOLD" now)" >>"$d/launch"
   (
     HOLD_MODE=s rlock run k -s -w 100 -- "$HOLD" "$HLOG" "r$i" 0.8 2>>"$d/r$i.err"
     echo "r$i $?" >>"$d/rcs"
   ) &
   for w in "$@"; do
     if [ "$w" = "$i" ]; then
-      echo "launch w$i $("$HOLD" now)" >>"$d/launch"
-      (
-        HOLD_MODE=x rlock run k -w 100 -- "$HOLD" "$HLOG" "w$i" 0.3 2>>"$d/w$i.err"
-        echo "w$i $?" >>"$d/rcs"
-      ) &
+      HOLD_MODE=x rlock run k -w 100 -- "$HOLD" "$HLOG" "w$i" 0.3 2>>"$d/w$i.err" &
+      wpid=$!
+      wpids="$wpids $wpid:w$i"
+      j=0
+      until rlock status k --json 2>/dev/null | jq -e --argjson p "$wpid" '[.waiters[]?.pid] | index($p) != null' >/dev/null ||
+        grep -q " w$i x " "$HLOG" || [ "$j" -ge 300 ]; do
+        sleep 0.02
+        j=$((j + 1))
+      done
+      echo "queued w$i $("$HOLD" now)" >>"$d/launch"
     fi
   done
   sleep 0.2
   i=$((i + 1))
 done
+for p in $wpids; do
+  wait "${p%%:*}"
+  echo "${p#*:} $?" >>"$d/rcs"
+done
 wait
 touch "$d/stream.done"
-EOF
+STREAM
   bg stream sh "$T/stream.sh" "$T" 45 5 15 25
   wait_until -t 120 test -e "$T/stream.done" || fail "the stream did not end in 120s: $(hold_order)"
   assert_equal "$(wc -l <"$T/rcs")" 48
@@ -154,22 +166,29 @@ EOF
   local max_shared
   max_shared=$(hold_stat max_shared)
   ((max_shared >= 3)) || fail "the reads did not overlap (at most $max_shared at once)"
-  # Each writer started at most PROMPT_MS (+0.5s for start-up jitter) after the last end of the
-  # reads that had started before it was launched (or after its launch if none had).
-  local w launch start ends last wait_ms
+  local w queued start end late last wait_ms
   for w in w5 w15 w25; do
     assert_equal "$(hold_count "$w")" 1
-    launch=$(awk -v w="$w" '$1 == "launch" && $2 == w { print $3 }' "$T/launch")
+    queued=$(awk -v w="$w" '$1 == "queued" && $2 == w { print $3 }' "$T/launch")
     start=$(hold_start_ns "$w")
-    last=$(awk -v t="$launch" '
-      $1 == "start" && $5 == "s" && $2 < t { s[$3] = 1 }
+    end=$(hold_end_ns "$w")
+    [[ -n $queued && -n $start && -n $end ]] || fail "$w: queued '$queued', start '$start', end '$end'"
+    # Writer preference: no read launched after the writer was queued started before it ended.
+    late=$(awk -v q="$queued" -v we="$end" '
+      FNR == NR { if ($1 == "launch" && $3 + 0 > q + 0) after[$2] = 1; next }
+      $1 == "start" && ($4 in after) && $2 + 0 < we + 0 { printf "%s ", $4 }' "$T/launch" "$HLOG")
+    [[ -z $late ]] || fail "reads launched after $w was queued ran before it ended: $late; order: $(hold_order)"
+    # And it waited only for the reads that ran before it: it started promptly after the last
+    # of them ended (or after it was queued, if they had all ended by then).
+    last=$(awk -v t="$start" '
+      $1 == "start" && $5 == "s" && $2 + 0 < t + 0 { s[$3] = 1 }
       ($1 == "end" || $1 == "stop") && ($3 in s) && (m == "" || $2 + 0 > m + 0) { m = $2 }
       END { print (m == "" ? 0 : m) }' "$HLOG")
-    ((last > launch)) || last=$launch
+    ((last > queued)) || last=$queued
     wait_ms=$(ms_between "$last" "$start")
-    ((wait_ms <= PROMPT_MS + 500)) ||
-      fail "$w started ${wait_ms}ms after the reads granted before it had ended ($(ms_between "$launch" "$start")ms after its launch): $(hold_order)"
-    echo "# $w waited $(ms_between "$launch" "$start")ms, ${wait_ms}ms after the earlier reads ended" >&3
+    ((wait_ms <= PROMPT_MS)) ||
+      fail "$w started ${wait_ms}ms after the reads before it had ended: $(hold_order)"
+    echo "# $w waited $(ms_between "$queued" "$start")ms once queued, ${wait_ms}ms after the reads before it ended" >&3
   done
 }
 
