@@ -61,16 +61,53 @@ transcript_check() {
   ' "$PTY_OUT" || fail "the progress line is not as it should be (transcript: $(LC_ALL=C cat -v "$PTY_OUT"))"
 }
 
+# pty_bg STEPS CMD...: runs CMD under a pty (helpers/pty_run.py with the steps in file STEPS) in
+# the background as "pty", so that the test can release holders once the terminal shows what it
+# waits for. Sets PTY_OUT (the transcript) and PTY_MARKS (the steps done, see pty_run.py).
+pty_bg() {
+  local steps=$1
+  shift
+  PTY_OUT=$T/pty.out
+  PTY_MARKS=$T/pty.marks
+  rm -f "$PTY_OUT" "$PTY_MARKS" "$T/pty.status"
+  : >"$PTY_MARKS"
+  bg pty "$FAULTS_PYTHON" "$FAULTS_HELPERS/pty_run.py" --steps "$steps" --out "$PTY_OUT" --marks "$PTY_MARKS" \
+    --status "$T/pty.status" --timeout 80 -- "$@"
+}
+
+# step_done TEXT: whether the pty driver has done a step starting with TEXT.
+step_done() {
+  MARK=$1 awk 'index(substr($0, index($0, " ") + 1), ENVIRON["MARK"]) == 1 { found = 1 } END { exit !found }' "$PTY_MARKS"
+}
+
+# wait_step TEXT [SECONDS]: waits (default 30s) until the pty driver has done the step TEXT.
+wait_step() {
+  wait_until -t "${2:-30}" _step_done_or_over "$1" || true
+  step_done "$1" && return 0
+  fail "the terminal did not show what step '$1' expects: $(cat "$T/pty.err" 2>/dev/null)
+transcript: $(LC_ALL=C cat -v "$PTY_OUT" 2>/dev/null)"
+}
+_step_done_or_over() { step_done "$1" || bg_done pty; }
+
+# pty_end: waits for the driver to finish; the command under the pty must have exited 0.
+pty_end() {
+  bg_wait pty 60
+  [[ $BG_STATUS == 0 ]] || fail "pty_run exited $BG_STATUS: $(bg_err pty)
+transcript: $(LC_ALL=C cat -v "$PTY_OUT" 2>/dev/null)"
+  assert_equal "$(cat "$T/pty.status" 2>/dev/null)" 0
+}
+
 @test "on a terminal, a waiter shows one line naming the holder and its queue position, rewritten in place and erased at the end" {
-  bg holder rlock run k -- "$CS" "$WLOG" holder 4
+  bg holder rlock run k -- "$CS" "$WLOG" holder "until:$T/go"
   wait_cs holder holder
   printf '%s\n' \
-    "expect 15 $holder_pid" \
-    "expect 10 (\\r\\x1b\\[2?K|\\x1b\\[2?K\\r)[^\\r]*$holder_pid" \
-    'wait_exit 30' >"$T/steps"
-  pty_run "$T/steps" --timeout 60 -- env TERM=xterm rlock run k -w 20 -- true ||
-    fail "pty_run failed: $(cat "$T/pty.err")"
-  assert_equal "$PTY_STATUS" 0
+    "expect 30 $holder_pid" \
+    "expect 30 (\\r\\x1b\\[2?K|\\x1b\\[2?K\\r)[^\\r]*$holder_pid" \
+    'wait_exit 60' >"$T/steps"
+  pty_bg "$T/steps" env TERM=xterm rlock run k -w 60 -- true
+  wait_step "expect 30 ("
+  touch "$T/go"
+  pty_end
   transcript_check "$holder_pid"
   local text
   text=$(LC_ALL=C tr -d '\033' <"$PTY_OUT")
@@ -82,53 +119,78 @@ transcript_check() {
 }
 
 @test "on a terminal, the line follows the queue: the holder, then the next holder" {
-  bg holder rlock run k -- "$CS" "$WLOG" holder 3
+  bg holder rlock run k -- "$CS" "$WLOG" holder "until:$T/go.holder"
   wait_cs holder holder
-  enqueue w1 k 1 rlock run k -w 30 -- "$CS" "$WLOG" w1 3
+  enqueue w1 k 1 rlock run k -w 60 -- "$CS" "$WLOG" w1 "until:$T/go.w1"
   printf '%s\n' \
-    "expect 15 $holder_pid" \
-    "expect 15 $w1_pid" \
-    'wait_exit 30' >"$T/steps"
-  pty_run "$T/steps" --timeout 60 -- env TERM=xterm rlock run k -w 30 -- true ||
-    fail "pty_run failed: $(cat "$T/pty.err")"
-  assert_equal "$PTY_STATUS" 0
+    "expect 30 $holder_pid" \
+    "expect 30 $w1_pid" \
+    'wait_exit 60' >"$T/steps"
+  pty_bg "$T/steps" env TERM=xterm rlock run k -w 60 -- true
+  wait_step "expect 30 $holder_pid"
+  touch "$T/go.holder"
+  wait_step "expect 30 $w1_pid"
+  touch "$T/go.w1"
+  pty_end
   transcript_check "$holder_pid" "$w1_pid"
   wait_all 15 holder w1
 }
 
-@test "on a terminal with TERM=dumb, or with -q, nothing is printed while waiting" {
-  bg holder rlock run k -- "$CS" "$WLOG" holder 2
+# quiet_on_terminal ENV...: a waiter under a pty with the environment ENV (for env(1)) and the
+# options in QUIET_OPTS prints nothing while it waits (1.5s) nor when it gets the lock.
+quiet_on_terminal() {
+  bg holder rlock run k -- "$CS" "$WLOG" holder "until:$T/go"
   wait_cs holder holder
-  echo 'wait_exit 30' >"$T/steps"
-  pty_run "$T/steps" --timeout 40 -- env TERM=dumb rlock run k -w 20 -- true || fail "pty_run failed: $(cat "$T/pty.err")"
-  assert_equal "$PTY_STATUS" 0
-  [[ ! -s $PTY_OUT ]] || fail "TERM=dumb: printed $(LC_ALL=C cat -v "$PTY_OUT")"
+  echo 'wait_exit 60' >"$T/steps"
+  pty_bg "$T/steps" env "$@" rlock run k "${QUIET_OPTS[@]}" -w 60 -- true
+  wait_until -t 15 queue_is k 1 || fail "the waiter did not queue: $(status_json k)"
+  # Long enough for a progress line to show (it names how long the holder has held).
+  sleep 1.5
+  touch "$T/go"
+  pty_end
+  [[ ! -s $PTY_OUT ]] || fail "printed $(LC_ALL=C cat -v "$PTY_OUT")"
   bg_wait holder 10
-  bg holder2 rlock run k -- "$CS" "$WLOG" holder2 2
-  wait_cs holder2 holder2
-  pty_run "$T/steps" --timeout 40 -- env TERM=xterm rlock run k -q -w 20 -- true || fail "pty_run failed: $(cat "$T/pty.err")"
-  assert_equal "$PTY_STATUS" 0
-  [[ ! -s $PTY_OUT ]] || fail "-q: printed $(LC_ALL=C cat -v "$PTY_OUT")"
-  bg_wait holder2 10
+}
+
+@test "on a terminal with TERM=dumb nothing is printed while waiting" {
+  QUIET_OPTS=()
+  quiet_on_terminal TERM=dumb
+}
+
+@test "on a terminal with -q nothing is printed while waiting" {
+  QUIET_OPTS=(-q)
+  quiet_on_terminal TERM=xterm
 }
 
 @test "without a terminal nothing is printed while waiting" {
-  bg holder rlock run k -- "$CS" "$WLOG" holder 2.5
+  bg holder rlock run k -- "$CS" "$WLOG" holder "until:$T/go"
   wait_cs holder holder
-  TERM=xterm enqueue waiter k 1 rlock run k -w 20 -- true
+  TERM=xterm enqueue waiter k 1 rlock run k -w 30 -- true
+  # Long enough for a progress line to show (it names how long the holder has held).
+  sleep 1.5
+  touch "$T/go"
   bg_wait waiter 20
   assert_equal "$BG_STATUS" 0
   [[ ! -s $T/waiter.err ]] || fail "printed on stderr: $(LC_ALL=C cat -v "$T/waiter.err")"
   [[ ! -s $T/waiter.out ]] || fail "printed on stdout: $(LC_ALL=C cat -v "$T/waiter.out")"
 }
 
+# Whether a position line of w2's log after the first says 1.
+_later_position_says_1() {
+  grep -i position "$T/w2.err" | tail -n +2 | grep -qE '(^|[^0-9:.])1([^0-9:.]|$)'
+}
+
 @test "-v without a terminal logs each change of queue position on a timestamped line" {
   bg holder rlock run k -- "$CS" "$WLOG" holder "until:$T/go"
   wait_cs holder holder
-  enqueue w1 k 1 rlock run k -w 30 -- "$CS" "$WLOG" w1 2.5
+  enqueue w1 k 1 rlock run k -w 30 -- "$CS" "$WLOG" w1 "until:$T/go.w1"
   enqueue w2 k 2 rlock run k -v -w 30 -- true
   wait_until -t 5 grep -qi position "$T/w2.err" || fail "-v says nothing of a position: $(bg_err w2)"
   touch "$T/go"
+  # w2 moves up to position 1 once w1 holds the lock; it says so within a heartbeat or two.
+  wait_cs w1 w1
+  wait_until -t 5 _later_position_says_1 || fail "w2 did not log its move to position 1: $(bg_err w2)"
+  touch "$T/go.w1"
   wait_all 30 holder w1 w2
   assert_clean_text "$T/w2.err"
   local plines first
@@ -144,12 +206,13 @@ transcript_check() {
 }
 
 @test "-v on a terminal logs lines instead of the rewritten progress line" {
-  bg holder rlock run k -- "$CS" "$WLOG" holder 2.5
+  bg holder rlock run k -- "$CS" "$WLOG" holder "until:$T/go"
   wait_cs holder holder
-  echo 'wait_exit 30' >"$T/steps"
-  pty_run "$T/steps" --timeout 40 -- env TERM=xterm rlock run k -v -w 20 -- true || fail "pty_run failed: $(cat "$T/pty.err")"
-  assert_equal "$PTY_STATUS" 0
+  printf '%s\n' 'expect 30 (?i)position' 'wait_exit 60' >"$T/steps"
+  pty_bg "$T/steps" env TERM=xterm rlock run k -v -w 60 -- true
+  wait_step "expect 30 (?i)position"
+  touch "$T/go"
+  pty_end
   ! LC_ALL=C grep -q $'\e\\[' "$PTY_OUT" || fail "-v rewrote a line: $(LC_ALL=C cat -v "$PTY_OUT")"
-  grep -qi position "$PTY_OUT" || fail "-v logged no position: $(LC_ALL=C cat -v "$PTY_OUT")"
   bg_wait holder 10
 }

@@ -188,7 +188,11 @@ STREAM
     wait_ms=$(ms_between "$last" "$start")
     ((wait_ms <= PROMPT_MS)) ||
       fail "$w started ${wait_ms}ms after the reads before it had ended: $(hold_order)"
-    echo "# $w waited $(ms_between "$queued" "$start")ms once queued, ${wait_ms}ms after the reads before it ended" >&3
+    if ((start < queued)); then
+      echo "# $w held the lock before it was seen queued" >&3
+    else
+      echo "# $w waited $(ms_between "$queued" "$start")ms once seen queued, ${wait_ms}ms after the reads before it ended" >&3
+    fi
   done
 }
 
