@@ -38,10 +38,13 @@ _hold_started_or_done() { hold_started "$1" || bg_done "$1"; }
 
 @test "--limit 3 with 12 contenders: never more than 3 at once, slots 1..3 never shared at once, all ran once, fences increase" {
   local i names=()
+  # All 12 start at once: each waits for $T/start before it runs rlock.
   for i in $(seq 1 12); do
-    HOLD_MODE=n bg "c$i" rlock run k --limit 3 -w 100 -- "$HOLD" "$HLOG" "c$i" 0.5
+    HOLD_MODE=n bg "c$i" sh -c 'while [ ! -e "$0" ]; do sleep 0.01; done; exec "$@"' "$T/start" \
+      rlock run k --limit 3 -w 100 -- "$HOLD" "$HLOG" "c$i" 0.5
     names+=("c$i")
   done
+  touch "$T/start"
   wait_all 90 "${names[@]}"
   assert_holds_ok 3
   assert_equal "$(hold_stat sections)" 12
