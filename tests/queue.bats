@@ -197,6 +197,26 @@ ms_of_free_run() {
   echo "# w2 started ${gap}ms after the release" >&3
 }
 
+@test "the head waiter stopped when the lock is handed to it: after the claim window the next gets it, stopped or not" {
+  redis_start
+  hold_k
+  queue_waiters 2
+  # w1 cannot claim the grant it gets at the release (stopped): the grant must go on to w2 once
+  # the claim window has passed, although w1 is still there (stopped, not dead).
+  kill -STOP "$w1_pid"
+  touch "$T/go"
+  wait_until -t $(((CLAIM_MS + HEARTBEAT_MS + SLACK_MS) / 1000 + 5)) cs_started w2 ||
+    fail "w2 did not start while w1 was stopped; order: $(cs_order); status: $(status_json k)"
+  local gap
+  gap=$(ms_between "$(cs_end_ns holder)" "$(cs_start_ns w2)")
+  ((gap <= CLAIM_MS + HEARTBEAT_MS + SLACK_MS)) || fail "w2 started ${gap}ms after the holder released"
+  kill -KILL "$w1_pid"
+  wait_all 30 holder w2
+  assert_equal "$(cs_order)" "holder w2"
+  assert_no_overlap
+  echo "# w2 started ${gap}ms after the release" >&3
+}
+
 # --- waiters that give up ---------------------------------------------------------------------
 
 # leaves_at_once NAME: NAME (w1, first in the queue, w2 behind it) has just ended; the queue must
