@@ -1,0 +1,218 @@
+#!/usr/bin/env bats
+# Progress while waiting: on a terminal (stderr a tty, TERM not dumb, neither -q nor -v) one
+# line, rewritten in place with "\r" and ESC[K, names the holder (host, pid, command), how long it
+# has held, the queue position and the time spent waiting, and is erased when the wait ends.
+# Without a terminal nothing is printed while waiting, unless -v, which logs each change of
+# queue position on a timestamped line.
+#
+# Terminals are driven by tests/faults/helpers/pty_run.py.
+
+load helpers/common
+load faults/helpers/faults
+load helpers/queue
+
+BATS_TEST_TIMEOUT=90
+
+setup() {
+  queue_setup
+  redis_start
+}
+
+teardown() {
+  common_teardown
+}
+
+# transcript_check PID...: checks the pty transcript $PTY_OUT of a wait that printed a progress
+# line naming each PID (in that order over time): one line, never a newline; each later version
+# comes after "\r" and ESC[K; the last thing printed erases the line.
+transcript_check() {
+  PIDS="$*" perl -0777 -ne '
+    my @pids = split(" ", $ENV{PIDS});
+    my $out = $_;
+    my @why;
+    push @why, "a newline: the line scrolls instead of being rewritten" if $out =~ /\n/;
+    # Versions of the line: the text between rewrites.
+    my @versions = grep { /[[:print:]]/ } split(/\r|\e\[K|\e\[2K/, $out);
+    push @why, "fewer than 2 versions of the line" if @versions < 2;
+    my $at = 0;
+    for my $p (@pids) {
+      my $i = -1;
+      for my $j ($at .. $#versions) { if ($versions[$j] =~ /(^|[^0-9])$p([^0-9]|$)/) { $i = $j; last } }
+      if ($i < 0) { push @why, "no version of the line names pid $p (after the earlier ones)"; last }
+      $at = $i;
+    }
+    # A later version is introduced by "\r" and ESC[K (in either order).
+    my $first = index($out, $pids[0]);
+    my $rest = $first >= 0 ? substr($out, $first) : "";
+    push @why, "no later version after \\r and ESC[K" unless $rest =~ /(\r\e\[2?K|\e\[2?K\r)[^\r\e]*[[:print:]]/;
+    # Erased at the end: the last ESC[K comes after the last version, and only escape
+    # sequences (if anything) follow it.
+    my ($erase, $tail) = (-1, "");
+    while ($out =~ /\e\[2?K/g) { $erase = pos($out) }
+    if ($erase < 0) {
+      push @why, "no ESC[K at all";
+    } else {
+      $tail = substr($out, $erase);
+      (my $printable = $tail) =~ s/\e\[[0-9;?]*[A-Za-z]//g;
+      push @why, "the line is not erased at the end (after the last ESC[K: " .
+        join("", map { sprintf("\\x%02x", ord) } split(//, $tail)) . ")" if $printable =~ /[[:print:]]/;
+    }
+    if (@why) { print join("\n", @why), "\n"; exit 1 }
+  ' "$PTY_OUT" || fail "the progress line is not as it should be (transcript: $(LC_ALL=C cat -v "$PTY_OUT"))"
+}
+
+# pty_bg STEPS CMD...: runs CMD under a pty (helpers/pty_run.py with the steps in file STEPS) in
+# the background as "pty", so that the test can release holders once the terminal shows what it
+# waits for. Sets PTY_OUT (the transcript) and PTY_MARKS (the steps done, see pty_run.py).
+pty_bg() {
+  local steps=$1
+  shift
+  PTY_OUT=$T/pty.out
+  PTY_MARKS=$T/pty.marks
+  rm -f "$PTY_OUT" "$PTY_MARKS" "$T/pty.status"
+  : >"$PTY_MARKS"
+  bg pty "$FAULTS_PYTHON" "$FAULTS_HELPERS/pty_run.py" --steps "$steps" --out "$PTY_OUT" --marks "$PTY_MARKS" \
+    --status "$T/pty.status" --timeout 80 -- "$@"
+}
+
+# step_done TEXT: whether the pty driver has done a step starting with TEXT.
+step_done() {
+  MARK=$1 awk 'index(substr($0, index($0, " ") + 1), ENVIRON["MARK"]) == 1 { found = 1 } END { exit !found }' "$PTY_MARKS"
+}
+
+# wait_step TEXT [SECONDS]: waits (default 30s) until the pty driver has done the step TEXT.
+wait_step() {
+  wait_until -t "${2:-30}" _step_done_or_over "$1" || true
+  step_done "$1" && return 0
+  fail "the terminal did not show what step '$1' expects: $(cat "$T/pty.err" 2>/dev/null)
+transcript: $(LC_ALL=C cat -v "$PTY_OUT" 2>/dev/null)"
+}
+_step_done_or_over() { step_done "$1" || bg_done pty; }
+
+# pty_end: waits for the driver to finish; the command under the pty must have exited 0.
+pty_end() {
+  bg_wait pty 60
+  [[ $BG_STATUS == 0 ]] || fail "pty_run exited $BG_STATUS: $(bg_err pty)
+transcript: $(LC_ALL=C cat -v "$PTY_OUT" 2>/dev/null)"
+  assert_equal "$(cat "$T/pty.status" 2>/dev/null)" 0
+}
+
+@test "on a terminal, a waiter shows one line naming the holder and its queue position, rewritten in place and erased at the end" {
+  bg holder rlock run k -- "$CS" "$WLOG" holder "until:$T/go"
+  wait_cs holder holder
+  printf '%s\n' \
+    "expect 30 $holder_pid" \
+    "expect 30 (\\r\\x1b\\[2?K|\\x1b\\[2?K\\r)[^\\r]*$holder_pid" \
+    'wait_exit 60' >"$T/steps"
+  pty_bg "$T/steps" env TERM=xterm rlock run k -w 60 -- true
+  wait_step "expect 30 ("
+  touch "$T/go"
+  pty_end
+  transcript_check "$holder_pid"
+  local text
+  text=$(LC_ALL=C tr -d '\033' <"$PTY_OUT")
+  [[ $text == *"$(uname -n)"* ]] || fail "the line does not name the holder's host: $(LC_ALL=C cat -v "$PTY_OUT")"
+  [[ $text == *cs* ]] || fail "the line does not name the holder's command: $(LC_ALL=C cat -v "$PTY_OUT")"
+  grep -qiE 'position|queue|in line|#[0-9]' <<<"$text" ||
+    fail "the line does not show the queue position: $(LC_ALL=C cat -v "$PTY_OUT")"
+  bg_wait holder 10
+}
+
+@test "on a terminal, the line follows the queue: the holder, then the next holder" {
+  bg holder rlock run k -- "$CS" "$WLOG" holder "until:$T/go.holder"
+  wait_cs holder holder
+  enqueue w1 k 1 rlock run k -w 60 -- "$CS" "$WLOG" w1 "until:$T/go.w1"
+  printf '%s\n' \
+    "expect 30 $holder_pid" \
+    "expect 30 $w1_pid" \
+    'wait_exit 60' >"$T/steps"
+  pty_bg "$T/steps" env TERM=xterm rlock run k -w 60 -- true
+  wait_step "expect 30 $holder_pid"
+  touch "$T/go.holder"
+  wait_step "expect 30 $w1_pid"
+  touch "$T/go.w1"
+  pty_end
+  transcript_check "$holder_pid" "$w1_pid"
+  wait_all 15 holder w1
+}
+
+# quiet_on_terminal ENV...: a waiter under a pty with the environment ENV (for env(1)) and the
+# options in QUIET_OPTS prints nothing while it waits (1.5s) nor when it gets the lock.
+quiet_on_terminal() {
+  bg holder rlock run k -- "$CS" "$WLOG" holder "until:$T/go"
+  wait_cs holder holder
+  echo 'wait_exit 60' >"$T/steps"
+  pty_bg "$T/steps" env "$@" rlock run k "${QUIET_OPTS[@]}" -w 60 -- true
+  wait_until -t 15 queue_is k 1 || fail "the waiter did not queue: $(status_json k)"
+  # Long enough for a progress line to show (it names how long the holder has held).
+  sleep 1.5
+  touch "$T/go"
+  pty_end
+  [[ ! -s $PTY_OUT ]] || fail "printed $(LC_ALL=C cat -v "$PTY_OUT")"
+  bg_wait holder 10
+}
+
+@test "on a terminal with TERM=dumb nothing is printed while waiting" {
+  QUIET_OPTS=()
+  quiet_on_terminal TERM=dumb
+}
+
+@test "on a terminal with -q nothing is printed while waiting" {
+  QUIET_OPTS=(-q)
+  quiet_on_terminal TERM=xterm
+}
+
+@test "without a terminal nothing is printed while waiting" {
+  bg holder rlock run k -- "$CS" "$WLOG" holder "until:$T/go"
+  wait_cs holder holder
+  TERM=xterm enqueue waiter k 1 rlock run k -w 30 -- true
+  # Long enough for a progress line to show (it names how long the holder has held).
+  sleep 1.5
+  touch "$T/go"
+  bg_wait waiter 20
+  assert_equal "$BG_STATUS" 0
+  [[ ! -s $T/waiter.err ]] || fail "printed on stderr: $(LC_ALL=C cat -v "$T/waiter.err")"
+  [[ ! -s $T/waiter.out ]] || fail "printed on stdout: $(LC_ALL=C cat -v "$T/waiter.out")"
+}
+
+# Whether a position line of w2's log after the first says 1.
+_later_position_says_1() {
+  grep -i position "$T/w2.err" | tail -n +2 | grep -qE '(^|[^0-9:.])1([^0-9:.]|$)'
+}
+
+@test "-v without a terminal logs each change of queue position on a timestamped line" {
+  bg holder rlock run k -- "$CS" "$WLOG" holder "until:$T/go"
+  wait_cs holder holder
+  enqueue w1 k 1 rlock run k -w 30 -- "$CS" "$WLOG" w1 "until:$T/go.w1"
+  enqueue w2 k 2 rlock run k -v -w 30 -- true
+  wait_until -t 5 grep -qi position "$T/w2.err" || fail "-v says nothing of a position: $(bg_err w2)"
+  touch "$T/go"
+  # w2 moves up to position 1 once w1 holds the lock; it says so within a heartbeat or two.
+  wait_cs w1 w1
+  wait_until -t 5 _later_position_says_1 || fail "w2 did not log its move to position 1: $(bg_err w2)"
+  touch "$T/go.w1"
+  wait_all 30 holder w1 w2
+  assert_clean_text "$T/w2.err"
+  local plines first
+  plines=$(grep -i position "$T/w2.err")
+  # Every such line is timestamped (HH:MM:SS), the first one says 2, a later one 1.
+  if grep -v -E '[0-9]{2}:[0-9]{2}:[0-9]{2}' <<<"$plines"; then
+    fail "a position line without a timestamp: $(cat "$T/w2.err")"
+  fi
+  first=$(head -n 1 <<<"$plines")
+  [[ $first =~ (^|[^0-9:.])2([^0-9:.]|$) ]] || fail "the first position line does not say 2: $first"
+  tail -n +2 <<<"$plines" | grep -qE '(^|[^0-9:.])1([^0-9:.]|$)' ||
+    fail "no later position line says 1: $(cat "$T/w2.err")"
+}
+
+@test "-v on a terminal logs lines instead of the rewritten progress line" {
+  bg holder rlock run k -- "$CS" "$WLOG" holder "until:$T/go"
+  wait_cs holder holder
+  printf '%s\n' 'expect 30 (?i)position' 'wait_exit 60' >"$T/steps"
+  pty_bg "$T/steps" env TERM=xterm rlock run k -v -w 60 -- true
+  wait_step "expect 30 (?i)position"
+  touch "$T/go"
+  pty_end
+  ! LC_ALL=C grep -q $'\e\\[' "$PTY_OUT" || fail "-v rewrote a line: $(LC_ALL=C cat -v "$PTY_OUT")"
+  bg_wait holder 10
+}

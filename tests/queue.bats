@@ -1,0 +1,486 @@
+#!/usr/bin/env bats
+# Waiting in a FIFO queue: waiters get the lock in the order they queued, once each; newcomers
+# (even -n) never jump ahead; a waiter that dies, gives up or is interrupted stops delaying the
+# others within the documented bounds; a crashed holder, a Redis restart and a Sentinel failover
+# do not lose or duplicate anyone; status shows the queue; the same on a Redis Cluster.
+#
+# Bounds (see helpers/queue.bash): heartbeat H = 1s, queue lease L = 3s, claim window 2s, plus
+# SLACK_MS for a loaded machine. Critical sections are witnessed by tests/faults/helpers/cs.
+
+load helpers/common
+load helpers/servers
+load faults/helpers/faults
+load helpers/queue
+
+BATS_TEST_TIMEOUT=150
+
+setup() {
+  queue_setup
+}
+
+teardown() {
+  common_teardown
+}
+
+# hold_k: a background `rlock run k` (as "holder") whose critical section lasts until $T/go
+# exists; waits until the section has started.
+hold_k() {
+  bg holder rlock run k "$@" -- "$CS" "$WLOG" holder "until:$T/go"
+  wait_cs holder holder
+}
+
+# queue_waiters N [RUN OPTIONS...]: waiters w1..wN, each `rlock run k -w 100 OPTIONS` with a
+# critical section of 0.1s, started one after the other: wI only once the queue has I-1 waiters
+# and wI has joined it. Sets WAITERS to their names.
+queue_waiters() {
+  local n=$1 i
+  shift
+  WAITERS=()
+  for i in $(seq 1 "$n"); do
+    enqueue "w$i" k "$i" rlock run k -w 100 "$@" -- "$CS" "$WLOG" "w$i" 0.1
+    WAITERS+=("w$i")
+  done
+}
+
+# The labels w1..wN, space separated.
+labels() {
+  local i out=()
+  for i in $(seq 1 "$1"); do out+=("w$i"); done
+  echo "${out[*]}"
+}
+
+# --- order ------------------------------------------------------------------------------------
+
+@test "16 waiters queued one after the other get the lock once each, in that order" {
+  redis_start
+  hold_k
+  queue_waiters 16
+  assert_equal "$(zcard_q k)" 16
+  touch "$T/go"
+  wait_all 90 holder "${WAITERS[@]}"
+  assert_no_overlap
+  assert_equal "$(cs_order)" "holder $(labels 16)"
+  assert_each_once holder "${WAITERS[@]}"
+  assert_equal "$(queue_length k)" 0
+  assert_equal "$(zcard_q k)" 0
+  assert lock_free k
+}
+
+# --- no barging -------------------------------------------------------------------------------
+
+# ms_of_free_run: how many ms `rlock run -n` of a free key takes now (what "at once" is on this
+# machine, under its current load).
+ms_of_free_run() {
+  local t0
+  t0=$(now_ms)
+  rlock run "free-$RANDOM" -n -- true || fail "rlock run of a free key failed"
+  elapsed_ms "$t0"
+}
+
+@test "-n with waiters queued exits 75 at once, runs nothing and does not queue; once drained, -n takes the lock at once" {
+  redis_start
+  hold_k
+  queue_waiters 2
+  local i t0 took ref
+  for i in 1 2 3; do
+    ref=$(ms_of_free_run)
+    t0=$(now_ms)
+    run --separate-stderr rlock run k -n -- "$CS" "$WLOG" barger 0
+    took=$(elapsed_ms "$t0")
+    assert_failure 75
+    ((took <= 3 * ref + 700)) || fail "-n took ${took}ms to give up (a run on a free key took ${ref}ms)"
+    assert_equal "$(queue_length k)" 2
+    assert_equal "$(zcard_q k)" 2
+  done
+  touch "$T/go"
+  wait_all 30 holder w1 w2
+  assert_equal "$(cs_order)" "holder w1 w2"
+  ref=$(ms_of_free_run)
+  t0=$(now_ms)
+  run --separate-stderr rlock run k -n -- "$CS" "$WLOG" late 0
+  took=$(elapsed_ms "$t0")
+  assert_success
+  ((took <= 3 * ref + 700)) || fail "-n on a free lock with an empty queue took ${took}ms (a run on a free key took ${ref}ms)"
+  assert_equal "$(cs_order)" "holder w1 w2 late"
+  assert_no_overlap
+}
+
+@test "a holder whose lease ran out with waiters queued: -n newcomers never jump ahead of them" {
+  redis_start
+  # A holder that never releases: its lease (8s, time for w1 and w2 to queue on a loaded
+  # machine) runs out while they wait, and the lock is free until a waiter's heartbeat hands it
+  # on. Newcomers with -n must not take it then.
+  acquire_token k -t 8s
+  queue_waiters 2
+  local rc attempts=0 refused=0 gaps=0
+  while ! cs_started w2; do
+    bg_done w2 && break
+    lock_free k && gaps=$((gaps + 1))
+    rc=0
+    rlock run k -n -- "$CS" "$WLOG" barger 0 2>>"$T/barger.err" || rc=$?
+    attempts=$((attempts + 1))
+    case $rc in
+      75) refused=$((refused + 1)) ;;
+      # Taking the lock is right once w2 has had its turn (the last attempt may start before
+      # w2's turn and get the lock after it): the witness's order below tells.
+      0) ;;
+      *) fail "a -n newcomer exited $rc: $(tail -n 3 "$T/barger.err")" ;;
+    esac
+    ((attempts < 2000)) || fail "w2 did not start; order: $(cs_order)"
+  done
+  wait_all 30 w1 w2
+  ((refused > 0)) || fail "no -n attempt was made while the waiters waited"
+  [[ $(cs_order) =~ ^w1\ w2(\ barger)*$ ]] || fail "a -n newcomer jumped ahead of the waiters: $(cs_order)"
+  assert_no_overlap
+  echo "# $attempts -n attempts, $refused refused (75); $gaps made while the lock was free" >&3
+}
+
+# --- waiters that die -------------------------------------------------------------------------
+
+@test "a queued waiter killed with SIGKILL leaves the queue within L + H; the others go on in order" {
+  redis_start
+  hold_k
+  queue_waiters 3
+  local t0 took
+  t0=$(now_ms)
+  kill -KILL "$w2_pid"
+  wait_until -t $(((LEASE_MS + HEARTBEAT_MS + SLACK_MS) / 1000)) queue_is k 2 ||
+    fail "the queue still has $(queue_length k) waiters $(elapsed_ms "$t0")ms after w2 was killed: $(status_json k)"
+  took=$(elapsed_ms "$t0")
+  ((took <= LEASE_MS + HEARTBEAT_MS + SLACK_MS)) || fail "w2 left the queue after ${took}ms"
+  assert_equal "$(status_json k | jq -c '[.waiters[].pid]')" "[$w1_pid,$w3_pid]"
+  # The queue ZSET may keep the dead entry a while (removed when its lease is found out, or
+  # when the queue drains); status must not count it, and the drained queue must not keep it.
+  echo "# ZCARD of the queue when status said 2: $(zcard_q k)" >&3
+  touch "$T/go"
+  wait_all 30 holder w1 w3
+  assert_equal "$(cs_order)" "holder w1 w3"
+  wait_until -t 2 test "$(zcard_q k)" = 0 || fail "the drained queue still has $(zcard_q k) entries"
+  local gap
+  gap=$(ms_between "$(cs_end_ns w1)" "$(cs_start_ns w3)")
+  ((gap <= PROMPT_MS)) || fail "w3 started ${gap}ms after w1 ended"
+  assert_no_overlap
+  echo "# w2 left the queue ${took}ms after SIGKILL" >&3
+}
+
+@test "a queued waiter killed just before its turn delays the next by at most the claim window + H" {
+  redis_start
+  hold_k
+  queue_waiters 3
+  kill -KILL "$w2_pid"
+  touch "$T/go"
+  wait_all 30 holder w1 w3
+  assert_equal "$(cs_order)" "holder w1 w3"
+  local gap
+  gap=$(ms_between "$(cs_end_ns w1)" "$(cs_start_ns w3)")
+  ((gap <= CLAIM_MS + HEARTBEAT_MS + SLACK_MS)) || fail "w3 started ${gap}ms after w1 released"
+  assert_no_overlap
+  echo "# w3 started ${gap}ms after w1 released" >&3
+}
+
+@test "the head waiter stopped, granted the lock, then killed: the next gets it within the claim window + H" {
+  redis_start
+  hold_k
+  queue_waiters 2
+  # w1 cannot claim the grant it gets at the release (stopped), and then dies.
+  kill -STOP "$w1_pid"
+  touch "$T/go"
+  bg_wait holder 10
+  assert_equal "$BG_STATUS" 0
+  kill -KILL "$w1_pid"
+  wait_all 30 w2
+  assert_equal "$(cs_order)" "holder w2"
+  local gap
+  gap=$(ms_between "$(cs_end_ns holder)" "$(cs_start_ns w2)")
+  ((gap <= CLAIM_MS + HEARTBEAT_MS + SLACK_MS)) || fail "w2 started ${gap}ms after the holder released"
+  assert_no_overlap
+  echo "# w2 started ${gap}ms after the release" >&3
+}
+
+@test "the head waiter stopped when the lock is handed to it: after the claim window the next gets it, stopped or not" {
+  redis_start
+  hold_k
+  queue_waiters 2
+  # w1 cannot claim the grant it gets at the release (stopped): the grant must go on to w2 once
+  # the claim window has passed, although w1 is still there (stopped, not dead).
+  kill -STOP "$w1_pid"
+  touch "$T/go"
+  wait_until -t $(((CLAIM_MS + HEARTBEAT_MS + SLACK_MS) / 1000 + 5)) cs_started w2 ||
+    fail "w2 did not start while w1 was stopped; order: $(cs_order); status: $(status_json k)"
+  local gap
+  gap=$(ms_between "$(cs_end_ns holder)" "$(cs_start_ns w2)")
+  ((gap <= CLAIM_MS + HEARTBEAT_MS + SLACK_MS)) || fail "w2 started ${gap}ms after the holder released"
+  kill -KILL "$w1_pid"
+  wait_all 30 holder w2
+  assert_equal "$(cs_order)" "holder w2"
+  assert_no_overlap
+  echo "# w2 started ${gap}ms after the release" >&3
+}
+
+# --- waiters that give up ---------------------------------------------------------------------
+
+# leaves_at_once NAME: NAME (w1, first in the queue, w2 behind it) has just ended; the queue must
+# drop to 1 within 1.5s, and w2 must start promptly once the holder releases.
+leaves_at_once() {
+  wait_until -t 1.5 queue_is k 1 ||
+    fail "$1 ended but the queue still has $(queue_length k) waiters 1.5s later: $(status_json k)"
+  assert_equal "$(zcard_q k)" 1
+  assert_equal "$(status_json k | jq -c '[.waiters[].pid]')" "[$w2_pid]"
+  touch "$T/go"
+  wait_all 30 holder w2
+  assert_equal "$(cs_order)" "holder w2"
+  local gap
+  gap=$(ms_between "$(cs_end_ns holder)" "$(cs_start_ns w2)")
+  ((gap <= PROMPT_MS)) || fail "w2 started ${gap}ms after the holder released"
+  assert_no_overlap
+}
+
+@test "--wait running out leaves the queue at once; the next in line is not delayed" {
+  redis_start
+  hold_k
+  # 5s rather than 1s: w2 must have joined the queue behind w1 before w1 gives up, also on a
+  # loaded machine with a slow (sanitizer) build.
+  local t0 took
+  t0=$(now_ms)
+  enqueue w1 k 1 rlock run k -w 5s -- "$CS" "$WLOG" w1 0
+  enqueue w2 k 2 rlock run k -w 100 -- "$CS" "$WLOG" w2 0
+  bg_wait w1 15
+  took=$(elapsed_ms "$t0")
+  assert_equal "$BG_STATUS" 75
+  ((took >= 4900 && took <= 5000 + SLACK_MS)) || fail "-w 5s gave up after ${took}ms"
+  leaves_at_once w1
+}
+
+@test "-n with a waiter queued leaves no trace in the queue; the waiter is not delayed" {
+  redis_start
+  hold_k
+  enqueue w1 k 1 rlock run k -w 100 -- "$CS" "$WLOG" w1 0
+  local before after
+  before=$(rcli --scan --pattern "$(lock_key k)*" | sort)
+  run --separate-stderr rlock run k -n -- "$CS" "$WLOG" barger 0
+  assert_failure 75
+  after=$(rcli --scan --pattern "$(lock_key k)*" | sort)
+  assert_equal "$(queue_length k)" 1
+  assert_equal "$(zcard_q k)" 1
+  assert_equal "$after" "$before"
+  touch "$T/go"
+  wait_all 30 holder w1
+  assert_equal "$(cs_order)" "holder w1"
+  local gap
+  gap=$(ms_between "$(cs_end_ns holder)" "$(cs_start_ns w1)")
+  ((gap <= PROMPT_MS)) || fail "w1 started ${gap}ms after the holder released"
+}
+
+@test "SIGINT to a waiting rlock (stdin not a tty): exit 130, it leaves the queue at once" {
+  redis_start
+  hold_k
+  enqueue w1 k 1 rlock run k -w 100 -- "$CS" "$WLOG" w1 0
+  enqueue w2 k 2 rlock run k -w 100 -- "$CS" "$WLOG" w2 0
+  kill -INT "$w1_pid"
+  bg_wait w1 5
+  assert_equal "$BG_STATUS" 130
+  leaves_at_once w1
+}
+
+@test "SIGTERM to a waiting rlock: exit 143, it leaves the queue at once" {
+  redis_start
+  hold_k
+  enqueue w1 k 1 rlock run k -w 100 -- "$CS" "$WLOG" w1 0
+  enqueue w2 k 2 rlock run k -w 100 -- "$CS" "$WLOG" w2 0
+  kill -TERM "$w1_pid"
+  bg_wait w1 5
+  assert_equal "$BG_STATUS" 143
+  leaves_at_once w1
+}
+
+# --- a crashed holder, a restart, a failover ----------------------------------------------------
+
+@test "holder killed with SIGKILL and 8 waiters: the first gets the lock within TTL + H, all 8 run once, in order" {
+  redis_start
+  bg holder rlock run k -t 3s -- "$CS" "$WLOG" holder 100
+  wait_cs holder holder
+  queue_waiters 8
+  local t0 gap
+  t0=$(mono_ns)
+  kill -KILL "$holder_pid"
+  wait_all 60 "${WAITERS[@]}"
+  gap=$(ms_between "$t0" "$(cs_start_ns w1)")
+  ((gap <= 3000 + HEARTBEAT_MS + SLACK_MS)) || fail "w1 started ${gap}ms after the holder (TTL 3s) was killed"
+  assert_no_overlap
+  assert_equal "$(cs_order)" "holder $(labels 8)"
+  assert_each_once "${WAITERS[@]}"
+  echo "# w1 started ${gap}ms after the holder was killed (TTL 3s)" >&3
+}
+
+# The child of the waiters of the restart and failover tests: records its fence, then the witness.
+fenced_section() {
+  printf '%s' 'echo "$RLOCK_FENCE $0" >>"$1"; exec "$CS" "$WLOG" "$0" 0.1'
+}
+
+# assert_fences_increase HOLDER_FENCE: the fences in $T/fences (in the order the sections ran)
+# increase strictly, all above HOLDER_FENCE.
+assert_fences_increase() {
+  run awk -v h="$1" '$1 + 0 <= h + 0 || (NR > 1 && $1 + 0 <= prev + 0) { bad = 1 } { prev = $1 } END { exit bad }' "$T/fences"
+  [[ $status == 0 ]] || fail "fences do not increase strictly above the holder's $1: $(cat "$T/fences")"
+}
+
+@test "Redis restarts (empty) while 8 wait: all 8 run once each, no overlap, fences still increase" {
+  redis_start
+  acquire_token k -t 60s
+  local holder_fence i
+  holder_fence=$(status_json k | jq -r .fence)
+  [[ $holder_fence =~ ^[0-9]+$ ]] || fail "no fence in status --json: $(status_json k)"
+  WAITERS=()
+  for i in $(seq 1 8); do
+    enqueue "w$i" k "$i" rlock run k -w 100 -- sh -c "$(fenced_section)" "w$i" "$T/fences"
+    WAITERS+=("w$i")
+  done
+  redis_restart
+  wait_all 60 "${WAITERS[@]}"
+  assert_no_overlap
+  assert_each_once "${WAITERS[@]}"
+  assert_equal "$(wc -l <"$T/fences")" 8
+  assert_fences_increase "$holder_fence"
+  echo "# order after the restart: $(cs_order)" >&3
+}
+
+@test "Sentinel failover while 8 wait: all 8 run once each, no overlap" {
+  repl_start
+  sentinels_start 3
+  export RLOCK_URL=$SENTINEL_URL
+  wait_until -t 15 sentinels_know_each_other || skip "the sentinels did not find each other in 15s"
+  run --separate-stderr rlock acquire k -t 30s --token-file "$T/token"
+  assert_success
+  local holder_fence i
+  holder_fence=$(status_json k | jq -r .fence)
+  WAITERS=()
+  for i in $(seq 1 8); do
+    enqueue "w$i" k "$i" rlock run k -w 100 -- sh -c "$(fenced_section)" "w$i" "$T/fences"
+    WAITERS+=("w$i")
+  done
+  wait_until -t 10 _replica_has_queue 8 || fail "the queue did not reach the replica"
+  assert_equal "$(scli "${SENTINEL_PORTS%% *}" sentinel failover mymaster | tr -d '\r')" OK
+  wait_until -t 20 sentinels_agree_on "$REPLICA_PORT" || skip "the sentinels did not promote the replica in 20s"
+  wait_until -t 10 role_is "$REPLICA_PORT" master || skip "the replica did not become master in 10s"
+  # The release finds the lock on the new master (replicated) and hands it on; if it does not,
+  # the lease (30s) runs out and the waiters' heartbeats hand it on.
+  rlock release k --token-file "$T/token" 2>"$T/release.err" || true
+  wait_all 90 "${WAITERS[@]}"
+  assert_no_overlap
+  assert_each_once "${WAITERS[@]}"
+  assert_fences_increase "$holder_fence"
+  echo "# order after the failover: $(cs_order)" >&3
+}
+_replica_has_queue() {
+  [[ $(srv_cli "$REPLICA_PORT" zcard "$(lock_key k):q" 2>/dev/null | tr -d '\r') == "$1" ]]
+}
+
+# --- status -----------------------------------------------------------------------------------
+
+@test "status --json of a held lock with 3 waiters: mode, holders, queue_length and waiters in order" {
+  redis_start
+  USER=qholder hold_k
+  USER=qwaiter queue_waiters 3
+  run --separate-stderr rlock status k --json
+  assert_success
+  local j=$output
+  jq -e '
+    .held == true and .mode == "exclusive"
+    and (.limit == null or .limit == 1)
+    and .queue_length == 3
+    and (.holders | type) == "array" and (.holders | length) == 1
+    and (.waiters | type) == "array" and (.waiters | length) == 3
+  ' <<<"$j" >/dev/null || fail "status --json: $j"
+  # The exclusive holder: the top-level fields and the one entry of holders agree.
+  jq -e --argjson pid "$holder_pid" --arg host "$(uname -n)" '
+    .pid == $pid and .host == $host and .user == "qholder"
+    and (.holders[0] | .pid == $pid and .host == $host and .user == "qholder"
+      and (.command | type) == "string" and (.command | test("cs"))
+      and (.since_ms | type) == "number" and (.held_for_ms | type) == "number" and .held_for_ms >= 0
+      and (.ttl_ms | type) == "number" and .ttl_ms > 0
+      and (.fence | type) == "number" and .slot == null and .shared == false)
+    and .holders[0].fence == .fence
+  ' <<<"$j" >/dev/null || fail "the holder in status --json: $j"
+  jq -e --argjson p1 "$w1_pid" --argjson p2 "$w2_pid" --argjson p3 "$w3_pid" --arg host "$(uname -n)" '
+    [.waiters[].pid] == [$p1, $p2, $p3]
+    and [.waiters[].position] == [1, 2, 3]
+    and all(.waiters[]; .host == $host and .user == "qwaiter" and .shared == false
+      and (.command | type) == "string" and (.command | test("cs"))
+      and (.waiting_since_ms | type) == "number" and (.waited_ms | type) == "number" and .waited_ms >= 0)
+    and .waiters[0].waiting_since_ms <= .waiters[1].waiting_since_ms
+    and .waiters[1].waiting_since_ms <= .waiters[2].waiting_since_ms
+  ' <<<"$j" >/dev/null || fail "the waiters in status --json: $j"
+  assert_equal "$(zcard_q k)" 3
+}
+
+@test "status --json of a free lock: mode and limit null, no holders, an empty queue" {
+  redis_start
+  run --separate-stderr rlock status k --json
+  assert_failure 1
+  jq -e '.held == false and .mode == null and .limit == null and .holders == [] and .queue_length == 0 and .waiters == []' \
+    <<<"$output" >/dev/null || fail "status --json of a free lock: $output"
+}
+
+@test "status shows WAITING in its table; status -v lists every waiter with host and pid" {
+  redis_start
+  hold_k
+  queue_waiters 2
+  run --separate-stderr rlock status k
+  assert_success
+  local header row
+  header=$(grep -m1 -E '^KEY ' <<<"$output") || fail "no table header: $output"
+  row=$(grep -m1 -E '^k ' <<<"$output") || fail "no row for k: $output"
+  assert_equal "$(table_cell "$header" "$row" WAITING)" 2
+  run --separate-stderr rlock status -v k
+  assert_success
+  # After the table, one line per waiter naming its host and pid, in queue order.
+  local after
+  after=$(awk 'found { print } /^KEY / { found = 1 }' <<<"$output")
+  local l1 l2
+  l1=$(grep -n -E "(^|[^0-9])$w1_pid([^0-9]|$)" <<<"$after" | grep -v -E "(^|[^0-9])$holder_pid([^0-9]|$)" | head -n 1 | cut -d: -f1)
+  l2=$(grep -n -E "(^|[^0-9])$w2_pid([^0-9]|$)" <<<"$after" | head -n 1 | cut -d: -f1)
+  [[ -n $l1 && -n $l2 ]] || fail "status -v does not list both waiters ($w1_pid, $w2_pid): $output"
+  ((l1 < l2)) || fail "status -v lists the waiters out of order: $output"
+  grep -E "(^|[^0-9])$w1_pid([^0-9]|$)" <<<"$after" | grep -qF "$(uname -n)" || fail "no host on w1's line: $output"
+}
+
+@test "list shows the queue length of each lock (WAITING; queue_length in --json)" {
+  redis_start
+  hold_k
+  queue_waiters 2
+  acquire_token other
+  run --separate-stderr rlock list
+  assert_success
+  local header row
+  header=$(grep -m1 -E '^KEY ' <<<"$output") || fail "no table header: $output"
+  row=$(grep -m1 -E '^k ' <<<"$output") || fail "no row for k: $output"
+  assert_equal "$(table_cell "$header" "$row" WAITING)" 2
+  row=$(grep -m1 -E '^other ' <<<"$output") || fail "no row for other: $output"
+  assert_equal "$(table_cell "$header" "$row" WAITING)" 0
+  run --separate-stderr rlock list --json
+  assert_success
+  assert_equal "$(jq -r '[.[] | select(.key == "k") | .queue_length] | .[0]' <<<"$output")" 2
+  assert_equal "$(jq -r '[.[] | select(.key == "other") | .queue_length] | .[0]' <<<"$output")" 0
+}
+
+# --- Redis Cluster ----------------------------------------------------------------------------
+
+@test "Cluster of 3 masters: 4 waiters queued in order get the lock in that order; the queue shares the lock's slot" {
+  cluster_start 3
+  export RLOCK_URL=$CLUSTER_URL
+  bg holder rlock run k -- "$CS" "$WLOG" holder "until:$T/go"
+  wait_cs holder holder
+  local i names=()
+  for i in 1 2 3 4; do
+    enqueue "w$i" k "$i" rlock run k -w 100 -- "$CS" "$WLOG" "w$i" 0.1
+    names+=("w$i")
+  done
+  local node
+  node=$(cluster_port_of "$(lock_key k)")
+  [[ -n $node ]] || fail "no node holds the lock"
+  assert_equal "$(srv_cli "$node" zcard "$(lock_key k):q" | tr -d '\r')" 4
+  touch "$T/go"
+  wait_all 60 holder "${names[@]}"
+  assert_no_overlap
+  assert_equal "$(cs_order)" "holder w1 w2 w3 w4"
+}

@@ -1,0 +1,302 @@
+#!/usr/bin/env bats
+# -s/--shared: many shared (read) holders or one exclusive holder, writer-preferring: once an
+# exclusive waiter is queued, new shared requests queue behind it; a run of shared waiters at the
+# head of the queue is granted together.
+#
+# The holds are witnessed by helpers/hold: HOLD_MODE=s (shared) sections may overlap each other
+# only, HOLD_MODE=x (exclusive) sections overlap nothing.
+
+load helpers/common
+load faults/helpers/faults
+load helpers/queue
+
+BATS_TEST_TIMEOUT=150
+
+setup() {
+  queue_setup
+  redis_start
+}
+
+teardown() {
+  common_teardown
+}
+
+# holding NAME MODE [RUN OPTIONS...]: a background `rlock run k` (MODE s: with -s) whose hold
+# lasts until $T/go.NAME exists; waits until it has started.
+holding() {
+  local name=$1 mode=$2
+  shift 2
+  local opt=()
+  [[ $mode == s ]] && opt=(-s)
+  HOLD_MODE=$mode bg "$name" rlock run k "${opt[@]}" "$@" -- "$HOLD" "$HLOG" "$name" "until:$T/go.$name"
+  wait_until -t 10 _holding_or_done "$name" || true
+  hold_started "$name" || fail "$name did not start its hold: rc $(cat "$T/$name.rc" 2>/dev/null); $(bg_err "$name")"
+}
+_holding_or_done() { hold_started "$1" || bg_done "$1"; }
+
+# hold_order: the labels of the holds in the order they started, one line.
+hold_order() {
+  awk '$1 == "start" { printf "%s%s", sep, $4; sep = " " } END { print "" }' "$HLOG"
+}
+
+@test "shared holders hold together; an exclusive -n is 75; a shared -n joins them" {
+  holding r1 s
+  holding r2 s
+  run --separate-stderr rlock run k -n -- touch "$T/ran"
+  assert_failure 75
+  assert_file_not_exists "$T/ran"
+  HOLD_MODE=s run --separate-stderr rlock run k -s -n -- "$HOLD" "$HLOG" r3 0
+  assert_success
+  assert_equal "$(hold_stat max_shared)" 3
+  touch "$T/go.r1" "$T/go.r2"
+  wait_all 15 r1 r2
+  assert_holds_ok
+}
+
+@test "an exclusive holder keeps shared requests out: shared -n is 75, a shared waiter starts at the release" {
+  holding x1 x
+  run --separate-stderr rlock run k -s -n -- touch "$T/ran"
+  assert_failure 75
+  assert_file_not_exists "$T/ran"
+  HOLD_MODE=s enqueue r1 k 1 rlock run k --shared -w 100 -- "$HOLD" "$HLOG" r1 0
+  touch "$T/go.x1"
+  wait_all 15 x1 r1
+  local gap
+  gap=$(ms_between "$(hold_end_ns x1)" "$(hold_start_ns r1)")
+  ((gap <= PROMPT_MS)) || fail "r1 started ${gap}ms after x1 released"
+  assert_holds_ok
+}
+
+@test "RLOCK_SLOT is not set for shared holds; -x is the exclusive default" {
+  run --separate-stderr rlock run k -s -- sh -c 'echo "slot=${RLOCK_SLOT-unset}"'
+  assert_success
+  assert_output slot=unset
+  holding r1 s
+  run --separate-stderr rlock run k -x -n -- touch "$T/ran"
+  assert_failure 75
+  run --separate-stderr rlock run k --exclusive -n -- touch "$T/ran"
+  assert_failure 75
+  assert_file_not_exists "$T/ran"
+  touch "$T/go.r1"
+  wait_all 15 r1
+}
+
+@test "writer-preferring: with an exclusive waiter queued, a new shared request queues behind it" {
+  holding r1 s
+  HOLD_MODE=x enqueue x1 k 1 rlock run k -w 100 -- "$HOLD" "$HLOG" x1 0.3
+  # Shared with the holder, but an exclusive waiter is queued: no jumping ahead.
+  run --separate-stderr rlock run k -s -n -- touch "$T/ran"
+  assert_failure 75
+  assert_file_not_exists "$T/ran"
+  HOLD_MODE=s enqueue r2 k 2 rlock run k -s -w 100 -- "$HOLD" "$HLOG" r2 0
+  ! hold_started r2 || fail "r2 started beside r1 although x1 was queued first"
+  touch "$T/go.r1"
+  wait_all 15 r1 x1 r2
+  assert_equal "$(hold_order)" "r1 x1 r2"
+  local gap
+  gap=$(ms_between "$(hold_end_ns r1)" "$(hold_start_ns x1)")
+  ((gap <= PROMPT_MS)) || fail "x1 started ${gap}ms after r1 released"
+  assert_holds_ok
+}
+
+@test "acquire -s twice holds together; exclusive -n is 75 until both are released" {
+  local t1 t2
+  t1=$(rlock acquire k -s) || fail "first acquire -s failed"
+  t2=$(rlock acquire k --shared) || fail "second acquire -s failed"
+  [[ $t1 =~ $TOKEN_RE && $t2 =~ $TOKEN_RE ]] || fail "tokens '$t1' '$t2'"
+  run --separate-stderr rlock acquire k -n
+  assert_failure 75
+  RLOCK_TOKEN=$t1 run --separate-stderr rlock release k
+  assert_success
+  run --separate-stderr rlock acquire k -n
+  assert_failure 75
+  RLOCK_TOKEN=$t2 run --separate-stderr rlock release k
+  assert_success
+  run --separate-stderr rlock acquire k -n
+  assert_success
+}
+
+@test "a continuous stream of shared requests: writers never beside anyone, never overtaken by later reads, nor kept waiting by them" {
+  # A shared request every 0.2s, each holding 0.8s (reads always overlap: without writer
+  # preference a writer would wait until the stream ends), and a writer (0.3s) after reads 5, 15
+  # and 25 of 45. Once a writer is seen queued (status --json lists it), the stream goes on;
+  # every read launched from then on must start after the writer's hold ended.
+  cat >"$T/stream.sh" <<'STREAM'
+d=$1 n=$2
+shift 2
+i=1
+wpids=""
+while [ "$i" -le "$n" ]; do
+  echo "launch r$i $("$HOLD" now)" >>"$d/launch"
+  (
+    HOLD_MODE=s rlock run k -s -w 100 -- "$HOLD" "$HLOG" "r$i" 0.8 2>>"$d/r$i.err"
+    echo "r$i $?" >>"$d/rcs"
+  ) &
+  for w in "$@"; do
+    if [ "$w" = "$i" ]; then
+      HOLD_MODE=x rlock run k -w 100 -- "$HOLD" "$HLOG" "w$i" 0.3 2>>"$d/w$i.err" &
+      wpid=$!
+      wpids="$wpids $wpid:w$i"
+      j=0
+      until rlock status k --json 2>/dev/null | jq -e --argjson p "$wpid" '[.waiters[]?.pid] | index($p) != null' >/dev/null ||
+        grep -q " w$i x " "$HLOG" || [ "$j" -ge 300 ]; do
+        sleep 0.02
+        j=$((j + 1))
+      done
+      echo "queued w$i $("$HOLD" now)" >>"$d/launch"
+    fi
+  done
+  sleep 0.2
+  i=$((i + 1))
+done
+for p in $wpids; do
+  wait "${p%%:*}"
+  echo "${p#*:} $?" >>"$d/rcs"
+done
+wait
+touch "$d/stream.done"
+STREAM
+  bg stream sh "$T/stream.sh" "$T" 45 5 15 25
+  wait_until -t 120 test -e "$T/stream.done" || fail "the stream did not end in 120s: $(hold_order)"
+  assert_equal "$(wc -l <"$T/rcs")" 48
+  run awk '$2 != 0' "$T/rcs"
+  assert_output ""
+  assert_holds_ok
+  assert_equal "$(hold_stat sections)" 48
+  local max_shared
+  max_shared=$(hold_stat max_shared)
+  ((max_shared >= 3)) || fail "the reads did not overlap (at most $max_shared at once)"
+  local w queued start end late last wait_ms
+  for w in w5 w15 w25; do
+    assert_equal "$(hold_count "$w")" 1
+    queued=$(awk -v w="$w" '$1 == "queued" && $2 == w { print $3 }' "$T/launch")
+    start=$(hold_start_ns "$w")
+    end=$(hold_end_ns "$w")
+    [[ -n $queued && -n $start && -n $end ]] || fail "$w: queued '$queued', start '$start', end '$end'"
+    # Writer preference: no read launched after the writer was queued started before it ended.
+    late=$(awk -v q="$queued" -v we="$end" '
+      FNR == NR { if ($1 == "launch" && $3 + 0 > q + 0) after[$2] = 1; next }
+      $1 == "start" && ($4 in after) && $2 + 0 < we + 0 { printf "%s ", $4 }' "$T/launch" "$HLOG")
+    [[ -z $late ]] || fail "reads launched after $w was queued ran before it ended: $late; order: $(hold_order)"
+    # And it waited only for the reads that ran before it: it started promptly after the last
+    # of them ended (or after it was queued, if they had all ended by then).
+    last=$(awk -v t="$start" '
+      $1 == "start" && $5 == "s" && $2 + 0 < t + 0 { s[$3] = 1 }
+      ($1 == "end" || $1 == "stop") && ($3 in s) && (m == "" || $2 + 0 > m + 0) { m = $2 }
+      END { print (m == "" ? 0 : m) }' "$HLOG")
+    ((last > queued)) || last=$queued
+    wait_ms=$(ms_between "$last" "$start")
+    ((wait_ms <= PROMPT_MS)) ||
+      fail "$w started ${wait_ms}ms after the reads before it had ended: $(hold_order)"
+    if ((start < queued)); then
+      echo "# $w held the lock before it was seen queued" >&3
+    else
+      echo "# $w waited $(ms_between "$queued" "$start")ms once seen queued, ${wait_ms}ms after the reads before it ended" >&3
+    fi
+  done
+}
+
+@test "a run of shared waiters behind an exclusive holder is granted together at the release" {
+  holding x0 x
+  local i
+  for i in 1 2 3 4; do
+    HOLD_MODE=s enqueue "s$i" k "$i" rlock run k -s -w 100 -- "$HOLD" "$HLOG" "s$i" 1.5
+  done
+  HOLD_MODE=x enqueue x5 k 5 rlock run k -w 100 -- "$HOLD" "$HLOG" x5 0.2
+  HOLD_MODE=s enqueue s6 k 6 rlock run k -s -w 100 -- "$HOLD" "$HLOG" s6 0.2
+  touch "$T/go.x0"
+  wait_all 30 x0 s1 s2 s3 s4 x5 s6
+  assert_holds_ok
+  local release first=0 last=0 t
+  release=$(hold_end_ns x0)
+  for i in 1 2 3 4; do
+    t=$(hold_start_ns "s$i")
+    ((first == 0 || t < first)) && first=$t
+    ((t > last)) && last=$t
+  done
+  local spread lag
+  spread=$(ms_between "$first" "$last")
+  lag=$(ms_between "$release" "$last")
+  ((spread <= 800)) || fail "the shared waiters started over ${spread}ms, not together: $(cat "$HLOG")"
+  ((lag <= PROMPT_MS)) || fail "the last of the shared waiters started ${lag}ms after the release"
+  assert_equal "$(hold_stat max_shared)" 4
+  # x5 came after the four, s6 after x5 (it was queued behind the exclusive waiter).
+  [[ $(hold_order) == "x0 "?*" x5 s6" ]] || fail "order: $(hold_order)"
+  echo "# the four shared waiters started within ${spread}ms, the last ${lag}ms after the release" >&3
+}
+
+@test "a shared holder killed with SIGKILL: the exclusive waiter gets the lock within TTL + H" {
+  holding r1 s -t 3s
+  holding r2 s
+  HOLD_MODE=x enqueue x1 k 1 rlock run k -w 100 -- "$HOLD" "$HLOG" x1 0
+  local t0 gap
+  t0=$(mono_ns)
+  kill -KILL "$r1_pid"
+  touch "$T/go.r2"
+  wait_all 30 x1 r2
+  gap=$(ms_between "$t0" "$(hold_start_ns x1)")
+  ((gap <= 3000 + HEARTBEAT_MS + SLACK_MS)) || fail "x1 started ${gap}ms after r1 (TTL 3s) was killed"
+  assert_holds_ok
+}
+
+@test "fences increase across shared and exclusive holders of one key" {
+  holding r1 s
+  holding r2 s
+  touch "$T/go.r1" "$T/go.r2"
+  wait_all 15 r1 r2
+  HOLD_MODE=x run rlock run k -- "$HOLD" "$HLOG" x1 0
+  assert_success
+  HOLD_MODE=s run rlock run k -s -- "$HOLD" "$HLOG" r3 0
+  assert_success
+  local f1 f2 fx f3
+  f1=$(awk '$1 == "start" && $4 == "r1" { print $7 }' "$HLOG")
+  f2=$(awk '$1 == "start" && $4 == "r2" { print $7 }' "$HLOG")
+  fx=$(awk '$1 == "start" && $4 == "x1" { print $7 }' "$HLOG")
+  f3=$(awk '$1 == "start" && $4 == "r3" { print $7 }' "$HLOG")
+  [[ $f1 =~ ^[0-9]+$ && $f2 =~ ^[0-9]+$ && $fx =~ ^[0-9]+$ && $f3 =~ ^[0-9]+$ ]] || fail "fences: $(cat "$HLOG")"
+  ((f1 < f2 && f2 < fx && fx < f3)) || fail "fences do not increase: $f1 $f2 $fx $f3"
+}
+
+# --- status and list ----------------------------------------------------------------------------
+
+@test "status --json of shared holders with waiters: mode shared, holders marked shared without slots, waiters marked" {
+  holding r1 s
+  holding r2 s
+  HOLD_MODE=x enqueue x1 k 1 rlock run k -w 100 -- "$HOLD" "$HLOG" x1 0
+  HOLD_MODE=s enqueue r3 k 2 rlock run k -s -w 100 -- "$HOLD" "$HLOG" r3 0
+  run --separate-stderr rlock status k --json
+  assert_success
+  local j=$output
+  jq -e '
+    .mode == "shared" and .limit == null and .queue_length == 2
+    and (.holders | length) == 2
+    and all(.holders[]; .shared == true and .slot == null and (.fence | type) == "number"
+      and (.ttl_ms | type) == "number" and .ttl_ms > 0 and (.host | type) == "string")
+    and [.waiters[].shared] == [false, true] and [.waiters[].position] == [1, 2]
+  ' <<<"$j" >/dev/null || fail "status --json: $j"
+  assert_equal "$(jq -c '[.holders[].pid] | sort' <<<"$j")" "$(printf '%s\n' "$r1_pid" "$r2_pid" | sort -n | jq -sc .)"
+  assert_equal "$(jq -c '[.waiters[].pid]' <<<"$j")" "[$x1_pid,$r3_pid]"
+  run --separate-stderr rlock status k
+  assert_success
+  assert_output --partial "$r1_pid"
+  assert_output --partial "$r2_pid"
+  [[ ${output,,} == *shared* ]] || fail "the table does not say the holds are shared: $output"
+  touch "$T/go.r1" "$T/go.r2"
+  wait_all 15 r1 r2 x1 r3
+}
+
+@test "list shows a lock held only by shared holders, with its queue length" {
+  holding r1 s
+  HOLD_MODE=x enqueue x1 k 1 rlock run k -w 100 -- "$HOLD" "$HLOG" x1 0
+  run --separate-stderr rlock list
+  assert_success
+  local header row
+  header=$(grep -m1 -E '^KEY ' <<<"$output") || fail "no table header: $output"
+  row=$(grep -m1 -E '^k ' <<<"$output") || fail "list does not show k: $output"
+  assert_equal "$(table_cell "$header" "$row" WAITING)" 1
+  run --separate-stderr rlock list --json
+  assert_success
+  assert_equal "$(jq -r '.[] | select(.key == "k") | .queue_length' <<<"$output")" 1
+  touch "$T/go.r1"
+  wait_all 15 r1 x1
+}
