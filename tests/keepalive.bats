@@ -240,3 +240,22 @@ SCRIPT
   wait_until -t 5 eval '[[ $(rcli info clients | tr -d "\r" | sed -n "s/^connected_clients://p") -le 1 ]]' ||
     fail "connections left: $(rcli client list)"
 }
+
+@test "the watched process is the script's shell, past the subshell of \$(...) but not past a shell of its own" {
+  # Inside $(...) with a redirection the shell forks a subshell that runs rlock: the script's
+  # shell is watched, so the lock lives on after the subshell.
+  cat >"$T/inner.sh" <<'INNER'
+tok=$(rlock acquire k --keepalive <&-)
+echo "$tok" > "$TOKFILE"
+sleep 1.5
+redis-cli -p "$REDIS_PORT" exists 'rlock:{k}' > "$TOKFILE.held"
+INNER
+  # A shell started with the same command line as its parent (bash < inner.sh under bash <
+  # outer.sh) is a shell of its own, not a subshell: when it ends, the hold ends.
+  printf 'bash < "%s"\nsleep 3\n' "$T/inner.sh" >"$T/outer.sh"
+  TOKFILE=$T/tok bg outer bash -c 'exec bash < "$0"' "$T/outer.sh"
+  wait_until -t 10 test -s "$T/tok.held" || fail "the inner script did not run: $(bg_err outer)"
+  assert_equal "$(cat "$T/tok.held")" 1
+  wait_until -t 2 lock_free k || fail "the lock outlived the inner script (its parent shell was watched)"
+  wait_until no_keeper
+}

@@ -13,12 +13,14 @@
 #include "proc/ancestry.hpp"
 #include "proc/watch.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <unistd.h>
 
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cstring>
 #include <ctime>
 #include <system_error>
 
@@ -65,6 +67,15 @@ int acquire(const AcquireOptions& options) {
   // The watched process is opened before anything else: if it is gone, or its pid was reused,
   // no lock is taken for it.
   std::optional<proc::Watched> watched;
+  if (options.keepalive && !options.keeper_log.empty() && options.keeper_log != "syslog:") {
+    // The keeper logs there once detached, where it cannot complain: find out now.
+    int f = ::open(options.keeper_log.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (f < 0) {
+      throw Error(exit_code::k_system,
+                  fmt::format("cannot write the keeper log {}: {}", options.keeper_log, std::strerror(errno)));
+    }
+    ::close(f);
+  }
   if (options.keepalive) {
     if (caller <= 1) throw Error(exit_code::k_usage, "--keepalive: the calling process is gone (give --pid PID)");
     watched.emplace(caller);

@@ -99,7 +99,11 @@ void Locker::cancel(const lock::LockName& name, const std::string& token) {
 
 bool Locker::release(const lock::LockName& name, const std::string& token) {
   if (m_client) return lock::release(*m_node, name, token);
-  return m_quorum->release(name, token) >= m_quorum->majority();
+  lock::Quorum::Released r = m_quorum->release(name, token);
+  // Not held is an answer a majority gives; masters that did not answer say nothing.
+  if (r.answered < m_quorum->majority()) no_majority(r.failures, m_nodes->size(), m_quorum->majority());
+  for (const std::string& f : r.failures) log::warning(fmt::format("could not release on {}", f));
+  return r.held >= m_quorum->majority();
 }
 
 std::optional<lock::Extension> Locker::extend(const lock::LockName& name, const std::string& token,
@@ -176,7 +180,7 @@ lock::LockState Locker::inspect(const lock::LockName& name, int max_waiters) {
   if (answered < m_quorum->majority()) {
     std::vector<std::string> failures;
     for (const lock::MasterView& v : views) {
-      if (!v.error.empty()) failures.push_back(fmt::format("{}", v.error));
+      if (!v.error.empty()) failures.push_back(v.error);
     }
     no_majority(failures, n, m_quorum->majority());
   }

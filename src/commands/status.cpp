@@ -149,7 +149,9 @@ void print_table(const std::vector<lock::LockState>& states, bool verbose) {
       for (const lock::MasterView& m : s.masters) {
         if (m.agrees) continue;
         if (!m.error.empty()) {
-          waiting_list += fmt::format("{}: {} did not answer: {}\n", key, m.url, util::printable(m.error));
+          std::string why = m.error.compare(0, m.url.size() + 2, m.url + ": ") == 0 ? m.error.substr(m.url.size() + 2)
+                                                                                    : m.error;
+          waiting_list += fmt::format("{}: {} did not answer: {}\n", key, m.url, util::printable(why));
         } else if (m.held) {
           waiting_list += fmt::format("{}: {} disagrees: held there by {} pid {}\n", key, m.url,
                                       util::printable(m.holder.host), util::printable(m.holder.pid));

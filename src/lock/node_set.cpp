@@ -73,10 +73,11 @@ std::vector<NodeAnswer> ClientNodeSet::eval_all(const redis::Script& script, con
       redis::Reply& r = outcomes[k].replies.front();
       std::string code = r.error_code();
       if (code == "MOVED" || code == "ASK" || code == "CLUSTERDOWN") {
-        throw Error(exit_code::k_config,
-                    fmt::format("{} is a Redis Cluster node: a Cluster cannot be a Redlock member (its own failover "
-                                "can lose the lock a quorum counts on); give independent masters",
-                                name(i)));
+        out[i].error = Error(exit_code::k_config,
+                             fmt::format("{} is a Redis Cluster node: a Cluster cannot be a Redlock member (its own "
+                                         "failover can lose the lock a quorum counts on); give independent masters",
+                                         name(i)));
+        continue;
       }
       if (code == "READONLY") {
         out[i].error = Error(exit_code::k_unavailable, fmt::format("{}: the server is a read-only replica", name(i)));

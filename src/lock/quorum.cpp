@@ -81,6 +81,13 @@ Quorum::Acquisition Quorum::acquire(const LockName& name, const Contender& conte
   auto sent_at = m_now();
   std::vector<NodeAnswer> answers = m_nodes.eval_all(scripts::k_acquire, keys, std::vector(n, args), std::vector(n, true));
 
+  for (size_t i = 0; i < n; ++i) {
+    if (answers[i].error && answers[i].error->exit_code() == exit_code::k_config) {
+      // A member that cannot be one (a Cluster node): nothing may stay taken on the others.
+      release(name, contender.token);
+      throw *answers[i].error;
+    }
+  }
   size_t answered = 0, granted = 0;
   int64_t highest = 0;
   std::map<std::string, size_t> holders;  // who holds it where we were refused: host pid since
@@ -226,16 +233,22 @@ Quorum::Extended Quorum::extend(const LockName& name, const std::string& token, 
   return out;
 }
 
-size_t Quorum::release(const LockName& name, const std::string& token) {
+Quorum::Released Quorum::release(const LockName& name, const std::string& token) {
   const size_t n = m_nodes.size();
   std::vector<NodeAnswer> answers = m_nodes.eval_all(scripts::k_release, name.script_keys(id_of(token)),
                                                      std::vector<std::vector<std::string>>(n, {token}),
                                                      std::vector(n, true));
-  size_t held = 0;
-  for (const NodeAnswer& a : answers) {
-    if (a.reply && a.reply->type == Reply::Type::integer && a.reply->integer == 1) ++held;
+  Released out;
+  for (size_t i = 0; i < n; ++i) {
+    const NodeAnswer& a = answers[i];
+    if (a.reply && a.reply->type == Reply::Type::integer) {
+      ++out.answered;
+      if (a.reply->integer == 1) ++out.held;
+    } else {
+      out.failures.push_back(named(m_nodes.name(i), a.error ? a.error->what() : "malformed answer"));
+    }
   }
-  return held;
+  return out;
 }
 
 }  // namespace rlock::lock

@@ -87,8 +87,14 @@ public:
   Extended extend(const LockName& name, const std::string& token, std::optional<util::Millis> ttl,
                   util::Millis lease_ttl, int64_t fence, const std::optional<KeeperInfo>& keeper = {});
 
-  // Releases on every master; the number of masters that still held it.
-  size_t release(const LockName& name, const std::string& token);
+  // What a release on every master found.
+  struct Released {
+    size_t held = 0;      // masters where the token still held the lock
+    size_t answered = 0;  // masters that answered at all
+    std::vector<std::string> failures;
+  };
+  // Releases on every master.
+  Released release(const LockName& name, const std::string& token);
 
   // The validity left of a lease for ttl whose requests were sent at sent_at: TTL - elapsed - drift.
   util::Millis validity(util::BootClock::time_point sent_at, util::Millis ttl) const;

@@ -3,6 +3,7 @@
 #include "util/file.hpp"
 #include "util/text.hpp"
 
+#include <dirent.h>
 #include <unistd.h>
 
 #include <exception>
@@ -76,14 +77,45 @@ std::optional<std::string> identity(pid_t pid) {
 
 }  // namespace
 
+// Whether pid's stdout is a pipe whose other end `reader` holds: the subshell of a $(...),
+// whose output its shell reads.
+bool feeds(pid_t pid, pid_t reader) {
+  std::string out;
+  try {
+    out = util::read_link("/proc/" + std::to_string(pid) + "/fd/1");
+  } catch (const std::exception&) {
+    return false;
+  }
+  if (out.rfind("pipe:", 0) != 0) return false;
+  std::string dir = "/proc/" + std::to_string(reader) + "/fd";
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return false;
+  bool found = false;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    try {
+      if (util::read_link(dir + "/" + e->d_name) == out) {
+        found = true;
+        break;
+      }
+    } catch (const std::exception&) {
+    }
+  }
+  ::closedir(d);
+  return found;
+}
+
 pid_t calling_process() {
   pid_t at = ::getppid();
   for (int depth = 0; depth < 16; ++depth) {
     pid_t above = parent_of(at);
     if (above <= 1) break;
+    // A forked copy of its parent (same executable and arguments) whose output that parent reads:
+    // the subshell of a $(...), which ends with this command. A shell the parent started for
+    // another script (bash < inner.sh) is neither a copy that feeds it, and is kept.
     std::optional<std::string> mine = identity(at);
-    if (!mine || mine != identity(above)) break;
-    at = above;  // a forked subshell: it ends with this command
+    if (!mine || mine != identity(above) || !feeds(at, above)) break;
+    at = above;
   }
   return at;
 }
