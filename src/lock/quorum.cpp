@@ -57,6 +57,18 @@ std::string named(const std::string& name, const std::string& why) {
   return fmt::format("{}: {}", name, why);
 }
 
+// A master's reply, or nullptr after adding why it has none to failures.
+const Reply* usable(const NodeAnswer& a, const std::string& master, const LockName& name,
+                    std::vector<std::string>& failures) {
+  std::optional<Error> failure = a.error;
+  if (!failure && a.reply) failure = failure_of(*a.reply, name);
+  if (failure || !a.reply) {
+    failures.push_back(named(master, failure ? failure->what() : "no answer"));
+    return nullptr;
+  }
+  return &*a.reply;
+}
+
 }  // namespace
 
 Quorum::Quorum(NodeSet& nodes, Now now) : m_nodes(nodes), m_now(std::move(now)) {}
@@ -94,13 +106,9 @@ Quorum::Acquisition Quorum::acquire(const LockName& name, const Contender& conte
   std::map<int64_t, size_t> reentered;    // re-entry: fence -> masters
   size_t reentered_index = 0;
   for (size_t i = 0; i < n; ++i) {
-    std::optional<Error> failure = answers[i].error;
-    if (!failure && answers[i].reply) failure = failure_of(*answers[i].reply, name);
-    if (failure || !answers[i].reply) {
-      out.failures.push_back(named(m_nodes.name(i), failure ? failure->what() : "no answer"));
-      continue;
-    }
-    const Reply& r = *answers[i].reply;
+    const Reply* reply = usable(answers[i], m_nodes.name(i), name, out.failures);
+    if (!reply) continue;
+    const Reply& r = *reply;
     if (r.type != Reply::Type::array || r.elements.empty()) {
       out.failures.push_back(fmt::format("{}: malformed answer", m_nodes.name(i)));
       continue;
@@ -196,13 +204,9 @@ Quorum::Extended Quorum::extend(const LockName& name, const std::string& token, 
   std::optional<util::Millis> least_left;
   util::Millis new_ttl = ttl.value_or(lease_ttl);
   for (size_t i = 0; i < n; ++i) {
-    std::optional<Error> failure = answers[i].error;
-    if (!failure && answers[i].reply) failure = failure_of(*answers[i].reply, name);
-    if (failure || !answers[i].reply) {
-      out.failures.push_back(named(m_nodes.name(i), failure ? failure->what() : "no answer"));
-      continue;
-    }
-    const Reply& r = *answers[i].reply;
+    const Reply* reply = usable(answers[i], m_nodes.name(i), name, out.failures);
+    if (!reply) continue;
+    const Reply& r = *reply;
     if (r.type == Reply::Type::integer && r.integer == 0) {
       ++lost;
       missing[i] = true;

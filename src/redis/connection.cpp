@@ -447,18 +447,7 @@ std::vector<Reply> Connection::pipeline(const std::vector<Command>& commands, co
 Reply Connection::call(const Command& argv) { return std::move(pipeline({argv}).front()); }
 
 Reply Connection::call_blocking(const Command& argv, util::Millis budget) {
-  start({argv}, budget);
-  while (!finished()) {
-    pollfd fds[2] = {pending(), {m_interrupt_fd, POLLIN, 0}};
-    nfds_t count = m_interrupt_fd >= 0 ? 2 : 1;
-    util::poll_until(fds, count, m_deadline);
-    if (count == 2 && (fds[1].revents & POLLIN) && m_on_interrupt()) {
-      abandon();
-      break;
-    }
-    advance();
-  }
-  return std::move(result().front());
+  return std::move(pipeline({argv}, {}, budget).front());
 }
 
 void Connection::abandon() {

@@ -4,11 +4,7 @@
 -- Returns {1, fence, slot} when taken; {2, fence, pttl, i} when the enclosing hold ARGV[9 + i]
 -- owns it (re-entry); {0, pttl, host, pid, cmd, since, now, queue length} when busy (-n);
 -- or the waiting reply of common.lua once queued.
-local bad = check_types()
-if bad then return bad end
-local d, limit = contender()
-local id = id_of(d.t)
-bad = check_mode(d.m, limit)
+local d, id, limit, bad = prologue()
 if bad then return bad end
 
 -- Our own token: an earlier attempt whose answer was lost took it, or queued it.

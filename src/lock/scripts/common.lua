@@ -261,3 +261,13 @@ local function contender()
   return {t = ARGV[1], ttl = ARGV[2], h = ARGV[3], p = ARGV[4], u = ARGV[5], c = ARGV[6], m = ARGV[7]},
          tonumber(ARGV[8])
 end
+
+-- What acquire and wait start with: the contender, its id and limit, once the lock's keys hold
+-- rlock's data and its kind of hold fits; else the error to return.
+local function prologue()
+  local bad = check_types()
+  if bad then return nil, nil, nil, bad end
+  local d, limit = contender()
+  bad = check_mode(d.m, limit)
+  return d, id_of(d.t), limit, bad
+end

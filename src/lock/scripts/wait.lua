@@ -4,11 +4,7 @@
 -- whom to watch next.
 -- KEYS: the lock's keys. ARGV: token ttl_ms host pid user cmd mode limit.
 -- Returns {1, fence, slot} when the lock is ours now, else the waiting reply of common.lua.
-local bad = check_types()
-if bad then return bad end
-local d, limit = contender()
-local id = id_of(d.t)
-bad = check_mode(d.m, limit)
+local d, id, limit, bad = prologue()
 if bad then return bad end
 
 local ours, fence, slot, claimed = held_by(d.t, id, d.m)
