@@ -152,3 +152,132 @@ assert_names_masters() {
   # Nothing was left on the masters that answered.
   assert free_everywhere k
 }
+
+# ---------------------------------------------------------------------------------------------
+# Slow, restarted and cut-off masters
+
+@test "one master stopped (SIGSTOP): acquire and release each take about the per-node timeout, not more; run works" {
+  masters_start 3
+  m_stop 3
+  local i t0 took tok max_acq=0 max_rel=0
+  for i in 1 2 3 4 5; do
+    t0=$(now_ms)
+    tok=$(rlock acquire k --node-timeout 200ms "${U[@]}" 2>"$T/acq.err") ||
+      fail "acquire $i failed: $(cat "$T/acq.err")"
+    took=$(elapsed_ms "$t0")
+    ((took > max_acq)) && max_acq=$took
+    [[ $(held_on k) == "1 2" ]] || fail "acquire $i: the lock is on masters '$(held_on k)', not 1 and 2"
+    t0=$(now_ms)
+    RLOCK_TOKEN=$tok rlock release k --node-timeout 200ms "${U[@]}" 2>"$T/rel.err" ||
+      fail "release $i failed: $(cat "$T/rel.err")"
+    took=$(elapsed_ms "$t0")
+    ((took > max_rel)) && max_rel=$took
+    assert free_everywhere k
+  done
+  echo "# with m3 stopped and --node-timeout 200ms: acquire max ${max_acq}ms, release max ${max_rel}ms" >&3
+  ((max_acq < 1000)) || fail "an acquire took ${max_acq}ms (200ms per node, limit 1s with slack)"
+  ((max_rel < 1000)) || fail "a release took ${max_rel}ms (200ms per node, limit 1s with slack)"
+
+  # run, with the default per-node timeout (2% of 30s), and one that renews past its TTL.
+  run --separate-stderr rlock run k "${U[@]}" -- sh -c 'echo "fence $RLOCK_FENCE"'
+  assert_success
+  assert_output --regexp '^fence [0-9]+$'
+  run --separate-stderr rlock run k -t 1s --node-timeout 150ms "${U[@]}" -- sleep 2.5
+  assert_success
+  assert free_everywhere k
+  m_cont 3
+}
+
+held_on_all_3() { [[ $(held_on "$1") == "1 2 3" ]]; }
+
+@test "a master restarted empty while a holder runs: no second holder, the lock and its fence are set there again, fences increase" {
+  masters_start 3
+  local nt=(--node-timeout 300ms)
+  bg holder rlock run k -t 3s "${nt[@]}" "${U[@]}" -- \
+    sh -c 'echo "$RLOCK_FENCE" >"$0"; exec "$CS" "$WLOG" holder 6 0.1' "$T/fences"
+  wait_cs holder holder
+  local f1
+  f1=$(cat "$T/fences")
+  # Contenders with -n all along (the URLs from RLOCK_URL, split at spaces).
+  cat >"$T/contend.sh" <<'CONTEND'
+while [ ! -e "$1/stop" ]; do
+  rlock run k -n --node-timeout 300ms -- "$CS" "$WLOG" intruder 2>>"$1/contend.err"
+  echo $? >>"$1/codes"
+done
+CONTEND
+  RLOCK_URL=$(m_url_list) bg contend sh "$T/contend.sh" "$T"
+  wait_until test -s "$T/codes" || fail "the contenders did not start: $(bg_err contend)"
+  m_restart 1
+  # The holder's next renewal sets the lock there again, with a fence counter at least its own.
+  wait_until -t 3 held_on_all_3 k || fail "the lock was not set again on m1: on '$(held_on k)'"
+  local f
+  f=$(mcli 1 get 'rlock:{k}:fence')
+  [[ $f =~ ^[0-9]+$ ]] && ((f >= f1)) || fail "the fence counter on m1 is '$f', below the holder's $f1"
+  bg_wait holder 20
+  assert_equal "$BG_STATUS" 0
+  touch "$T/stop"
+  bg_wait contend 20
+  assert_no_overlap
+  local codes
+  codes=$(sort -u "$T/codes" | tr '\n' ' ')
+  [[ $codes == "75 " || $codes == "0 75 " ]] || fail "contenders exited with: $codes ($(cat "$T/contend.err"))"
+  (($(grep -c 75 "$T/codes") >= 5)) || fail "only $(grep -c 75 "$T/codes") contenders ran during the hold"
+  # Later holders get larger fences.
+  local i
+  for i in 1 2 3; do
+    rlock run k "${nt[@]}" "${U[@]}" -- sh -c 'echo "$RLOCK_FENCE"' >>"$T/fences" || fail "run $i failed"
+  done
+  run fences_increase "$T/fences"
+  assert_success
+}
+
+@test "a holder cut off from 2 of 3 masters: its child is stopped before the validity ends (76), and only then does another get the lock" {
+  masters_start 3
+  proxy_start p2 "${M_PORT[2]}"
+  proxy_start p3 "${M_PORT[3]}"
+  local via=(-u "$(m_url 1)" -u "redis://127.0.0.1:$p2_PORT" -u "redis://127.0.0.1:$p3_PORT")
+  bg holder rlock run k -t 3s --node-timeout 200ms "${via[@]}" -- "$CS" "$WLOG" holder 60 0.1
+  wait_cs holder holder
+  local pid paused stopped
+  pid=$(cs_pid holder)
+  paused=$(mono_ns)
+  proxy_pause p2
+  proxy_pause p3
+  # A second holder, straight to the masters.
+  bg second rlock run k -w 30 "${U[@]}" -- "$CS" "$WLOG" second
+  bg_wait holder 10
+  assert_equal "$BG_STATUS" 76
+  stopped=$(awk -v p="$pid" '($1 == "stop" || $1 == "end") && $3 == p { print $2; exit }' "$WLOG")
+  [[ -n $stopped ]] || fail "the holder's child recorded no stop: $(cat "$WLOG")"
+  echo "# the child was stopped $(((stopped - paused) / 1000000))ms after the partition" >&3
+  ((stopped - paused < 3000000000)) || fail "the child ran $(((stopped - paused) / 1000000))ms past the partition (TTL 3s)"
+  bg_wait second 30
+  assert_equal "$BG_STATUS" 0
+  cs_started second || fail "the second holder's section did not run: $(bg_err second)"
+  assert_no_overlap
+  grep -qi lost "$T/holder.err" || fail "the holder did not say it lost the lock: $(bg_err holder)"
+  proxy_resume p2
+  proxy_resume p3
+}
+
+@test "fences increase strictly over 20 acquisitions while masters are restarted empty, a different minority each time" {
+  masters_start 5
+  : >"$T/fences"
+  local round i picked n
+  for round in $(seq 1 20); do
+    # 1 or 2 masters (a minority) restarted with nothing in them; on odd rounds their fence
+    # counters start low, as a server whose clock is behind would seed them.
+    n=$((1 + RANDOM % 2))
+    picked=$(shuf -i 1-5 -n "$n" | tr '\n' ' ')
+    for i in $picked; do
+      m_restart "$i"
+      ((round % 2)) && mcli "$i" set 'rlock:{k}:fence' "$round" >/dev/null
+    done
+    echo "round $round: restarted $picked" >>"$T/rounds"
+    rlock run k "${U[@]}" -- sh -c 'echo "$RLOCK_FENCE"' >>"$T/fences" 2>>"$T/run.err" ||
+      fail "round $round: run failed: $(cat "$T/run.err")"
+  done
+  assert_equal "$(wc -l <"$T/fences")" 20
+  run fences_increase "$T/fences"
+  [[ $status -eq 0 ]] || fail "$output; rounds: $(cat "$T/rounds"); fences: $(cat "$T/fences")"
+}

@@ -12,6 +12,7 @@
 
 M_PORT=()
 M_PID=()
+M_STOPPED=()
 U=()
 
 masters_start() {
@@ -56,8 +57,14 @@ m_kill() {
   M_PID[$1]=
 }
 
-m_stop() { kill -STOP "${M_PID[$1]}"; }
-m_cont() { kill -CONT "${M_PID[$1]}"; }
+m_stop() {
+  kill -STOP "${M_PID[$1]}"
+  M_STOPPED[$1]=1
+}
+m_cont() {
+  kill -CONT "${M_PID[$1]}"
+  M_STOPPED[$1]=
+}
 
 # m_restart I: master I killed and started again on its port with nothing in it (no
 # persistence), as after a crash of a server without AOF or RDB.
@@ -84,11 +91,11 @@ m_restart() {
 }
 _m_up_or_gone() { pid_gone "$2" || _srv_is "$1" "$2"; }
 
-# The masters on which lock KEY (default prefix) exists.
+# The masters on which lock KEY (default prefix) exists (of those running and not stopped).
 held_on() {
   local key=$1 i out=()
   for i in "${!M_PORT[@]}"; do
-    [[ -n ${M_PID[i]:-} ]] || continue
+    [[ -n ${M_PID[i]:-} && -z ${M_STOPPED[i]:-} ]] || continue
     [[ $(mcli "$i" exists "rlock:{$key}" 2>/dev/null) == 1 ]] && out+=("$i")
   done
   echo "${out[@]}"
@@ -105,7 +112,7 @@ held_count() {
 free_everywhere() { [[ $(held_count "$1") == 0 ]]; }
 held_everywhere() {
   local i n=0
-  for i in "${!M_PORT[@]}"; do [[ -n ${M_PID[i]:-} ]] && n=$((n + 1)); done
+  for i in "${!M_PORT[@]}"; do [[ -n ${M_PID[i]:-} && -z ${M_STOPPED[i]:-} ]] && n=$((n + 1)); done
   [[ $(held_count "$1") == "$n" ]]
 }
 
