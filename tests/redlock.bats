@@ -17,6 +17,7 @@ BATS_TEST_TIMEOUT=240
 
 setup() {
   faults_setup
+  export T
   export XDG_RUNTIME_DIR=$T/run
   mkdir -m 700 "$XDG_RUNTIME_DIR"
 }
@@ -280,4 +281,226 @@ CONTEND
   assert_equal "$(wc -l <"$T/fences")" 20
   run fences_increase "$T/fences"
   [[ $status -eq 0 ]] || fail "$output; rounds: $(cat "$T/rounds"); fences: $(cat "$T/fences")"
+}
+
+# ---------------------------------------------------------------------------------------------
+# status, list, release --force, extend, token files and keepers on a quorum
+
+# other_holder I KEY: KEY taken on master I alone by another process; prints that process's pid.
+other_holder() {
+  sh -c 'rlock acquire "$1" -t 60s -u "$2" >/dev/null && echo $$' sh "$2" "$(m_url "$1")" ||
+    fail "could not take $2 on m$1 alone"
+}
+
+@test "status on a quorum: all agree, a master where it is free, one where another holds it, one that is down" {
+  require_jq
+  masters_start 3
+  local tok_a tok_b tok_c
+  tok_a=$(rlock acquire a "${U[@]}") || fail "acquire a"
+  tok_b=$(rlock acquire b "${U[@]}") || fail "acquire b"
+  tok_c=$(rlock acquire c "${U[@]}") || fail "acquire c"
+  # The holders' pids as m1 has them (each acquire had its own caller).
+  local me
+  me=$(mcli 1 hget 'rlock:{a}:info' pid)
+  [[ $me =~ ^[0-9]+$ ]] || fail "no holder pid on m1"
+
+  # All three agree: the table alone, no line about the masters.
+  run --separate-stderr rlock status a "${U[@]}"
+  assert_success
+  assert_equal "$stderr" ""
+  assert_line --index 1 --regexp "^a +held +[^ ]+ +$me "
+  refute_output --partial agree
+  assert_equal "${#lines[@]}" 2
+  run --separate-stderr rlock status a "${U[@]}" --json
+  assert_success
+  assert_equal "$(jq -r '.held, .agreeing, (.masters | length), ([.masters[].agrees] | all), ([.masters[].url] | join(" "))' <<<"$output" | tr '\n' ' ')" \
+    "true 3 3 true $(m_url_list) "
+
+  # b: deleted on m2, so free there.
+  me=$(mcli 1 hget 'rlock:{b}:info' pid)
+  mcli 2 del 'rlock:{b}' 'rlock:{b}:info' >/dev/null
+  run --separate-stderr rlock status b "${U[@]}"
+  assert_success
+  assert_line --index 1 --regexp "^b +held +[^ ]+ +$me "
+  assert_line "b: 2 of 3 masters agree"
+  assert_line "b: $(m_url 2) disagrees: free there"
+  assert_equal "${#lines[@]}" 4
+  run --separate-stderr rlock status b "${U[@]}" --json
+  assert_success
+  assert_equal "$(jq -c '[.held, .pid, .agreeing, [.masters[] | [.agrees, .held, .error]]]' <<<"$output")" \
+    "[true,$me,2,[[true,true,null],[false,false,null],[true,true,null]]]"
+
+  # c: held on m2 by another process.
+  me=$(mcli 1 hget 'rlock:{c}:info' pid)
+  mcli 2 del 'rlock:{c}' 'rlock:{c}:info' >/dev/null
+  local other
+  other=$(other_holder 2 c)
+  [[ $other != "$me" ]] || fail "the other holder has the same pid"
+  run --separate-stderr rlock status c "${U[@]}"
+  assert_success
+  assert_line --index 1 --regexp "^c +held +[^ ]+ +$me "
+  assert_line "c: 2 of 3 masters agree"
+  assert_line --regexp "^c: $(m_url 2) disagrees: held there by [^ ]+ pid $other\$"
+  run --separate-stderr rlock status c "${U[@]}" --json
+  assert_success
+  assert_equal "$(jq -c '[.pid, .agreeing, [.masters[] | [.agrees, .held, .pid]]]' <<<"$output")" \
+    "[$me,2,[[true,true,$me],[false,true,$other],[true,true,$me]]]"
+
+  # A lock held on one master only is free: the majority says so.
+  other_holder 3 d >/dev/null
+  run --separate-stderr rlock status d "${U[@]}"
+  assert_failure 1
+  assert_line --index 1 --regexp '^d +free '
+  assert_line "d: 2 of 3 masters agree"
+  assert_line --regexp "^d: $(m_url 3) disagrees: held there by "
+
+  # All keys (a scan on every master): a, b and c are held by a majority, d is not.
+  run --separate-stderr rlock status "${U[@]}" --json
+  assert_success
+  assert_equal "$(jq -c '[.[] | .key] | sort' <<<"$output")" '["a","b","c"]'
+
+  # m3 down: a (held on m1 and m2) is still held; m3 did not answer.
+  me=$(mcli 1 hget 'rlock:{a}:info' pid)
+  m_kill 3
+  run --separate-stderr rlock status a "${U[@]}"
+  assert_success
+  assert_line --index 1 --regexp "^a +held +[^ ]+ +$me "
+  assert_line "a: 2 of 3 masters agree"
+  assert_line --regexp "^a: $(m_url 3) did not answer: .+"
+  run --separate-stderr rlock status a "${U[@]}" --json
+  assert_success
+  assert_equal "$(jq -c '[.held, .agreeing, [.masters[] | [.agrees, (.error != null)]]]' <<<"$output")" \
+    "[true,2,[[true,false],[true,false],[false,true]]]"
+  # All keys: b and c, held on m1 and m3 only, have lost their majority with m3.
+  run --separate-stderr rlock status "${U[@]}" --json
+  assert_success
+  assert_equal "$(jq -c '[.[] | .key] | sort' <<<"$output")" '["a"]'
+}
+
+@test "status after a master restarted and took the lock back from the holder's renewal still shows the holder" {
+  require_jq
+  masters_start 3
+  bg holder rlock run k -t 3s --node-timeout 300ms "${U[@]}" -- sh -c 'echo "$PPID" >"$0"; sleep 8' "$T/rlock.pid"
+  wait_until held_on_all_3 k || fail "the holder did not get the lock: $(bg_err holder)"
+  m_restart 1
+  wait_until -t 3 held_on_all_3 k || fail "the lock was not set again on m1"
+  run --separate-stderr rlock status k "${U[@]}" --json
+  assert_success
+  local want
+  want=$(mcli 2 hget 'rlock:{k}:info' pid)
+  assert_equal "$(jq -r '.held, .agreeing' <<<"$output" | tr '\n' ' ')" "true 3 "
+  assert_equal "$(jq -r '.pid' <<<"$output")" "$want"
+  [[ $(jq -r '.host' <<<"$output") != "" ]] || fail "status shows no host: $output"
+  [[ $(jq -r '.command' <<<"$output") == *sleep* ]] || fail "status shows no command: $output"
+}
+
+@test "list on a quorum shows the keys a majority holds; release --force removes a lock from every master" {
+  require_jq
+  masters_start 3
+  local tok
+  tok=$(rlock acquire held "${U[@]}") || fail "acquire held"
+  rlock acquire other "${U[@]}" >/dev/null || fail "acquire other"
+  # minority: on m2 only; partly: on m1 and m3 (a majority) after m2 lost it.
+  other_holder 2 minority >/dev/null
+  rlock acquire partly "${U[@]}" >/dev/null || fail "acquire partly"
+  mcli 2 del 'rlock:{partly}' 'rlock:{partly}:info' >/dev/null
+  run --separate-stderr rlock list "${U[@]}"
+  assert_success
+  assert_equal "$(awk 'NR > 1 && $2 == "held" { print $1 }' <<<"$output" | sort | tr '\n' ' ')" "held other partly "
+  refute_output --partial minority
+  run --separate-stderr rlock list "${U[@]}" --json
+  assert_success
+  assert_equal "$(jq -c '[.[].key] | sort' <<<"$output")" '["held","other","partly"]'
+  run --separate-stderr rlock list 'p*' "${U[@]}" --json
+  assert_success
+  assert_equal "$(jq -c '[.[].key]' <<<"$output")" '["partly"]'
+
+  # release --force: gone from every master, and it says whose it was.
+  run --separate-stderr rlock release held --force "${U[@]}"
+  assert_success
+  [[ $stderr == *"removed held"* ]] || fail "release --force did not say what it removed: '$stderr'"
+  assert free_everywhere held
+  RLOCK_TOKEN=$tok run --separate-stderr rlock release held "${U[@]}"
+  assert_failure 1
+  # On a lock only part of the masters hold, too.
+  run --separate-stderr rlock release partly --force "${U[@]}"
+  assert_success
+  assert free_everywhere partly
+  run --separate-stderr rlock release nothing --force "${U[@]}"
+  assert_failure 1
+}
+
+# The smallest PTTL of lock KEY on the masters that hold it (-2 where it is missing).
+min_pttl() {
+  local i t min=
+  for i in "${!M_PORT[@]}"; do
+    t=$(mcli "$i" pttl "rlock:{$1}")
+    [[ -z $min ]] || ((t < min)) && min=$t
+  done
+  echo "$min"
+}
+
+@test "extend on a quorum needs -t and resets the TTL on every master; acquire --token-file and release" {
+  masters_start 3
+  run --separate-stderr rlock acquire k -t 5s --token-file "$T/token" "${U[@]}"
+  assert_success
+  assert_output ""
+  assert held_everywhere k
+  (($(min_pttl k) <= 5000)) || fail "PTTL $(min_pttl k) after acquire -t 5s"
+  [[ $(stat -c %a "$T/token") == 600 ]] || fail "the token file has mode $(stat -c %a "$T/token")"
+  [[ $(mcli 2 get 'rlock:{k}') == "$(cat "$T/token")" ]] || fail "m2 does not hold the token of the file"
+
+  run --separate-stderr rlock extend k --token-file "$T/token" "${U[@]}"
+  assert_usage_error
+  [[ $stderr == *-t* ]] || fail "the error does not mention -t: '$stderr'"
+  run --separate-stderr rlock extend k -t 60s --token-file "$T/token" "${U[@]}"
+  assert_success
+  local left
+  left=$(min_pttl k)
+  ((left > 50000)) || fail "after extend -t 60s the smallest PTTL is $left"
+
+  # A token that does not own it: exit 1, nothing changed.
+  RLOCK_TOKEN=0123456789abcdef0123456789abcdef run --separate-stderr rlock extend k -t 5s "${U[@]}"
+  assert_failure 1
+  RLOCK_TOKEN=0123456789abcdef0123456789abcdef run --separate-stderr rlock release k "${U[@]}"
+  assert_failure 1
+  assert held_everywhere k
+
+  run --separate-stderr rlock release k --token-file "$T/token" "${U[@]}"
+  assert_success
+  assert free_everywhere k
+  run --separate-stderr rlock extend k -t 5s --token-file "$T/token" "${U[@]}"
+  assert_failure 1
+}
+
+@test "acquire --keepalive on a quorum: the keeper renews past the TTL on every master, and release gives it back" {
+  masters_start 3
+  cat >"$T/script.sh" <<'SCRIPT'
+tok=$(rlock acquire k --keepalive -t 2s --node-timeout 300ms "$@") || exit 9
+echo "$tok" >"$T/tok"
+while [ ! -e "$T/go" ]; do sleep 0.05; done
+RLOCK_TOKEN=$tok rlock release k "$@" || exit 8
+touch "$T/released"
+sleep 1000
+SCRIPT
+  bg script bash "$T/script.sh" "${U[@]}"
+  wait_until test -s "$T/tok" || fail "no lock: $(bg_err script)"
+  assert held_everywhere k
+  # Held for three TTLs: the keeper renewed it on every master.
+  local t0
+  t0=$(now_ms)
+  while (($(elapsed_ms "$t0") < 6000)); do
+    held_everywhere k || fail "the lock lapsed $(elapsed_ms "$t0")ms after acquire: on '$(held_on k)'"
+    sleep 0.1
+  done
+  [[ $(mcli 3 get 'rlock:{k}') == "$(cat "$T/tok")" ]] || fail "m3 does not hold the token"
+  touch "$T/go"
+  wait_until test -e "$T/released" || fail "release failed: $(bg_err script)"
+  assert free_everywhere k
+  # A script killed with SIGKILL: the keeper releases on every master at once.
+  bg killed bash -c 'tok=$(rlock acquire j --keepalive -t 30s "$@") && echo "$tok" >"$T/tok2" && sleep 1000' sh "${U[@]}"
+  wait_until test -s "$T/tok2" || fail "no lock j: $(bg_err killed)"
+  assert held_everywhere j
+  kill -KILL "$killed_pid"
+  wait_until -t 3 free_everywhere j || fail "j is still on masters $(held_on j) after its script died"
 }
