@@ -283,6 +283,54 @@ CONTEND
   [[ $status -eq 0 ]] || fail "$output; rounds: $(cat "$T/rounds"); fences: $(cat "$T/fences")"
 }
 
+@test "a run whose lock is removed from 2 of 3 masters learns it at its next renewal: child stopped, 76" {
+  masters_start 3
+  bg holder rlock run k -t 3s --node-timeout 300ms "${U[@]}" -- "$CS" "$WLOG" holder 60 0.1
+  wait_cs holder holder
+  # Removed from one master only: the holder sets it there again at its next renewal.
+  mcli 3 del 'rlock:{k}' >/dev/null
+  wait_until -t 3 held_on_all_3 k || fail "the lock was not set again on m3: on '$(held_on k)'"
+  bg_done holder && fail "the holder ended: $(bg_err holder)"
+  # Removed from a majority: lost.
+  mcli 1 del 'rlock:{k}' >/dev/null
+  mcli 2 del 'rlock:{k}' >/dev/null
+  bg_wait holder 5
+  assert_equal "$BG_STATUS" 76
+  grep -qi lost "$T/holder.err" || fail "the holder did not say it lost the lock: $(bg_err holder)"
+  [[ -n $(awk '$1 == "stop"' "$WLOG") ]] || fail "the child was not stopped: $(cat "$WLOG")"
+}
+
+@test "a run that lost its lock on a majority gives it back on the masters where its token still owns it" {
+  masters_start 3
+  bg holder rlock run k -t 3s --node-timeout 300ms "${U[@]}" -- "$CS" "$WLOG" holder 60 0.1
+  wait_cs holder holder
+  mcli 1 del 'rlock:{k}' >/dev/null
+  mcli 2 del 'rlock:{k}' >/dev/null
+  bg_wait holder 5
+  assert_equal "$BG_STATUS" 76
+  [[ $(held_on k) == "" ]] || fail "after the run exited, its lock is still on m$(held_on k) (PTTL $(mcli 3 pttl 'rlock:{k}')ms)"
+}
+
+@test "leftovers on a minority of masters, nobody with a majority: -n retries a little and gives 75, -w waits for them to expire" {
+  masters_start 3
+  other_holder 1 k >/dev/null
+  mcli 1 pexpire 'rlock:{k}' 2000 >/dev/null
+  other_holder 2 k >/dev/null
+  mcli 2 pexpire 'rlock:{k}' 2000 >/dev/null
+  local t0 took
+  t0=$(now_ms)
+  run --separate-stderr rlock run k -n "${U[@]}" -- touch "$T/ran"
+  took=$(elapsed_ms "$t0")
+  assert_failure 75
+  assert_file_not_exists "$T/ran"
+  ((took < 1500)) || fail "-n took ${took}ms"
+  [[ $(held_on k) == "1 2" ]] || fail "the attempt left the lock on '$(held_on k)'"
+  # -w: the leftovers expire (2s), then the lock is taken.
+  run --separate-stderr rlock run k -w 10 "${U[@]}" -- sh -c 'redis-cli -p "$0" exists "rlock:{k}"' "${M_PORT[1]}"
+  assert_success
+  assert_output 1
+}
+
 # ---------------------------------------------------------------------------------------------
 # status, list, release --force, extend, token files and keepers on a quorum
 
@@ -503,4 +551,167 @@ SCRIPT
   assert held_everywhere j
   kill -KILL "$killed_pid"
   wait_until -t 3 free_everywhere j || fail "j is still on masters $(held_on j) after its script died"
+}
+
+# ---------------------------------------------------------------------------------------------
+# Members of every kind, what is refused, two masters
+
+@test "a quorum of a rediss:// member, a unix:// member and a redis:// member" {
+  require_jq
+  export TLS_DIR=$T/certs
+  tls_make_certs "$TLS_DIR" || fail "could not make the test certificates"
+  tls_start server
+  local tls_url=$RLOCK_TLS_URL
+  redis_start_unix
+  unset RLOCK_URL
+  local unix_url=unix://$REDIS_SOCKET
+  masters_start 1
+  local q=(-u "$tls_url" -u "$unix_url" -u "$(m_url 1)" --cacert "$TLS_DIR/ca.pem")
+
+  run --separate-stderr rlock run k "${q[@]}" -- sh -c 'echo "fence $RLOCK_FENCE"'
+  assert_success
+  assert_output --regexp '^fence [0-9]+$'
+  run --separate-stderr rlock acquire k "${q[@]}" --token-file "$T/token"
+  assert_success
+  local tok
+  tok=$(cat "$T/token")
+  assert_equal "$(tcli get 'rlock:{k}')" "$tok"
+  assert_equal "$(rcli get 'rlock:{k}')" "$tok"
+  assert_equal "$(mcli 1 get 'rlock:{k}')" "$tok"
+  run --separate-stderr rlock status k "${q[@]}" --json
+  assert_success
+  assert_equal "$(jq -r '.agreeing, ([.masters[].url] | join(" "))' <<<"$output" | tr '\n' ' ')" \
+    "3 $tls_url $unix_url $(m_url 1) "
+  run --separate-stderr rlock release k "${q[@]}" --token-file "$T/token"
+  assert_success
+  assert_equal "$(tcli exists 'rlock:{k}') $(rcli exists 'rlock:{k}') $(mcli 1 exists 'rlock:{k}')" "0 0 0"
+
+  # Without the CA, the TLS member fails its verification alone: the two others are a majority.
+  run --separate-stderr rlock run k -u "$tls_url" -u "$unix_url" -u "$(m_url 1)" -- true
+  assert_success
+  # With the unix member down too, no majority: 69, naming both.
+  redis_kill
+  run --separate-stderr rlock run k -u "$tls_url" -u "$unix_url" -u "$(m_url 1)" -- touch "$T/ran"
+  assert_error_exit 69
+  [[ $stderr == *"$tls_url"* && $stderr == *"$unix_url"* ]] || fail "the error does not name both failing members: '$stderr'"
+  [[ $stderr != *"$(m_url 1)"* ]] || fail "the error names the master that answered: '$stderr'"
+  assert_file_not_exists "$T/ran"
+}
+
+@test "a redis+sentinel:// member; RLOCK_URL split at spaces and at commas that start a URL" {
+  require_jq
+  repl_start
+  sentinels_start 3
+  masters_start 2
+  local q=(-u "$SENTINEL_URL" -u "$(m_url 1)" -u "$(m_url 2)")
+  run --separate-stderr rlock acquire k "${q[@]}" --token-file "$T/token"
+  assert_success
+  assert_equal "$(srv_cli "$MASTER_PORT" get 'rlock:{k}')" "$(cat "$T/token")"
+  assert held_everywhere k
+  run --separate-stderr rlock release k "${q[@]}" --token-file "$T/token"
+  assert_success
+  [[ $(srv_cli "$MASTER_PORT" exists 'rlock:{k}') == 0 ]] || fail "still on the Sentinel's master"
+
+  # One text: the Sentinel URL (commas between its sentinels), a comma, a URL, a space, a URL.
+  export RLOCK_URL="$SENTINEL_URL,$(m_url 1) $(m_url 2)"
+  run --separate-stderr rlock run k -- sh -c 'echo "fence $RLOCK_FENCE"'
+  assert_success
+  assert_output --regexp '^fence [0-9]+$'
+  local tok
+  tok=$(rlock acquire k) || fail "acquire with RLOCK_URL"
+  run --separate-stderr rlock status k --json
+  assert_success
+  assert_equal "$(jq -r '.agreeing, (.masters | length)' <<<"$output" | tr '\n' ' ')" "3 3 "
+  [[ $(jq -r '.masters[0].url' <<<"$output") == redis+sentinel://* ]] || fail "the first member is not the Sentinel URL: $output"
+  RLOCK_TOKEN=$tok run --separate-stderr rlock release k
+  assert_success
+  # The same in the config file's url.
+  unset RLOCK_URL
+  mkdir -p "$XDG_CONFIG_HOME/rlock"
+  printf 'url = "%s"\n' "$SENTINEL_URL,$(m_url 1),$(m_url 2)" >"$XDG_CONFIG_HOME/rlock/config.toml"
+  run --separate-stderr rlock status k --json
+  assert_failure 1
+  assert_equal "$(jq -r '.masters | length' <<<"$output")" 3
+  run --separate-stderr rlock run k -- true
+  assert_success
+
+  # The Sentinel member's master down (no failover yet): the two others still make a majority.
+  srv_kill "$MASTER_PID"
+  run --separate-stderr rlock run k -- true
+  assert_success
+}
+
+@test "a Redis Cluster node as a member is refused (78, naming it), whichever node owns the key" {
+  cluster_start 3
+  masters_start 2
+  local first=${CLUSTER_PORTS%% *} node_url key mine="" other="" i
+  node_url=redis://127.0.0.1:$first
+  # A key whose slot another node owns (the node answers MOVED), and one the node owns itself.
+  for i in $(seq 1 200); do
+    if [[ $(cluster_port_of "rlock:{k$i}") == "$first" ]]; then
+      [[ -z $mine ]] && mine=k$i
+    else
+      [[ -z $other ]] && other=k$i
+    fi
+    [[ -n $mine && -n $other ]] && break
+  done
+  [[ -n $mine && -n $other ]] || fail "no keys found for both cases"
+  for key in "$other" "$mine"; do
+    run --separate-stderr rlock run "$key" -u "$node_url" -u "$(m_url 1)" -u "$(m_url 2)" -- touch "$T/ran"
+    [[ $status -eq 78 ]] || fail "key $key: expected exit 78, got $status; stderr: '$stderr'"
+    [[ $stderr == *"$node_url"* && $stderr == *"a Cluster cannot be a Redlock member"* ]] ||
+      fail "key $key: the error does not name the Cluster node: '$stderr'"
+    assert_file_not_exists "$T/ran"
+    run --separate-stderr rlock acquire "$key" -u "$node_url" -u "$(m_url 1)" -u "$(m_url 2)"
+    [[ $status -eq 78 ]] || fail "acquire $key: expected exit 78, got $status; stderr: '$stderr'"
+    assert free_everywhere "$key"
+    [[ $(ccli exists "rlock:{$key}") == 0 ]] || fail "key $key was left on the Cluster"
+  done
+}
+
+@test "--limit and --shared are refused with several URLs (64); a space or comma inside one -u is split" {
+  masters_start 3
+  run --separate-stderr rlock run k --limit 2 "${U[@]}" -- touch "$T/ran"
+  assert_usage_error
+  run --separate-stderr rlock run k --shared "${U[@]}" -- touch "$T/ran"
+  assert_usage_error
+  run --separate-stderr rlock acquire k --limit 3 "${U[@]}"
+  assert_usage_error
+  run --separate-stderr rlock acquire k -s "${U[@]}"
+  assert_usage_error
+  assert_file_not_exists "$T/ran"
+  assert free_everywhere k
+  # --exclusive is what a quorum does anyway.
+  run --separate-stderr rlock run k -x "${U[@]}" -- true
+  assert_success
+  # One -u with the masters separated by a space, or by commas.
+  run --separate-stderr rlock run k -u "$(m_url_list ' ')" -- sh -c 'redis-cli -p "$0" exists "rlock:{k}"' "${M_PORT[3]}"
+  assert_success
+  assert_output 1
+  run --separate-stderr rlock run k -u "$(m_url_list ,)" -- sh -c 'redis-cli -p "$0" exists "rlock:{k}"' "${M_PORT[2]}"
+  assert_success
+  assert_output 1
+}
+
+@test "two masters: works when both answer, with a warning; 69 when one is down" {
+  masters_start 2
+  run --separate-stderr rlock run k "${U[@]}" -- sh -c 'echo "fence $RLOCK_FENCE"'
+  assert_success
+  assert_output --regexp '^fence [0-9]+$'
+  [[ $stderr == *"warning"*"two masters"* ]] || fail "no warning about two masters: '$stderr'"
+  local tok
+  tok=$(rlock acquire k "${U[@]}" 2>/dev/null) || fail "acquire"
+  assert held_everywhere k
+  RLOCK_TOKEN=$tok run --separate-stderr rlock release k "${U[@]}"
+  assert_success
+  assert free_everywhere k
+  m_kill 2
+  run --separate-stderr rlock run k "${U[@]}" -- touch "$T/ran"
+  [[ $status -eq 69 ]] || fail "expected 69, got $status: '$stderr'"
+  [[ $stderr == *"no majority of the 2 Redis masters answered (2 needed)"*"$(m_url 2)"* ]] ||
+    fail "unexpected message: '$stderr'"
+  assert_file_not_exists "$T/ran"
+  run --separate-stderr rlock run k -n "${U[@]}" -- touch "$T/ran"
+  [[ $status -eq 69 ]] || fail "with -n: expected 69, got $status: '$stderr'"
+  assert free_everywhere k
 }
