@@ -69,7 +69,7 @@ m_cont() {
 # m_restart I: master I killed and started again on its port with nothing in it (no
 # persistence), as after a crash of a server without AOF or RDB.
 m_restart() {
-  local i=$1 port=${M_PORT[$1]} dir pid attempt up
+  local i=$1 port=${M_PORT[$1]} dir pid attempt
   m_kill "$i"
   for attempt in $(seq 1 50); do
     dir=$(_srv_root)/m$i.$attempt.$RANDOM
@@ -79,7 +79,6 @@ m_restart() {
     pid=$!
     disown "$pid" 2>/dev/null || true
     _srv_record "$pid"
-    up=0
     if wait_until -t 10 _m_up_or_gone "$port" "$pid" && pid_alive "$pid"; then
       M_PID[i]=$pid
       return 0
