@@ -15,15 +15,10 @@ FAULTS_HELPERS=$BATS_TEST_DIRNAME/faults/helpers
 
 BATS_TEST_TIMEOUT=240
 
-# A sanitizer build (scripts/test runs the suites again with one) starts several times slower:
-# the contention tests then run fewer loops, so that the file stays within CTest's time-out.
-setup_file() {
-  if grep -qa -e __asan_init -e __ubsan_handle "$(readlink -f "$RLOCK_BIN")" 2>/dev/null; then
-    export REDLOCK_SANITIZED=1
-  else
-    export REDLOCK_SANITIZED=0
-  fi
-}
+# Stress counts go through `scaled` (helpers/common: times RLOCK_TEST_SCALE, which the sanitizer
+# pass of scripts/test sets below 1); the same where helpers/common does not have it yet.
+declare -F scaled >/dev/null ||
+  scaled() { awk -v n="$1" -v s="${RLOCK_TEST_SCALE:-1}" 'BEGIN { v = int(n * s); print (v < 1 ? 1 : v) }'; }
 
 setup() {
   faults_setup
@@ -95,13 +90,10 @@ check_loops() {
   assert_success
 }
 
-# The number of loops and of runs per loop: 8 x 30, or 4 x 10 under a sanitizer.
+# 8 loops of 30 runs (fewer runs when scaled down).
 contention_size() {
-  if ((REDLOCK_SANITIZED)); then
-    LOOPS=4 RUNS=10
-  else
-    LOOPS=8 RUNS=30
-  fi
+  LOOPS=8
+  RUNS=$(scaled 30)
   TOTAL=$((LOOPS * RUNS))
 }
 
@@ -218,6 +210,16 @@ acquire_release_times() {
   run --separate-stderr rlock run k -t 1s --node-timeout 150ms "${U[@]}" -- sleep 2.5
   assert_success
   assert free_everywhere k
+  # status has no TTL: each master gets the --io-timeout.
+  local tok t0 took
+  tok=$(rlock acquire k "${U[@]}") || fail "acquire"
+  t0=$(now_ms)
+  run --separate-stderr rlock status k --io-timeout 300ms "${U[@]}"
+  took=$(elapsed_ms "$t0")
+  assert_success
+  assert_line "k: 2 of 3 masters agree"
+  assert_line --regexp "^k: $(m_url 3) did not answer: "
+  ((took < limit)) || fail "status took ${took}ms with m3 stopped (--io-timeout 300ms, limit ${limit}ms)"
   m_cont 3
 }
 
@@ -296,8 +298,9 @@ CONTEND
 @test "fences increase strictly over 20 acquisitions while masters are restarted empty, a different minority each time" {
   masters_start 5
   : >"$T/fences"
-  local round i picked n
-  for round in $(seq 1 20); do
+  local round i picked n rounds
+  rounds=$(scaled 20)
+  for round in $(seq 1 "$rounds"); do
     # 1 or 2 masters (a minority) restarted with nothing in them; on odd rounds their fence
     # counters start low, as a server whose clock is behind would seed them.
     n=$((1 + RANDOM % 2))
@@ -310,7 +313,7 @@ CONTEND
     rlock run k "${U[@]}" -- sh -c 'echo "$RLOCK_FENCE"' >>"$T/fences" 2>>"$T/run.err" ||
       fail "round $round: run failed: $(cat "$T/run.err")"
   done
-  assert_equal "$(wc -l <"$T/fences")" 20
+  assert_equal "$(wc -l <"$T/fences")" "$rounds"
   run fences_increase "$T/fences"
   [[ $status -eq 0 ]] || fail "$output; rounds: $(cat "$T/rounds"); fences: $(cat "$T/fences")"
 }
@@ -341,6 +344,31 @@ CONTEND
   bg_wait holder 5
   assert_equal "$BG_STATUS" 76
   [[ $(held_on k) == "" ]] || fail "after the run exited, its lock is still on m$(held_on k) (PTTL $(mcli 3 pttl 'rlock:{k}')ms)"
+}
+
+@test "release and extend with 2 of 3 masters down: 69 naming them, not 'not held' (1)" {
+  masters_start 3
+  local tok
+  tok=$(rlock acquire k "${U[@]}") || fail "acquire"
+  m_kill 2
+  m_kill 3
+  RLOCK_TOKEN=$tok run --separate-stderr rlock release k "${U[@]}"
+  assert_error_exit 69
+  [[ $stderr == *"$(m_url 2)"* && $stderr == *"$(m_url 3)"* ]] || fail "the error does not name m2 and m3: '$stderr'"
+  RLOCK_TOKEN=$tok run --separate-stderr rlock extend k -t 10s "${U[@]}"
+  assert_error_exit 69
+  [[ $stderr == *"$(m_url 2)"* && $stderr == *"$(m_url 3)"* ]] || fail "the error does not name m2 and m3: '$stderr'"
+}
+
+@test "a run whose masters go down (2 of 3) just before the child ends is not told it lost the lock: as with one Redis, a warning and the child's status" {
+  masters_start 3
+  # The child kills two masters and exits 7 long before the first renewal (TTL 30s).
+  run --separate-stderr rlock run k "${U[@]}" -- sh -c 'kill -KILL "$0" "$1"; while kill -0 "$0" 2>/dev/null || kill -0 "$1" 2>/dev/null; do sleep 0.05; done; exit 7' \
+    "${M_PID[2]}" "${M_PID[3]}"
+  M_PID[2]= M_PID[3]=
+  [[ $stderr != *"no longer owned"* ]] || fail "rlock says the token no longer owned the lock, which it cannot know: '$stderr'"
+  [[ $status -eq 7 ]] || fail "expected the child's status 7, got $status: '$stderr'"
+  [[ $stderr == *"could not release k"* ]] || fail "no warning that the lock could not be released: '$stderr'"
 }
 
 @test "leftovers on a minority of masters, nobody with a majority: -n retries a little and gives 75, -w waits for them to expire" {
