@@ -220,6 +220,12 @@ acquire_release_times() {
   assert_line "k: 2 of 3 masters agree"
   assert_line --regexp "^k: $(m_url 3) did not answer: "
   ((took < limit)) || fail "status took ${took}ms with m3 stopped (--io-timeout 300ms, limit ${limit}ms)"
+  RLOCK_TOKEN=$tok rlock release k "${U[@]}" 2>/dev/null || fail "release"
+  # A long TTL: 2% of it would be 72s, but a master never gets more than the --io-timeout.
+  t0=$(now_ms)
+  tok=$(rlock acquire k -t 1h --io-timeout 300ms "${U[@]}") || fail "acquire -t 1h"
+  took=$(elapsed_ms "$t0")
+  ((took < limit)) || fail "acquire -t 1h --io-timeout 300ms took ${took}ms with m3 stopped (limit ${limit}ms)"
   m_cont 3
 }
 
@@ -549,7 +555,20 @@ min_pttl() {
 }
 
 @test "extend on a quorum needs -t and resets the TTL on every master; acquire --token-file and release" {
+  require_jq
   masters_start 3
+  # acquire --json: the fence is the one every master's counter was raised to, and status shows it.
+  run --separate-stderr rlock acquire j --json "${U[@]}"
+  assert_success
+  local fence i
+  fence=$(jq -r .fence <<<"$output")
+  [[ $fence =~ ^[0-9]+$ ]] || fail "no fence in acquire --json: $output"
+  for i in 1 2 3; do
+    assert_equal "$(mcli "$i" get 'rlock:{j}:fence')" "$fence"
+  done
+  assert_equal "$(rlock status j --json "${U[@]}" | jq -r .fence)" "$fence"
+  RLOCK_TOKEN=$(jq -r .token <<<"$output") rlock release j "${U[@]}" || fail "release j"
+
   run --separate-stderr rlock acquire k -t 5s --token-file "$T/token" "${U[@]}"
   assert_success
   assert_output ""
