@@ -66,7 +66,12 @@ all_loops_done() {
   done
 }
 
-count_at_least() { (($(cat "$T/count") >= $1)); }
+# Whether the counter has reached $1 (it is empty for a moment while a section rewrites it).
+count_at_least() {
+  local n
+  n=$(cat "$T/count")
+  ((${n:-0} >= $1))
+}
 
 # start_loops LOOPS RUNS [RLOCK ARGS...]
 start_loops() {
@@ -166,6 +171,33 @@ assert_names_masters() {
   assert_names_masters 1 3 4
   # Nothing was left on the masters that answered.
   assert free_everywhere k
+}
+
+# How many scripts (EVAL, EVALSHA) master I has been sent.
+script_calls() {
+  mcli "$1" info commandstats | tr -d '\r' | awk -F'[:,=]' '/^cmdstat_eval(sha)?:/ {
+    for (i = 2; i < NF; i += 2) if ($i == "calls" || $i == "failed_calls" || $i == "rejected_calls") n += $(i + 1)
+  } END { print n + 0 }'
+}
+script_calls_above() { (($(script_calls "$1") > $2)); }
+
+@test "a run waiting (-w) for a held lock when 3 of 5 masters go down ends with 69, not 75" {
+  masters_start 5
+  rlock acquire k "${U[@]}" >/dev/null || fail "acquire"
+  local base
+  base=$(script_calls 1)
+  bg waiter rlock run k -w 6 "${U[@]}" -- touch "$T/ran"
+  # It has tried (and found the lock busy) a few times.
+  wait_until -t 10 script_calls_above 1 $((base + 6)) || fail "the waiter did not try: $(bg_err waiter)"
+  bg_done waiter && fail "the waiter ended early: $(bg_err waiter)"
+  m_kill 1
+  m_kill 3
+  m_kill 4
+  bg_wait waiter 20
+  assert_equal "$BG_STATUS" 69
+  [[ $(bg_err waiter) == *"no majority of the 5 Redis masters answered (3 needed)"* ]] ||
+    fail "unexpected message: $(bg_err waiter)"
+  assert_file_not_exists "$T/ran"
 }
 
 # ---------------------------------------------------------------------------------------------
