@@ -15,10 +15,12 @@ FAULTS_HELPERS=$BATS_TEST_DIRNAME/faults/helpers
 
 BATS_TEST_TIMEOUT=240
 
-# Stress counts go through `scaled` (helpers/common: times RLOCK_TEST_SCALE, which the sanitizer
-# pass of scripts/test sets below 1); the same where helpers/common does not have it yet.
-declare -F scaled >/dev/null ||
-  scaled() { awk -v n="$1" -v s="${RLOCK_TEST_SCALE:-1}" 'BEGIN { v = int(n * s); print (v < 1 ? 1 : v) }'; }
+# Stress counts are multiplied by RLOCK_TEST_SCALE (default 1; the sanitizer pass of scripts/test
+# sets it below 1), read here, before common_setup clears every RLOCK_* variable.
+REDLOCK_SCALE=${RLOCK_TEST_SCALE:-1}
+redlock_scaled() {
+  awk -v n="$1" -v s="$REDLOCK_SCALE" 'BEGIN { v = int(n * s); print (v < 1 ? 1 : v) }'
+}
 
 setup() {
   faults_setup
@@ -98,7 +100,7 @@ check_loops() {
 # 8 loops of 30 runs (fewer runs when scaled down).
 contention_size() {
   LOOPS=8
-  RUNS=$(scaled 30)
+  RUNS=$(redlock_scaled 30)
   TOTAL=$((LOOPS * RUNS))
 }
 
@@ -337,7 +339,7 @@ CONTEND
   masters_start 5
   : >"$T/fences"
   local round i picked n rounds
-  rounds=$(scaled 20)
+  rounds=$(redlock_scaled 20)
   for round in $(seq 1 "$rounds"); do
     # 1 or 2 masters (a minority) restarted with nothing in them; on odd rounds their fence
     # counters start low, as a server whose clock is behind would seed them.
