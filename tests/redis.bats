@@ -66,8 +66,9 @@ calls() {
   kill -CONT "$REDIS_PID"
   assert_failure 69
   [[ $stderr == *"no reply within 500ms"* ]]
-  # 500ms plus 10%, and start-up
-  ((took >= 450 && took < 800)) || fail "took ${took}ms"
+  # Not before the 500ms, and well short of a hang: start-up and exit under a sanitizer on a
+  # loaded machine take their share, so the upper bound leaves slack (exact figures: bench/).
+  ((took >= 450 && took < 3000)) || fail "took ${took}ms"
 }
 
 @test "nothing listening is 69 for every command" {

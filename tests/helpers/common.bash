@@ -335,7 +335,7 @@ common_setup() {
   # No setting may leak in from the caller's environment or config files.
   for v in $(compgen -e); do
     case $v in
-      RLOCK_BIN | RLOCK_SOURCE_DIR | RLOCK_BUILD_DIR | RLOCK_BATS_LIB_DIR) export -n "$v" ;;
+      RLOCK_BIN | RLOCK_SOURCE_DIR | RLOCK_BUILD_DIR | RLOCK_BATS_LIB_DIR | RLOCK_TEST_SCALE) export -n "$v" ;;
       RLOCK_* | REDIS_URL | REDISCLI_AUTH) unset "$v" ;;
     esac
   done
