@@ -386,6 +386,23 @@ CONTEND
   [[ $(held_on k) == "" ]] || fail "after the run exited, its lock is still on m$(held_on k) (PTTL $(mcli 3 pttl 'rlock:{k}')ms)"
 }
 
+@test "a keeper that lost its lock on a majority gives it back on the master where its token still owns it" {
+  masters_start 3
+  local tok t0
+  tok=$(rlock acquire k --keepalive -t 6s --node-timeout 300ms "${U[@]}" --pid $$) || fail "acquire"
+  assert held_everywhere k
+  mcli 1 del 'rlock:{k}' >/dev/null
+  mcli 2 del 'rlock:{k}' >/dev/null
+  # The keeper learns it at its next renewal (every TTL/3: 2s) and gives m3's copy back then,
+  # long before that copy's 6s TTL would end it.
+  t0=$(now_ms)
+  wait_until -t 8 free_everywhere k || fail "the lock is still on m$(held_on k) (PTTL $(mcli 3 pttl 'rlock:{k}')ms)"
+  (($(elapsed_ms "$t0") < 4500)) || fail "m3's copy went only after $(elapsed_ms "$t0")ms: it expired, nobody gave it back"
+  RLOCK_TOKEN=$tok run --separate-stderr rlock release k "${U[@]}"
+  # release reports the loss (exit 1, SPEC: Tokens between invocations).
+  [[ $status -eq 1 && $stderr == *"k was lost at"* ]] || fail "release after the loss: exit $status: '$stderr'"
+}
+
 @test "release and extend with 2 of 3 masters down: 69 naming them, not 'not held' (1)" {
   masters_start 3
   local tok

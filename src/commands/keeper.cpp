@@ -175,6 +175,7 @@ private:
   void save(const std::string& status, const std::string& reason);
   bool renew();
   int lose(const std::string& reason);
+  void release_leftovers();
   int give_back(bool requested);
 
   const Spec& m_spec;
@@ -222,6 +223,17 @@ bool Keeper::renew() {
     log::verbose("renewal failed ({}); retrying", err.what());
   }
   return true;
+}
+
+// Lost on a majority, the token may still hold the lock on a quorum's other masters: give it back
+// there rather than leave it until its TTL. The scripts compare the token, so nobody else's lock
+// is touched; an error leaves the rest to expire.
+void Keeper::release_leftovers() {
+  m_locker.cap_waits(Clock::now() + m_spec.connect.timeouts.command);
+  try {
+    m_locker.release(m_spec.name, m_spec.token);
+  } catch (const Error&) {
+  }
 }
 
 int Keeper::lose(const std::string& reason) {
@@ -295,8 +307,12 @@ int Keeper::run(int armed) {
       give_back(false);
       return lose(fmt::format("given up after --max-hold {}", util::format_duration(*m_spec.max_hold)));
     }
-    if (now >= m_schedule.stop_at()) return lose("renewals kept failing until the lease's deadline");
+    if (now >= m_schedule.stop_at()) {
+      release_leftovers();
+      return lose("renewals kept failing until the lease's deadline");
+    }
     if (now >= m_schedule.next_renewal() && !renew()) {
+      release_leftovers();
       return lose("the lock expired or was taken over (its token no longer owns it)");
     }
   }

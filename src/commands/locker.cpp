@@ -192,15 +192,25 @@ lock::LockState Locker::inspect(const lock::LockName& name, int max_waiters) {
   lock::LockState out;
   out.key = name.key;
   bool majority_view = best_votes >= m_quorum->majority();
+  // The holder as the agreeing masters show it. A master that restarted and got the lock back at
+  // a renewal knows only the token and the fence, not who holds it or since when: the first
+  // agreeing master with the holder's details is taken.
+  auto complete = [&](size_t i) { return !states[i]->holders.empty() && !states[i]->holders.front().holder.host.empty(); };
+  std::optional<size_t> chosen;
   for (size_t i = 0; i < n; ++i) {
     if (!states[i]) continue;
     views[i].held = states[i]->held;
     if (!states[i]->holders.empty()) views[i].holder = states[i]->holders.front().holder;
     views[i].agrees = majority_view && (states[i]->held ? ids[i] : std::string()) == best;
-    if (views[i].agrees && !out.held) {
-      out = *states[i];
-    }
+    if (views[i].agrees && (!chosen || (!complete(*chosen) && complete(i)))) chosen = i;
+  }
+  if (chosen) out = *states[*chosen];
+  for (size_t i = 0; i < n; ++i) {
+    if (!states[i]) continue;
     out.fence = std::max(out.fence.value_or(0), states[i]->fence.value_or(0));
+    if (views[i].agrees && views[i].holder.host.empty() && !out.holders.empty()) {
+      views[i].holder = out.holders.front().holder;
+    }
   }
   if (!majority_view) {
     // Nobody holds it on a majority: it is free, whatever minorities show.
@@ -246,18 +256,25 @@ void Locker::confirm_replicas(const lock::LockName& name, int n, util::Millis ti
 }
 
 void Locker::check_eviction_before(bool strict) {
-  auto one = [&](redis::Client& c) {
-    if (strict) {
-      lock::check_eviction(c.call(lock::info_memory()), c.url().display(), true);
-    } else {
-      c.set_greeting(lock::info_memory());
-    }
-  };
   if (m_client) {
-    one(*m_client);
+    if (strict) {
+      lock::check_eviction(m_client->call(lock::info_memory()), m_client->url().display(), true);
+    } else {
+      m_client->set_greeting(lock::info_memory());
+    }
     return;
   }
-  for (size_t i = 0; i < m_nodes->size(); ++i) one(m_nodes->member(i));
+  // A quorum's members also tell whether they are Cluster nodes (refused: node_set.cpp).
+  for (size_t i = 0; i < m_nodes->size(); ++i) {
+    redis::Client& c = m_nodes->member(i);
+    if (strict) {
+      redis::Reply info = c.call(lock::info_member());
+      if (lock::is_cluster_node(info)) throw lock::cluster_member_error(c.url().display());
+      lock::check_eviction(info, c.url().display(), true);
+    } else {
+      c.set_greeting(lock::info_member());
+    }
+  }
 }
 
 void Locker::check_eviction_after(bool strict) {

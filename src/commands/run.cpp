@@ -103,7 +103,6 @@ private:
   bool m_renewing = false;
   bool m_stopping = false;
   bool m_lost = false;   // ownership lost or abandoned: exit with --lost-exit-code
-  bool m_owned = true;   // the lock may still be ours: release it at the end
   bool m_guard_lost = false;
   bool m_learned_nodes = false;
   int64_t m_fence = 0;  // this hold's fencing token (a quorum sets a restarted master again with it)
@@ -349,7 +348,7 @@ void Supervisor::renew() {
         m_locker.extend(m_name, m_token, m_options.take.ttl, m_options.take.ttl, m_fence);
     m_locker.cap_waits(std::nullopt);
     if (!extension) {
-      m_owned = false;
+      // finish() still releases: on a quorum the token may hold the lock on a minority.
       begin_stop("the lock expired or was taken over (its token no longer owns it)", true);
       return;
     }
@@ -437,20 +436,24 @@ void Supervisor::give_terminal_back() {
 }
 
 int Supervisor::finish() {
-  if (m_owned) {
-    m_locker.cap_waits(std::nullopt);
-    try {
-      if (m_locker.release(m_name, m_token)) {
-        log::verbose("released {}", m_name.key);
-      } else if (!m_lost) {
-        // The command ran on a lock that was no longer ours at some point: never report that as
-        // success.
-        m_lost = true;
-        log::error(fmt::format("lost the lock {}: when the command ended, its token no longer owned it (it expired, "
-                               "was deleted, or was taken over)",
-                               m_name.key));
-      }
-    } catch (const Error& e) {
+  // Released even when lost: once the tree is gone, whatever the token still holds (a quorum's
+  // minority) is given back. The scripts compare the token, so nobody else's lock is touched.
+  m_locker.cap_waits(std::nullopt);
+  try {
+    if (m_locker.release(m_name, m_token)) {
+      log::verbose("released {}", m_name.key);
+    } else if (!m_lost) {
+      // The command ran on a lock that was no longer ours at some point: never report that as
+      // success.
+      m_lost = true;
+      log::error(fmt::format("lost the lock {}: when the command ended, its token no longer owned it (it expired, "
+                             "was deleted, or was taken over)",
+                             m_name.key));
+    }
+  } catch (const Error& e) {
+    if (m_lost) {
+      log::verbose("could not give back what remains of {} ({})", m_name.key, e.what());
+    } else {
       log::warning(fmt::format("could not release {} ({}); it expires within {}", m_name.key, e.what(),
                                util::format_duration(m_options.take.ttl)));
     }

@@ -2,6 +2,7 @@
 
 #include "error.hpp"
 #include "exit_code.hpp"
+#include "lock/server.hpp"
 #include "log.hpp"
 
 #include <fmt/core.h>
@@ -72,11 +73,9 @@ std::vector<NodeAnswer> ClientNodeSet::eval_all(const redis::Script& script, con
       }
       redis::Reply& r = outcomes[k].replies.front();
       std::string code = r.error_code();
-      if (code == "MOVED" || code == "ASK" || code == "CLUSTERDOWN") {
-        out[i].error = Error(exit_code::k_config,
-                             fmt::format("{} is a Redis Cluster node: a Cluster cannot be a Redlock member (its own "
-                                         "failover can lose the lock a quorum counts on); give independent masters",
-                                         name(i)));
+      // A Cluster node: it says so in its greeting (INFO), or by redirecting a key it does not own.
+      if (is_cluster_node(round[k]->greeting_reply()) || code == "MOVED" || code == "ASK" || code == "CLUSTERDOWN") {
+        out[i].error = cluster_member_error(name(i));
         continue;
       }
       if (code == "READONLY") {

@@ -22,6 +22,8 @@ ServerFacts parse_info(const std::string& text) {
     else if (name == "maxmemory_policy") f.policy = value;
     else if (name == "aof_enabled") f.aof = value == "1";
     else if (name == "role") f.role = value;
+    else if (name == "redis_mode") f.cluster = f.cluster || value == "cluster";
+    else if (name == "cluster_enabled") f.cluster = f.cluster || value == "1";
   }
   return f;
 }
@@ -36,6 +38,17 @@ std::optional<std::string> eviction_risk(const ServerFacts& f) {
   return fmt::format("maxmemory-policy {} can evict any key when memory runs out: held locks, and the fence "
                      "counters that keep fencing tokens increasing",
                      f.policy);
+}
+
+bool is_cluster_node(const std::optional<redis::Reply>& info) {
+  return info && info->type == redis::Reply::Type::string && parse_info(info->str).cluster;
+}
+
+Error cluster_member_error(const std::string& server) {
+  return Error(exit_code::k_config,
+               fmt::format("{} is a Redis Cluster node: a Cluster cannot be a Redlock member (its own failover can lose "
+                           "the lock a quorum counts on); give independent masters",
+                           server));
 }
 
 void check_eviction(const std::optional<redis::Reply>& info, const std::string& server, bool strict) {

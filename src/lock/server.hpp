@@ -1,5 +1,6 @@
 #pragma once
 
+#include "error.hpp"
 #include "redis/connection.hpp"
 
 #include <cstdint>
@@ -15,6 +16,7 @@ struct ServerFacts {
   std::string policy;                // maxmemory-policy
   std::optional<bool> aof;           // appendonly
   std::string role;                  // master, slave
+  bool cluster = false;              // a Redis Cluster node (redis_mode:cluster)
 };
 
 // Parses the text of an INFO reply (any sections).
@@ -27,6 +29,15 @@ std::optional<std::string> eviction_risk(const ServerFacts& facts);
 
 // The command that tells: sent with the greeting of every connection (no round trip of its own).
 inline redis::Command info_memory() { return {"INFO", "memory"}; }
+// A Redlock member's greeting: the default sections, which also say whether it is a Cluster node
+// (a multi-section INFO would need Redis 7).
+inline redis::Command info_member() { return {"INFO"}; }
+
+// Whether an INFO reply comes from a Redis Cluster node (false for an error reply).
+bool is_cluster_node(const std::optional<redis::Reply>& info);
+
+// The error for a Cluster node given as a Redlock member (exit 78).
+Error cluster_member_error(const std::string& server);
 
 // Warns when the INFO reply shows a policy that can evict locks; with strict, throws rlock::Error
 // 78 instead. An error reply (an ACL without +info) checks nothing.
