@@ -7,11 +7,13 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
-#include <syslog.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <string>
 
@@ -20,7 +22,76 @@ namespace rlock::log {
 namespace {
 
 Level g_level = Level::normal;
-bool g_syslog = false;
+bool g_syslog = false;         // every line goes to syslog (the keeper)
+bool g_syslog_events = false;  // --syslog: events go to syslog too
+
+// rlock's own syslog client. glibc's syslog(3) sends with a blocking send(2), which waits as long
+// as the log daemon does not read: a datagram of ours is sent with MSG_DONTWAIT, and dropped then.
+struct Syslog {
+  util::Fd fd;
+  size_t dropped = 0;
+  bool warned = false;  // that syslog cannot be reached
+};
+Syslog g_syslog_socket;
+
+void write_line(std::string_view prefix, std::string_view message);
+
+// Connects to the socket syslogd or journald reads: /dev/log, or $RLOCK_SYSLOG_SOCKET. Tried again
+// at the next line when it fails (a keeper outlives a restart of the log daemon).
+void open_syslog() {
+  const char* env = std::getenv("RLOCK_SYSLOG_SOCKET");
+  std::string path = env && *env ? env : "/dev/log";
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  int err = ENAMETOOLONG;
+  if (path.size() < sizeof address.sun_path) {
+    std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+    util::Fd fd(::socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (fd.valid() && ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0) {
+      g_syslog_socket.fd = std::move(fd);
+      return;
+    }
+    err = errno;
+  }
+  // Said once, on stderr (unless syslog is where every line goes): the events are not logged.
+  if (!g_syslog_socket.warned && !g_syslog) {
+    g_syslog_socket.warned = true;
+    write_line("rlock: warning: ", fmt::format("--syslog: cannot reach syslog at {}: {}; events are not logged",
+                                               path, std::strerror(err)));
+  }
+}
+
+// Sends "<PRI>Mmm dd hh:mm:ss rlock[PID]: MESSAGE", as syslog(3) would, facility user.
+void send_syslog(Severity severity, std::string_view message) {
+  if (!g_syslog_socket.fd.valid()) open_syslog();
+  if (!g_syslog_socket.fd.valid()) {
+    ++g_syslog_socket.dropped;
+    return;
+  }
+  static constexpr const char* k_months[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                             "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+  time_t now = ::time(nullptr);
+  tm local{};
+  localtime_r(&now, &local);
+  std::string line = fmt::format("<{}>{} {:2} {:02}:{:02}:{:02} rlock[{}]: {}", 8 + static_cast<int>(severity),
+                                 k_months[local.tm_mon], local.tm_mday, local.tm_hour, local.tm_min, local.tm_sec,
+                                 ::getpid(), util::printable(message));
+  if (g_syslog_socket.dropped > 0) {
+    line += fmt::format(" ({} earlier lines could not be sent to syslog)", g_syslog_socket.dropped);
+  }
+  for (;;) {
+    if (::send(g_syslog_socket.fd.get(), line.data(), line.size(), MSG_DONTWAIT | MSG_NOSIGNAL) >= 0) {
+      g_syslog_socket.dropped = 0;
+      return;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK) break;  // the log daemon is behind: the line is lost
+    if (errno != EINTR) {
+      g_syslog_socket.fd.reset();  // the daemon restarted (ECONNREFUSED...): connect again next time
+      break;
+    }
+  }
+  ++g_syslog_socket.dropped;
+}
 
 // Non-blocking mode (set_nonblocking).
 struct Queue {
@@ -86,7 +157,7 @@ void write_line(std::string_view prefix, std::string_view message) {
   std::string line(prefix);
   line += util::printable(message);
   if (g_syslog) {
-    ::syslog(prefix.find("error") != std::string_view::npos ? LOG_ERR : LOG_NOTICE, "%s", line.c_str());
+    send_syslog(prefix.find("error") != std::string_view::npos ? Severity::err : Severity::notice, line);
     return;
   }
   line += '\n';
@@ -101,9 +172,14 @@ void write_line(std::string_view prefix, std::string_view message) {
 
 void set_level(Level level) { g_level = level; }
 
-void use_syslog() {
-  ::openlog("rlock", LOG_PID, LOG_USER);
-  g_syslog = true;
+void use_syslog() { g_syslog = true; }
+
+void enable_syslog_events() { g_syslog_events = true; }
+
+bool syslog_events_enabled() { return g_syslog_events; }
+
+void event(Severity severity, std::string_view message) {
+  if (g_syslog_events) send_syslog(severity, message);
 }
 
 void raw(std::string_view text) {

@@ -35,6 +35,19 @@ void verbose(fmt::format_string<Args...> format, Args&&... args) {
 // From now on every line goes to syslog (facility user, ident rlock) instead of stderr.
 void use_syslog();
 
+// How grave an event is, as syslog counts (RFC 5424 severities).
+enum class Severity { err = 3, warning = 4, notice = 5, info = 6 };
+
+// --syslog: from now on, the events of a lock (event() below) also go to syslog.
+void enable_syslog_events();
+bool syslog_events_enabled();
+
+// One event of a lock's life (acquired, busy, lost, released), with key, holder and durations,
+// for "why didn't my cron job run last night?". Sent to syslog when --syslog is on; nothing
+// otherwise. Syslog lines are datagrams to /dev/log ($RLOCK_SYSLOG_SOCKET) sent without
+// blocking: a stalled syslog loses lines, it never holds rlock up.
+void event(Severity severity, std::string_view message);
+
 // Writes text to stderr as it is (an updating status line's control sequences are rlock's own;
 // whatever it quotes must have gone through util::printable).
 void raw(std::string_view text);

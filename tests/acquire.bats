@@ -171,8 +171,10 @@ OTHER_TOKEN=0123456789abcdef0123456789abcdef
 }
 
 @test "release of an expired lock exits 1" {
-  acquire_token k -t 200ms
-  local token=$TOKEN
+  # Not acquire_token: on a loaded machine a 200ms lease may lapse before that check reads it.
+  local token
+  token=$(rlock acquire k -t 200ms) || fail "rlock acquire k -t 200ms exited $?"
+  [[ $token =~ $TOKEN_RE ]] || fail "rlock acquire printed '$token', not a token"
   wait_until lock_free k
   RLOCK_TOKEN=$token run rlock release k
   assert_failure 1

@@ -274,16 +274,16 @@ teardown() {
   assert_error_line 69
 }
 
-@test "a server that does not answer is exit 69 after --timeout" {
+@test "a server that does not answer is exit 69 after --io-timeout" {
   kill -STOP "$REDIS_PID"
   local t0
   t0=$(now_ms)
-  run --separate-stderr rlock acquire k --timeout 500ms
+  run --separate-stderr rlock acquire k --io-timeout 500ms
   local took
   took=$(elapsed_ms "$t0")
   kill -CONT "$REDIS_PID"
   assert_error_line 69
-  ((took >= 400 && took < 4000)) || fail "gave up after ${took}ms with --timeout 500ms"
+  ((took >= 400 && took < 4000)) || fail "gave up after ${took}ms with --io-timeout 500ms"
 }
 
 @test "a wrong password is exit 77" {

@@ -125,7 +125,7 @@ INT
 }
 
 @test "a Redis pause shorter than the renewal margin does not lose the lock" {
-  bg holder rlock run k -t 3s --kill-after 1s --timeout 500ms -- sh -c 'touch "$0"; sleep 2' "$T/started"
+  bg holder rlock run k -t 3s --kill-after 1s --io-timeout 500ms -- sh -c 'touch "$0"; sleep 2' "$T/started"
   wait_until test -e "$T/started" || fail "the child did not start: $(bg_err holder)"
   assert lock_held k
   kill -STOP "$REDIS_PID"

@@ -55,12 +55,12 @@ calls() {
   [[ $stderr == *"password in a --url"* ]]
 }
 
-@test "a paused server (SIGSTOP) fails within --timeout with 69, never 75" {
+@test "a paused server (SIGSTOP) fails within --io-timeout with 69, never 75" {
   redis_start
   kill -STOP "$REDIS_PID"
   local start
   start=$(now_ms)
-  run --separate-stderr rlock run k --timeout 500ms -- true
+  run --separate-stderr rlock run k --io-timeout 500ms -- true
   local took
   took=$(elapsed_ms "$start")
   kill -CONT "$REDIS_PID"

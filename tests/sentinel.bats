@@ -195,7 +195,7 @@ write_contender_b() {
   cat >"$T/contender-b.sh" <<'EOF'
 f=$1 stop=$2
 while [ ! -e "$stop" ]; do
-  rlock run k -n --connect-timeout 500ms --timeout 1s -- \
+  rlock run k -n --connect-timeout 500ms --io-timeout 1s -- \
     sh -c 'echo "start B $(date +%s%3N)" >>"$1"; sleep 0.1; echo "stop B $(date +%s%3N)" >>"$1"' b "$f"
   echo "$?" >>"$f.rcs"
   sleep 0.1

@@ -194,7 +194,7 @@ assert_tls_error() {
   redis_start
   local t0 took
   t0=$(now_ms)
-  run --separate-stderr timeout 10 rlock run k --connect-timeout 1s --timeout 1s \
+  run --separate-stderr timeout 10 rlock run k --connect-timeout 1s --io-timeout 1s \
     -u "rediss://127.0.0.1:$REDIS_PORT" --cacert "$C/ca.pem" -- touch "$T/ran"
   took=$(elapsed_ms "$t0")
   assert_error_exit 69
@@ -209,7 +209,7 @@ assert_tls_error() {
   tls_start server
   local t0 took
   t0=$(now_ms)
-  run --separate-stderr timeout 10 rlock run k --connect-timeout 1s --timeout 1s \
+  run --separate-stderr timeout 10 rlock run k --connect-timeout 1s --io-timeout 1s \
     -u "redis://127.0.0.1:$TLS_PORT" -- touch "$T/ran"
   took=$(elapsed_ms "$t0")
   assert_error_exit 69

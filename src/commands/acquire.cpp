@@ -47,6 +47,7 @@ int report_loss(const std::string& key, const keeper::Ending& e) {
   char when[64];
   std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &local);
   log::error(fmt::format("{} was lost at {} while its keeper held it: {}", key, when, e.reason));
+  log::event(log::Severity::err, fmt::format("{} was lost at {} while its keeper held it: {}", key, when, e.reason));
   return exit_code::k_not_held;
 }
 
@@ -116,7 +117,9 @@ int acquire(const AcquireOptions& options) {
     return exit_code::k_signal_base + *interrupted;
   }
   if (a.outcome == lock::Attempt::Outcome::busy) {
-    log::info(busy_message(name, a));
+    std::string busy = busy_outcome(name, a, options.take);
+    log::info(busy);
+    log::event(log::Severity::notice, fmt::format("busy: {} (rlock acquire)", busy));
     return options.take.conflict_exit_code;
   }
   if (a.outcome == lock::Attempt::Outcome::reentered) {
@@ -125,6 +128,9 @@ int acquire(const AcquireOptions& options) {
     log::verbose("{} is already held by an enclosing run (fence {})", name.key, a.fence);
   } else {
     log::verbose("acquired {} (fence {}, ttl {})", name.key, a.fence, util::format_duration(options.take.ttl));
+    log::event(log::Severity::info, fmt::format("acquired {} (fence {}, ttl {}) for a later rlock release{}",
+                                                name.key, a.fence, util::format_duration(options.take.ttl),
+                                                watched ? "; a keeper renews it" : ""));
     try {
       locker.check_eviction_after(options.take.strict);
       if (watched) {
@@ -158,7 +164,13 @@ int acquire(const AcquireOptions& options) {
       }
     }
     if (const auto* se = dynamic_cast<const std::system_error*>(&e)) {
-      throw Error(exit_code::k_system, fmt::format("cannot write the token: {}", se->what()));
+      if (se->code() == std::errc::too_many_symbolic_link_levels) {
+        throw Error(exit_code::k_system, fmt::format("cannot write the token: {} is a symbolic link; rlock does not "
+                                                     "write a token through one",
+                                                     util::printable(options.token_file)));
+      }
+      throw Error(exit_code::k_system, fmt::format("cannot write the token to {}: {}",
+                                                   util::printable(options.token_file), se->code().message()));
     }
     throw;
   }
@@ -180,6 +192,11 @@ int release(const ReleaseOptions& options) {
                             r.fence ? std::to_string(*r.fence) : std::string("?")));
     }
     if (r.shared_holds > 0) log::info(fmt::format("removed {} shared or semaphore holds of {}", r.shared_holds, options.key));
+    log::event(log::Severity::warning,
+               fmt::format("released {} by force (--force){}", options.key,
+                           r.holder.host.empty() ? ""
+                                                 : fmt::format(", held by {}@{} pid {} ({})", r.holder.user,
+                                                               r.holder.host, r.holder.pid, r.holder.command)));
     return exit_code::k_ok;
   }
   std::string token = read_token(options.token);
@@ -192,13 +209,18 @@ int release(const ReleaseOptions& options) {
   if (std::optional<keeper::Ending> e = keeper::stop(token, options.connect.timeouts.command + util::Millis(1000))) {
     if (e->lost) return report_loss(options.key, *e);
     log::verbose("released {} (its keeper gave it back)", options.key);
+    log::event(log::Severity::info, fmt::format("released {} (its keeper gave it back)", options.key));
     return exit_code::k_ok;
   }
   if (!locker.release(name, token)) {
     log::error(fmt::format("{} is not held with this token (it expired, or another holder has it)", options.key));
+    log::event(log::Severity::err,
+               fmt::format("release of {}: not held with this token (it expired, or another holder has it)",
+                           options.key));
     return exit_code::k_not_held;
   }
   log::verbose("released {}", options.key);
+  log::event(log::Severity::info, fmt::format("released {}", options.key));
   return exit_code::k_ok;
 }
 

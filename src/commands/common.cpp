@@ -140,6 +140,11 @@ std::string busy_message(const lock::LockName& name, const lock::Attempt& attemp
   return fmt::format("{} is held{}{}", name.key, holder_text(attempt), queue);
 }
 
+std::string busy_outcome(const lock::LockName& name, const lock::Attempt& attempt, const TakeOptions& options) {
+  if (!options.wait || options.wait->count() == 0) return fmt::format("{}; not waiting (-n)", busy_message(name, attempt));
+  return fmt::format("{}; gave up after {} (--wait)", busy_message(name, attempt), util::format_duration(*options.wait));
+}
+
 lock::Contender make_contender(const TakeOptions& options, const lock::Holder& holder) {
   lock::Contender c;
   c.token = lock::new_token();

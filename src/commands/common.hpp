@@ -59,6 +59,8 @@ void write_stdout(const std::string& text);
 
 // The message for a lock found busy: who holds it.
 std::string busy_message(const lock::LockName& name, const lock::Attempt& attempt);
+// The same, with what rlock did about it: "...; not waiting (-n)" or "...; gave up after 5s (--wait)".
+std::string busy_outcome(const lock::LockName& name, const lock::Attempt& attempt, const TakeOptions& options);
 
 // Reads the token for release and extend: from the file, else the variable. Throws Error 65 for an
 // unreadable or malformed file, 64 when neither gives a token.

@@ -45,7 +45,7 @@ enum class Leftovers {
 struct RunOptions {
   ConnectOptions connect;
   TakeOptions take;
-  std::vector<std::string> argv;  // the child: argv after --, or {"/bin/sh", "-c", S}
+  std::vector<std::string> argv;  // the child: argv after --, or {"/bin/sh", "-c", "--", S}
   std::string display_command;    // the command as shown by status
   int stop_signal = SIGTERM;
   util::Millis kill_after{5'000};

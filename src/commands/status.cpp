@@ -270,7 +270,12 @@ int status(const StatusOptions& options) {
     print_json(states, options.keys.size() == 1);
   } else {
     if (log::verbose_enabled()) print_server(locker);  // after the lock was read: a refused login says so first
-    if (!states.empty()) print_table(states, log::verbose_enabled());
+    if (!states.empty()) {
+      print_table(states, log::verbose_enabled());
+    } else if (all) {
+      // Silence would look like a failure to read: say so (the exit status stays 1).
+      write_stdout(fmt::format("no lock is held (prefix {})\n", util::printable(options.connect.prefix)));
+    }
   }
   if (all) return states.empty() ? exit_code::k_not_held : exit_code::k_ok;
   for (const lock::LockState& s : states) {

@@ -85,9 +85,16 @@ LockState parse_inspect(const LockName& name, const std::vector<Reply>& r, int m
     throw Error(exit_code::k_internal, fmt::format("unexpected reply from Redis for {}: malformed answers",
                                                    name.lock_key()));
   }
-  for (const Reply& reply : r) check_reply(reply, name);
+  // Another program's data at any of the lock's keys is named, as the lock scripts name it: status
+  // and run agree on what is wrong.
+  std::vector<redis::Command> commands = inspect_commands(name);
+  for (size_t i = 0; i < r.size(); ++i) {
+    if (r[i].is_error() && r[i].error_code() == "WRONGTYPE" && commands[i].size() > 1) throw foreign_data(commands[i][1]);
+    check_reply(r[i], name);
+  }
   const std::string& kind = r[0].str;
-  if (kind != "none" && kind != "string") check_reply(Reply{Reply::Type::error, 0, "WRONGTYPE", {}}, name);
+  if (kind != "none" && kind != "string") throw foreign_data(name.lock_key());
+  if (r[3].type == Reply::Type::string && !to_int(r[3])) throw foreign_data(name.fence_key());
   int64_t now = 0;
   if (r[10].elements.size() == 2) {
     now = to_int(r[10].elements[0]).value_or(0) * 1000 + to_int(r[10].elements[1]).value_or(0) / 1000;

@@ -130,14 +130,21 @@ int64_t ClientNode::wait_replicas(int n, util::Millis timeout) {
   return r.integer;
 }
 
+Error foreign_data(const std::string& key) {
+  return Error(exit_code::k_data, fmt::format("{} holds data that is not rlock's (another program uses this name; "
+                                              "choose another --prefix or key)",
+                                              util::printable(key)));
+}
+
 void check_reply(const redis::Reply& reply, const LockName& name) {
   if (!reply.is_error()) return;
   std::string code = reply.error_code();
-  if (code == "WRONGTYPE" || reply.str.find("WRONGTYPE") != std::string::npos ||
+  if (code == "RLOCKFOREIGN" && reply.str.find("RLOCKFOREIGN fence") != std::string::npos) {
+    throw foreign_data(name.fence_key());
+  }
+  if (code == "WRONGTYPE" || code == "RLOCKFOREIGN" || reply.str.find("WRONGTYPE") != std::string::npos ||
       reply.str.find("not an integer") != std::string::npos) {
-    throw Error(exit_code::k_data, fmt::format("{} holds data that is not an rlock lock (another program uses this "
-                                               "name; choose another --prefix or key)",
-                                               name.lock_key()));
+    throw foreign_data(name.lock_key());
   }
   if (code == "RLOCKLIMIT") {
     std::vector<std::string> w = util::split(reply.str, " ");

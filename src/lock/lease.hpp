@@ -130,5 +130,7 @@ public:
 // lock's name or a limit that disagrees, 64 for an exclusive hold inside a shared one of the same
 // process tree, 70 for anything unexpected).
 void check_reply(const redis::Reply& reply, const LockName& name);
+// The error (65) for another program's data at one of a lock's keys.
+Error foreign_data(const std::string& key);
 
 }  // namespace rlock::lock

@@ -3,6 +3,7 @@
 #include "error.hpp"
 #include "exit_code.hpp"
 #include "util/fd.hpp"
+#include "util/file.hpp"
 #include "util/text.hpp"
 
 #include <fcntl.h>
@@ -21,9 +22,24 @@
 
 namespace rlock::proc {
 
-void exec_failed(const std::string& program, int err) {
-  if (err == ENOENT) throw Error(exit_code::k_not_found, fmt::format("{}: command not found", program));
-  throw Error(exit_code::k_not_executable, fmt::format("{}: cannot execute: {}", program, std::strerror(err)));
+void exec_failed(const std::string& program, const std::string& path, int err) {
+  const std::string shown = util::printable(program);
+  if (err == ENOENT && !path.empty() && ::access(path.c_str(), F_OK) == 0) {
+    // The file is there: what is missing is the interpreter its first line names.
+    std::string interpreter = "the interpreter named on its #! line";
+    try {
+      std::string head = util::read_small_prefix(path, 256);
+      if (head.rfind("#!", 0) == 0) {
+        std::string_view line = util::trim(std::string_view(head).substr(2, head.find('\n') - 2));
+        interpreter = util::printable(line.substr(0, line.find_first_of(" \t")));
+      }
+    } catch (const std::exception&) {
+    }
+    throw Error(exit_code::k_not_executable,
+                fmt::format("{}: bad interpreter: {}: no such file or directory", shown, interpreter));
+  }
+  if (err == ENOENT) throw Error(exit_code::k_not_found, fmt::format("{}: command not found", shown));
+  throw Error(exit_code::k_not_executable, fmt::format("{}: cannot execute: {}", shown, std::strerror(err)));
 }
 
 namespace {
@@ -47,7 +63,7 @@ int exit_code_of(int wait_status) {
 std::string find_executable(const std::string& program) {
   if (program.empty()) throw Error(exit_code::k_not_found, "empty command name: command not found");
   if (program.find('/') != std::string::npos) {
-    if (int err = executable_error(program)) exec_failed(program, err);
+    if (int err = executable_error(program)) exec_failed(program, "", err);
     return program;
   }
   const char* path = std::getenv("PATH");
@@ -58,7 +74,7 @@ std::string find_executable(const std::string& program) {
     if (err == 0) return candidate;
     if (err != ENOENT && first_error == ENOENT) first_error = err;
   }
-  exec_failed(program, first_error);
+  exec_failed(program, "", first_error);
 }
 
 namespace {

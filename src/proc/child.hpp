@@ -17,8 +17,10 @@ int exit_code_of(int wait_status);
 // as a shell reports them.
 std::string find_executable(const std::string& program);
 
-// Throws the rlock::Error a shell's exit code stands for when exec of program failed with err.
-[[noreturn]] void exec_failed(const std::string& program, int err);
+// Throws the rlock::Error a shell's exit code stands for when exec of program (found at path)
+// failed with err. A script whose #! interpreter is missing fails with ENOENT although it exists:
+// that is "bad interpreter" (126), as bash says, not "command not found".
+[[noreturn]] void exec_failed(const std::string& program, const std::string& path, int err);
 
 // How to start the child of `run`.
 struct SpawnSpec {

@@ -432,7 +432,7 @@ void Guard::spawn(const SpawnSpec& spec) {
     reap_guard();
     m_done = true;
     int err = n == static_cast<ssize_t>(sizeof first) ? first.value : EIO;
-    if (n == static_cast<ssize_t>(sizeof first) && first.time_ns == 1) exec_failed(spec.argv[0], err);
+    if (n == static_cast<ssize_t>(sizeof first) && first.time_ns == 1) exec_failed(spec.argv[0], spec.path, err);
     throw Error(exit_code::k_system, fmt::format("cannot start the command: {}", std::strerror(err)));
   }
   m_child = first.value;

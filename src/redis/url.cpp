@@ -10,13 +10,28 @@ namespace rlock::redis {
 
 namespace {
 
+constexpr const char* k_forms =
+    "redis://[USER[:PASSWORD]@]HOST[:PORT][/DB], rediss://... (TLS), unix:///PATH/redis.sock[?db=N] or "
+    "redis+sentinel://HOST[:PORT][,HOST[:PORT]...]/MASTER[/DB]";
+
+// The URL as it may be shown: a password in it becomes ***, and control bytes are escaped.
+std::string redacted(std::string_view url) {
+  size_t start = url.find("://");
+  start = start == std::string_view::npos ? 0 : start + 3;
+  size_t end = url.find_first_of("/?#", start);
+  std::string_view authority = url.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
+  size_t at = authority.rfind('@');
+  if (at == std::string_view::npos) return util::printable(url);
+  size_t colon = authority.substr(0, at).find(':');
+  if (colon == std::string_view::npos) return util::printable(url);
+  std::string out(url.substr(0, start + colon + 1));
+  out += "***";
+  out += url.substr(start + at);
+  return util::printable(out);
+}
+
 [[noreturn]] void bad_url(std::string_view url, std::string_view why) {
-  // The URL may hold a password: show only its scheme and the reason.
-  size_t scheme_end = url.find("://");
-  if (scheme_end != std::string_view::npos && scheme_end > 20) scheme_end = std::string_view::npos;
-  std::string shown = scheme_end == std::string_view::npos ? std::string("the URL")
-                                                           : fmt::format("{}://...", url.substr(0, scheme_end));
-  throw Error(exit_code::k_config, fmt::format("bad Redis URL {}: {}", shown, why));
+  throw Error(exit_code::k_config, fmt::format("bad Redis URL '{}': {}", redacted(url), why));
 }
 
 int parse_db(std::string_view url, std::string_view text) {
@@ -38,9 +53,14 @@ void parse_userinfo(std::string_view url, std::string_view userinfo, Endpoint& e
 Endpoint parse_tcp(std::string_view url, std::string_view rest) {
   Endpoint ep;
   size_t slash = rest.find('/');
+  if (size_t q = rest.find('?'); q != std::string_view::npos) {
+    bad_url(url, fmt::format("query parameter '{}' is not supported: a redis:// URL takes none (the database is "
+                             "the path: redis://HOST:PORT/DB)",
+                             util::printable(rest.substr(q + 1))));
+  }
+  if (rest.find('#') != std::string_view::npos) bad_url(url, "a '#' fragment has no meaning in a Redis URL");
   std::string_view authority = rest.substr(0, slash);
   std::string_view path = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
-  if (size_t q = path.find('?'); q != std::string_view::npos) bad_url(url, "query parameters are not supported");
   size_t at = authority.rfind('@');
   if (at != std::string_view::npos) {
     parse_userinfo(url, authority.substr(0, at), ep);
@@ -183,24 +203,21 @@ std::string Url::display() const {
 }
 
 Url parse_url(std::string_view url) {
-  if (url.empty()) bad_url(url, "empty URL");
+  if (url.empty()) throw Error(exit_code::k_config, fmt::format("bad Redis URL: it is empty; use {}", k_forms));
   for (char c : url) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-      throw Error(exit_code::k_config, "bad Redis URL: it contains a control character");
-    }
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) bad_url(url, "it contains a control character");
   }
-  if (url.size() > 4096) throw Error(exit_code::k_config, "bad Redis URL: too long");
+  if (url.size() > 4096) throw Error(exit_code::k_config, "bad Redis URL: longer than 4096 bytes");
   size_t sep = url.find("://");
-  if (sep == std::string_view::npos) {
-    bad_url(url, "expected redis://host[:port][/db], rediss://..., unix:///path/redis.sock or redis+sentinel://...");
-  }
-  std::string_view scheme = url.substr(0, sep);
+  if (sep == std::string_view::npos) bad_url(url, fmt::format("no scheme; use {}", k_forms));
+  // Schemes are case-insensitive (RFC 3986): REDIS:// is redis://.
+  std::string scheme(url.substr(0, sep));
+  for (char& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   std::string_view rest = url.substr(sep + 3);
   if (scheme == "redis+sentinel") return parse_sentinel(url, rest);
   if (rest.find_first_of(", ") != std::string_view::npos) {
-    throw Error(exit_code::k_config,
-                "bad Redis URL: a space or comma inside it (for a Redlock quorum of several masters, give -u once per "
-                "URL, or separate them with spaces in RLOCK_URL)");
+    bad_url(url, "a space or comma inside it (for a Redlock quorum of several masters, give -u once per URL, or "
+                 "separate them with spaces in RLOCK_URL)");
   }
   Url out;
   if (scheme == "redis" || scheme == "rediss") {
@@ -212,7 +229,7 @@ Url parse_url(std::string_view url) {
     out.endpoint = parse_unix(url, rest);
     return out;
   }
-  bad_url(url, fmt::format("unknown scheme '{}' (use redis://, rediss://, unix:// or redis+sentinel://)", scheme));
+  bad_url(url, fmt::format("unknown scheme '{}'; use {}", util::printable(url.substr(0, sep)), k_forms));
 }
 
 }  // namespace rlock::redis

@@ -49,7 +49,7 @@ std::optional<Millis> parse_duration(std::string_view text, std::string* why) {
     if (unit.empty() && i < text.size()) return fail("expected a unit");
     if (unit.empty() && !bare) return fail(fmt::format("missing unit after {}", number));
     double scale = unit_millis(unit);
-    if (scale == 0.0) return fail(fmt::format("unknown unit '{}' (use ms, s, m, h or d)", unit));
+    if (scale == 0.0) return fail(fmt::format("unknown unit '{}'", unit));
     bare = bare && unit.empty() && start == 0;
     // By hand: from_chars<double> and strtod pull in locales and libm, paid at every start-up.
     double value = 0;
@@ -59,7 +59,7 @@ std::optional<Millis> parse_duration(std::string_view text, std::string* why) {
         place = 0.1;
       } else if (place == 0) {
         value = value * 10 + (c - '0');
-        if (value > 1e12) return fail("duration too long");  // past any unit's year
+        if (value > 1e12) return fail("too long: the limit is 365d");  // past any unit's year
       } else {
         value += (c - '0') * place;
         place /= 10;
@@ -68,7 +68,7 @@ std::optional<Millis> parse_duration(std::string_view text, std::string* why) {
     total += value * scale;
   }
   // A year of milliseconds is far beyond any lock; the bound keeps the arithmetic exact.
-  if (!std::isfinite(total) || total > 365.0 * 86400 * 1000) return fail("duration too long");
+  if (!std::isfinite(total) || total > 365.0 * 86400 * 1000) return fail("too long: the limit is 365d");
   // total is non-negative and bounded: rounding by hand avoids loading libm for llround.
   return Millis(static_cast<int64_t>(total + 0.5));
 }

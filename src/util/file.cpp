@@ -38,8 +38,9 @@ void write_all(int fd, const std::string& content, const std::string& path) {
 void write_file_atomic(const std::string& path, const std::string& content, mode_t mode) {
   struct stat st {};
   if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+    // ELOOP, as O_NOFOLLOW would say; the caller words it (no strerror after a sentence).
     errno = ELOOP;
-    throw_errno(path + " is a symbolic link; refusing to write through it");
+    throw_errno(path);
   }
   std::string tmp = path + ".tmp." + random_token().substr(0, 12);
   Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
@@ -61,6 +62,19 @@ std::string read_link(const std::string& path) {
   ssize_t n = ::readlink(path.c_str(), buffer, sizeof buffer);
   if (n < 0) throw_errno(path);
   return std::string(buffer, static_cast<size_t>(n));
+}
+
+std::string read_small_prefix(const std::string& path, size_t max_size) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (!fd.valid()) throw_errno(path);
+  std::string out(max_size, '\0');
+  ssize_t n;
+  do {
+    n = ::read(fd.get(), out.data(), max_size);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) throw_errno(path);
+  out.resize(static_cast<size_t>(n));
+  return out;
 }
 
 std::string read_small_file(const std::string& path, size_t max_size) {

@@ -15,5 +15,7 @@ std::string read_link(const std::string& path);
 // Reads a small file (at most max_size bytes). Throws std::system_error on failure,
 // std::length_error when the file is larger.
 std::string read_small_file(const std::string& path, size_t max_size);
+// At most the first max_size bytes of a file (one read), e.g. a script's #! line.
+std::string read_small_prefix(const std::string& path, size_t max_size);
 
 }  // namespace rlock::util

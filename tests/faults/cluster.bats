@@ -52,20 +52,20 @@ key_on() {
   srv_kill "$dead_pid"
   local t0 took
   t0=$(now_ms)
-  run --separate-stderr timeout 20 rlock run "$live_key" -n --connect-timeout 500ms --timeout 1s \
+  run --separate-stderr timeout 20 rlock run "$live_key" -n --connect-timeout 500ms --io-timeout 1s \
     -u "redis://127.0.0.1:$dead_port" -- touch "$T/ran"
   took=$(elapsed_ms "$t0")
   assert_error_exit 69
   assert_file_not_exists "$T/ran"
   ((took < 5000)) || fail "the dead node's URL took ${took}ms"
 
-  run --separate-stderr timeout 20 rlock run "$live_key" -n --connect-timeout 500ms --timeout 1s \
+  run --separate-stderr timeout 20 rlock run "$live_key" -n --connect-timeout 500ms --io-timeout 1s \
     -u "redis://127.0.0.1:$live_port" -- echo ran
   assert_success
   assert_output ran
 
   t0=$(now_ms)
-  run --separate-stderr timeout 30 rlock run "$dead_key" -n --connect-timeout 500ms --timeout 1s \
+  run --separate-stderr timeout 30 rlock run "$dead_key" -n --connect-timeout 500ms --io-timeout 1s \
     -u "redis://127.0.0.1:$live_port" -- touch "$T/ran"
   took=$(elapsed_ms "$t0")
   assert_error_exit 69
@@ -75,10 +75,10 @@ key_on() {
   # Once the others have marked it failed, the same: 69 for its slots, live slots still served.
   wait_until -t 20 eval '[[ $(srv_cli "$live_port" cluster nodes 2>/dev/null | grep -c "fail[ ,]") -ge 1 ]]' ||
     fail "the live nodes did not mark the dead master as failed"
-  run --separate-stderr timeout 30 rlock run "$dead_key" -n --connect-timeout 500ms --timeout 1s \
+  run --separate-stderr timeout 30 rlock run "$dead_key" -n --connect-timeout 500ms --io-timeout 1s \
     -u "redis://127.0.0.1:$live_port" -- touch "$T/ran"
   assert_error_exit 69
-  run --separate-stderr timeout 20 rlock run "$live_key" -n --connect-timeout 500ms --timeout 1s \
+  run --separate-stderr timeout 20 rlock run "$live_key" -n --connect-timeout 500ms --io-timeout 1s \
     -u "redis://127.0.0.1:$live_port" -- echo ran
   assert_success
   assert_output ran

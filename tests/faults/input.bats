@@ -115,7 +115,7 @@ assert_not_pwned() {
 @test "a duration of 1 followed by 400 zeros is a usage error (64), for every duration option" {
   local huge o
   huge=1$(printf '0%.0s' {1..400})
-  for o in -t -w --kill-after --max-hold --timeout --connect-timeout; do
+  for o in -t -w --kill-after --max-hold --timeout --io-timeout --connect-timeout; do
     run --separate-stderr rlock run k "$o" "$huge" -- touch "$T/ran"
     [[ $status == 64 ]] || fail "$o 1e400 exited $status (expected 64): '$stderr'"
     assert_usage_error

@@ -34,7 +34,7 @@ pause_redis_past_ttl() {
 
 @test "stderr full from the start: the child still runs, and is stopped before the lease ends" {
   fifo_blocked err
-  bg_redirect first 2 "$err_FIFO" rlock run -v k -t 2s --timeout 300ms -- "$CS" "$WLOG" first 30
+  bg_redirect first 2 "$err_FIFO" rlock run -v k -t 2s --io-timeout 300ms -- "$CS" "$WLOG" first 30
   wait_until -t 10 cs_started first || fail "the child did not start while rlock's stderr was a full pipe (rlock blocked writing to it?)"
   # The lease is 2s; Redis answers nothing for 3s, so it cannot be renewed.
   pause_redis_past_ttl 3
@@ -48,7 +48,7 @@ pause_redis_past_ttl() {
 
 @test "stderr that stalls while the child runs: the child is stopped before the lease ends" {
   fifo_open err
-  bg_redirect first 2 "$err_FIFO" rlock run -v k -t 2s --timeout 300ms -- "$CS" "$WLOG" first 30
+  bg_redirect first 2 "$err_FIFO" rlock run -v k -t 2s --io-timeout 300ms -- "$CS" "$WLOG" first 30
   wait_cs first first
   local n
   n=$(fifo_fill err)

@@ -43,7 +43,7 @@ second_holder() {
 # after the last renewal that counted, which was before the pause), rlock exits 76, and a
 # second holder on the master sees no overlap.
 holder_cut_off() {
-  bg holder rlock run k -t 3s --kill-after 1s --connect-timeout 500ms --timeout 500ms -u "$PROXIED_URL" -- \
+  bg holder rlock run k -t 3s --kill-after 1s --connect-timeout 500ms --io-timeout 500ms -u "$PROXIED_URL" -- \
     "$CS" "$WLOG" first 30
   wait_cs first holder
   local child
@@ -84,7 +84,7 @@ holder_cut_off() {
 
 @test "one sentinel of 3 cut off: the majority still answers and the run goes on" {
   topology_behind_proxies
-  bg holder rlock run k -t 3s --kill-after 1s --connect-timeout 500ms --timeout 500ms -u "$PROXIED_URL" -- \
+  bg holder rlock run k -t 3s --kill-after 1s --connect-timeout 500ms --io-timeout 500ms -u "$PROXIED_URL" -- \
     "$CS" "$WLOG" first 5
   wait_cs first holder
   proxy_pause s1

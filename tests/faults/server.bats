@@ -55,10 +55,10 @@ fence_of_a_run() {
   assert cs_started waiter
 }
 
-@test "a waiter survives a Redis pause longer than --timeout and gets the lock" {
+@test "a waiter survives a Redis pause longer than --io-timeout and gets the lock" {
   redis_start
   acquire_token k -t 2s
-  bg waiter rlock run -v k -w 20 --timeout 500ms -- "$CS" "$WLOG" waiter 0
+  bg waiter rlock run -v k -w 20 --io-timeout 500ms -- "$CS" "$WLOG" waiter 0
   wait_until -t 10 grep -qi wait "$T/waiter.err" || fail "the waiter does not say it waits: $(bg_err waiter)"
   redis_pause
   sleep 1.5
@@ -132,7 +132,7 @@ warnings_about() {
   # An earlier use: the server has rlock's scripts in its cache, so a queued EVALSHA runs.
   rlock run k -- true || fail "the warm-up run failed"
   redis_debug_sleep 1.5
-  run --separate-stderr rlock run -n --timeout 300ms -t 60s k -- touch "$T/ran"
+  run --separate-stderr rlock run -n --io-timeout 300ms -t 60s k -- touch "$T/ran"
   [[ $status == 69 ]] || fail "expected 69, got $status: '$stderr'"
   assert_file_not_exists "$T/ran"
   wait_until -t 10 redis_answers || fail "the server did not wake up"
@@ -144,7 +144,7 @@ warnings_about() {
   # An earlier use: the server has rlock's scripts in its cache, so a queued EVALSHA runs.
   rlock run k -- true || fail "the warm-up run failed"
   redis_debug_sleep 1.5
-  run --separate-stderr rlock acquire -n --timeout 300ms -t 60s k
+  run --separate-stderr rlock acquire -n --io-timeout 300ms -t 60s k
   [[ $status == 69 ]] || fail "expected 69, got $status: '$stderr'"
   assert_equal "$output" ""
   wait_until -t 10 redis_answers || fail "the server did not wake up"
@@ -172,11 +172,11 @@ warnings_about() {
 
 # --- timeouts -------------------------------------------------------------------------------------
 
-@test "--timeout longer than the TTL: clamped (the child runs to its end) or refused with 64" {
+@test "--io-timeout longer than the TTL: clamped (the child runs to its end) or refused with 64" {
   redis_start
   local t0 took
   t0=$(now_ms)
-  run --separate-stderr timeout 30 rlock run k -t 3s --timeout 5s -- sh -c 'sleep 4; touch "$0"' "$T/done"
+  run --separate-stderr timeout 30 rlock run k -t 3s --io-timeout 5s -- sh -c 'sleep 4; touch "$0"' "$T/done"
   took=$(elapsed_ms "$t0")
   case $status in
     0) assert_file_exists "$T/done" ;;
@@ -189,17 +189,17 @@ warnings_about() {
   assert lock_free k
 }
 
-@test "a server whose answer never ends: --timeout 500ms gives 69 within 3s" {
+@test "a server whose answer never ends: --io-timeout 500ms gives 69 within 3s" {
   fake_redis_stream
   local t0 took
   t0=$(now_ms)
-  run --separate-stderr timeout 20 rlock run -u "redis://127.0.0.1:$FAKE_PORT" --timeout 500ms k -- touch "$T/ran"
+  run --separate-stderr timeout 20 rlock run -u "redis://127.0.0.1:$FAKE_PORT" --io-timeout 500ms k -- touch "$T/ran"
   took=$(elapsed_ms "$t0")
   [[ $status == 69 ]] || fail "expected 69, got $status after ${took}ms: '$stderr'"
   ((took < 3000)) || fail "took ${took}ms"
   assert_file_not_exists "$T/ran"
   t0=$(now_ms)
-  run --separate-stderr timeout 20 rlock status -u "redis://127.0.0.1:$FAKE_PORT" --timeout 500ms k
+  run --separate-stderr timeout 20 rlock status -u "redis://127.0.0.1:$FAKE_PORT" --io-timeout 500ms k
   took=$(elapsed_ms "$t0")
   [[ $status == 69 ]] || fail "status: expected 69, got $status after ${took}ms: '$stderr'"
   ((took < 3000)) || fail "status took ${took}ms"

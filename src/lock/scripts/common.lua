@@ -57,7 +57,10 @@ end
 -- every value it can have handed out before a restart that lost it.
 local function next_fence()
   redis.call('SET', KEYS[K_FENCE], NOW_US, 'NX')
-  return redis.call('INCR', KEYS[K_FENCE])
+  local fence = redis.pcall('INCR', KEYS[K_FENCE])
+  -- Another program's data (a hash, a word): say which of the lock's keys it is.
+  if type(fence) == 'table' and fence.err then error(redis.error_reply('RLOCKFOREIGN fence')) end
+  return fence
 end
 
 local function wake(mailbox)

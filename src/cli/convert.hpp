@@ -1,0 +1,18 @@
+#pragma once
+
+#include "cli/settings.hpp"
+#include "commands/options.hpp"
+
+namespace rlock::cli {
+
+// Each command's options from the settings: values checked, defaults applied, files read. Errors
+// name where the bad value came from (option, variable or config file) and exit 64 or 78.
+commands::ConnectOptions connect_options(Parsed& p, const Raw& raw);
+commands::RunOptions run_options(Parsed& p, const Raw& raw);
+commands::AcquireOptions acquire_options(Parsed& p, const Raw& raw, bool stdout_closed);
+commands::ReleaseOptions release_options(Parsed& p, const Raw& raw);
+commands::ExtendOptions extend_options(Parsed& p, const Raw& raw);
+commands::StatusOptions status_options(Parsed& p, const Raw& raw);
+commands::ListOptions list_options(Parsed& p, const Raw& raw);
+
+}  // namespace rlock::cli

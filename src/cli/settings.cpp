@@ -1,0 +1,139 @@
+#include "cli/settings.hpp"
+
+#include "cli/config_file.hpp"
+#include "error.hpp"
+#include "exit_code.hpp"
+#include "util/file.hpp"
+#include "util/text.hpp"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <system_error>
+
+#include <unistd.h>
+
+namespace rlock::cli {
+
+namespace {
+
+// The config file read, for messages.
+std::string g_config_path;
+
+// Every key a config file may set: the long names of the settings, as on the command line.
+const std::vector<std::string> k_config_keys = {
+    "url",          "connect-timeout", "io-timeout",  "node-timeout",  "prefix",      "quiet",
+    "verbose",      "syslog",          "ttl",         "wait",          "conflict-exit-code",
+    "signal",       "kill-after",      "lost-exit-code", "max-hold",   "leftovers",   "strict",
+    "limit",        "token-env",       "cacert",      "cert",          "key",         "insecure",
+    "password-file", "wait-replicas",  "wait-timeout", "sentinel-user", "sentinel-password-file",
+    "keeper-log"};
+
+bool parse_bool(const Setting& s, const std::string& text) {
+  std::string v = text;
+  for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (v == "1" || v == "true" || v == "yes" || v == "on") return true;
+  if (v == "0" || v == "false" || v == "no" || v == "off" || v.empty()) return false;
+  bad_setting(s, fmt::format("'{}' is not true or false", util::printable(text)));
+}
+
+void assign(Setting& s, const std::string& value, Source source) {
+  s.source = source;
+  if (s.flag) {
+    *s.flag = parse_bool(s, value);
+  } else {
+    *s.text = value;
+  }
+}
+
+}  // namespace
+
+void usage(const std::string& message) { throw Error(exit_code::k_usage, message); }
+
+std::string env_name(const std::string& option) {
+  // RLOCK_KEY is what run tells its child the lock's name is: the TLS key file needs another name.
+  if (option == "key") return "RLOCK_TLS_KEY";
+  std::string name = "RLOCK_";
+  for (char c : option) name += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return name;
+}
+
+Setting* find_setting(Parsed& p, const std::string& name) {
+  for (Setting& s : p.settings) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+Setting& get(Parsed& p, const std::string& name) {
+  if (Setting* s = find_setting(p, name)) return *s;
+  throw Error(exit_code::k_internal, fmt::format("no setting {}", name));
+}
+
+std::string origin(const Setting& s) {
+  switch (s.source) {
+    case Source::env: return s.variable;
+    case Source::config: return fmt::format("{} (config file {})", s.name, util::printable(g_config_path));
+    default: return "--" + s.name;
+  }
+}
+
+void bad_setting(const Setting& s, const std::string& why) {
+  throw Error(s.source == Source::config ? exit_code::k_config : exit_code::k_usage,
+              fmt::format("{}: {}", origin(s), why));
+}
+
+std::pair<std::string, bool> config_path(const Raw& raw) {
+  if (!raw.config.empty()) return {raw.config, true};
+  if (const char* env = std::getenv("RLOCK_CONFIG"); env && *env) return {env, true};
+  const char* xdg = std::getenv("XDG_CONFIG_HOME");
+  const char* home = std::getenv("HOME");
+  std::string user_path;
+  if (xdg && *xdg) user_path = std::string(xdg) + "/rlock/config.toml";
+  else if (home && *home) user_path = std::string(home) + "/.config/rlock/config.toml";
+  if (!user_path.empty() && ::access(user_path.c_str(), F_OK) == 0) return {user_path, false};
+  return {"/etc/rlock/config.toml", false};
+}
+
+void layer_settings(Parsed& p, const std::string& config_path, bool config_required) {
+  for (Setting& s : p.settings) {
+    if (s.source != Source::unset) continue;
+    // REDIS_URL, the variable many Redis clients read, comes after RLOCK_URL.
+    for (const std::string& variable : {env_name(s.name), std::string(s.name == "url" ? "REDIS_URL" : "")}) {
+      if (variable.empty()) continue;
+      const char* value = std::getenv(variable.c_str());
+      // An empty variable counts as unset, but for RLOCK_TOKEN_ENV: an empty name is refused.
+      if (!value || (!*value && s.name != "token-env")) continue;
+      s.variable = variable;
+      assign(s, value, Source::env);
+      break;
+    }
+  }
+  if (config_path.empty()) return;
+  g_config_path = config_path;
+  const std::string shown = util::printable(config_path);
+  std::string text;
+  try {
+    text = util::read_small_file(config_path, 1 << 20);
+  } catch (const std::system_error& e) {
+    if (!config_required && e.code() == std::errc::no_such_file_or_directory) return;
+    throw Error(exit_code::k_config, fmt::format("cannot read config file {}: {}", shown, e.code().message()));
+  } catch (const std::length_error&) {
+    throw Error(exit_code::k_config, fmt::format("config file {} is too large", shown));
+  }
+  for (const auto& [name, value] : parse_config(text, config_path)) {
+    if (name == "timeout") {
+      throw Error(exit_code::k_config, fmt::format("{}: unknown setting 'timeout': use wait (how long to wait for "
+                                                   "the lock) or io-timeout (each Redis command's timeout)",
+                                                   shown));
+    }
+    if (std::find(k_config_keys.begin(), k_config_keys.end(), name) == k_config_keys.end()) {
+      throw Error(exit_code::k_config, fmt::format("{}: unknown setting '{}'", shown, util::printable(name)));
+    }
+    Setting* s = find_setting(p, name);
+    if (s && s->source == Source::unset) assign(*s, value, Source::config);
+  }
+}
+
+}  // namespace rlock::cli
