@@ -1,5 +1,5 @@
-# Install rules for the man page and shell completions, and the CPack settings for
-# the Debian and RPM packages. Included at the end of the
+# Install rules for the man page and shell completions, the CPack settings for the
+# Debian and RPM packages, and the source tarball. Included at the end of the
 # top-level CMakeLists.txt, after src/ has declared
 # install(TARGETS rlock RUNTIME DESTINATION bin).
 #
@@ -11,6 +11,9 @@
 # or, to keep the build directory clean:
 #   cd build && cpack -G DEB -B /tmp/rlock-pkg
 # Both carry the same files: /usr/bin/rlock, the man page and three completions.
+#
+# Source tarball, reproducible (the same tracked files give the same bytes):
+#   make -C build package_source        # -> build/rlock-<version>.tar.gz
 
 include(GNUInstallDirs)
 
@@ -135,8 +138,26 @@ if(RLOCK_RPMBUILD)
   list(APPEND CPACK_GENERATOR RPM)
 endif()
 
-# `make package_source` / `cpack --config CPackSourceConfig.cmake`
-set(CPACK_SOURCE_GENERATOR TGZ)
-set(CPACK_SOURCE_IGNORE_FILES "/\\.git/" "/build[^/]*/" "/\\.cache/" "~$")
+# CPack writes a source package configuration whatever we do, and CMake then
+# makes `package_source` run it. CPack's archive takes the owners and the order
+# of the files from the disk (and their mtimes, unless SOURCE_DATE_EPOCH is
+# set), so the same sources need not give the same bytes: send that
+# configuration aside and define package_source below instead.
+set(CPACK_SOURCE_OUTPUT_CONFIG_FILE ${PROJECT_BINARY_DIR}/CMakeFiles/CPackSourceConfig.cmake)
 
 include(CPack)
+
+# --- Source tarball -------------------------------------------------------------
+# `make package_source`: the files git tracks, as they are in the working tree,
+# as rlock-<version>/... in build/rlock-<version>.tar.gz (see
+# packaging/source-tarball for what makes it reproducible).
+# A build directory configured before this rule has CMake's own file there, which
+# would reserve the name package_source.
+file(REMOVE ${PROJECT_BINARY_DIR}/CPackSourceConfig.cmake)
+set(RLOCK_SOURCE_TARBALL ${PROJECT_BINARY_DIR}/rlock-${PROJECT_VERSION}.tar.gz)
+find_program(RLOCK_BASH bash REQUIRED)
+add_custom_target(package_source
+  COMMAND ${RLOCK_BASH} ${PROJECT_SOURCE_DIR}/packaging/source-tarball
+    ${PROJECT_SOURCE_DIR} ${RLOCK_SOURCE_TARBALL} rlock-${PROJECT_VERSION}
+  COMMENT "Packing the tracked sources into rlock-${PROJECT_VERSION}.tar.gz"
+  VERBATIM)

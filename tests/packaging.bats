@@ -3,11 +3,14 @@
 # rlock_<version>_<arch>.deb, which installs the binary, the man page and the
 # shell completions under /usr, and which `dpkg -r` removes again. `cpack -G RPM`
 # gives rlock-<version>-1.<arch>.rpm with the same five files, byte for byte, and
-# its own dependencies (inspected with rpm -qp, not installed).
+# its own dependencies (inspected with rpm -qp, not installed). `make
+# package_source` gives rlock-<version>.tar.gz, the same bytes every time for
+# the same tracked files.
 #
 # Installs into the real system, so the package tests run only as root with dpkg
 # present, and never touch an rlock that was installed before they started. The
-# RPM tests also need rpmbuild (Debian package rpm).
+# RPM tests also need rpmbuild (Debian package rpm); the source tarball test needs
+# only a git checkout.
 #
 # Environment: RLOCK_BUILD_DIR (default: ../build next to this file), a
 # configured and built tree; RLOCK_SOURCE_DIR (default: .. next to this file).
@@ -314,4 +317,53 @@ package_files() {
     [[ ! -e $f ]] || fail "$f is still there after dpkg -r rlock"
   done
   ! package_present || fail "dpkg still lists rlock after dpkg -r rlock"
+}
+
+@test "make package_source gives the same rlock-<version>.tar.gz twice: the tracked files, 0:0, one date" {
+  git -C "$RLOCK_SOURCE_DIR" rev-parse --git-dir >/dev/null 2>&1 ||
+    skip "$RLOCK_SOURCE_DIR is not a git checkout: package_source packs the files git tracks"
+  [[ -n $PKG_VERSION ]] || fail "no CPACK_PACKAGE_VERSION in $RLOCK_BUILD_DIR/CPackConfig.cmake: configure first"
+  local tarball="$RLOCK_BUILD_DIR/rlock-$PKG_VERSION.tar.gz"
+  local readme="$RLOCK_SOURCE_DIR/README.md"
+
+  run cmake --build "$RLOCK_BUILD_DIR" --target package_source
+  assert_success
+  mv "$tarball" "$PKG_OUT/first.tar.gz"
+  # Again in a later second, with a newer mtime on a tracked file (README.md, which
+  # nothing builds from; its mtime is put back before any assertion).
+  touch -r "$readme" "$PKG_OUT/readme-mtime"
+  sleep 1
+  touch "$readme"
+  run cmake --build "$RLOCK_BUILD_DIR" --target package_source
+  touch -r "$PKG_OUT/readme-mtime" "$readme"
+  assert_success
+  mv "$tarball" "$PKG_OUT/second.tar.gz"
+  run cmp "$PKG_OUT/first.tar.gz" "$PKG_OUT/second.tar.gz"
+  assert_success
+
+  # Every entry: owner 0:0 without names, mode 644 or 755, dated SOURCE_DATE_EPOCH
+  # or the last commit.
+  local epoch
+  epoch=${SOURCE_DATE_EPOCH:-$(git -C "$RLOCK_SOURCE_DIR" log -1 --format=%ct)}
+  run bash -c "TZ=UTC tar -tvzf '$PKG_OUT/first.tar.gz' | awk '{print \$1, \$2, \$4, \$5}' | LC_ALL=C sort -u"
+  assert_success
+  local date
+  date=$(TZ=UTC date -d "@$epoch" '+%Y-%m-%d %H:%M')
+  assert_output "$(printf '%s\n' "-rw-r--r-- 0/0 $date" "-rwxr-xr-x 0/0 $date")"
+
+  # One top directory, rlock-<version>, with the sources and nothing else: exactly
+  # the files git tracks, so no build directory and no .git.
+  local unpacked="$PKG_OUT/unpacked"
+  mkdir "$unpacked"
+  tar -xzf "$PKG_OUT/first.tar.gz" -C "$unpacked"
+  run ls -A "$unpacked"
+  assert_output "rlock-$PKG_VERSION"
+  local top="$unpacked/rlock-$PKG_VERSION" p
+  for p in CMakeLists.txt src man completions packaging/cpack.cmake; do
+    [[ -e $top/$p ]] || fail "the tarball has no $p"
+  done
+  run find "$top" \( -name .git -o -type d -name 'build*' \) -print
+  assert_output ""
+  run bash -c "cd '$top' && find . ! -type d | sed 's,^\./,,' | LC_ALL=C sort"
+  assert_output "$(git -C "$RLOCK_SOURCE_DIR" ls-files | LC_ALL=C sort)"
 }
