@@ -1,12 +1,19 @@
-# Install rules for the man page and shell completions, and the CPack settings
-# for the Debian package. Included at the end of the top-level CMakeLists.txt,
-# after src/ has declared install(TARGETS rlock RUNTIME DESTINATION bin).
+# Install rules for the man page and shell completions, the CPack settings for the
+# Debian and RPM packages, and the source tarball. Included at the end of the
+# top-level CMakeLists.txt, after src/ has declared
+# install(TARGETS rlock RUNTIME DESTINATION bin).
 #
-# Build the package from the build directory:
+# Build the packages from the build directory:
 #   cmake -S . -B build && cmake --build build -j2
 #   cd build && cpack -G DEB            # -> rlock_<version>_<arch>.deb
+#   cd build && cpack -G RPM            # -> rlock-<version>-1.<arch>.rpm (needs rpmbuild:
+#                                       #    Debian package rpm)
 # or, to keep the build directory clean:
 #   cd build && cpack -G DEB -B /tmp/rlock-pkg
+# Both carry the same files: /usr/bin/rlock, the man page and three completions.
+#
+# Source tarball, reproducible (the same tracked files give the same bytes):
+#   make -C build package_source        # -> build/rlock-<version>.tar.gz
 
 include(GNUInstallDirs)
 
@@ -40,10 +47,15 @@ install(FILES ${PROJECT_SOURCE_DIR}/completions/rlock.fish
 # --- CPack --------------------------------------------------------------------
 set(RLOCK_PACKAGE_MAINTAINER "rlock maintainers <rlock@localhost>"
   CACHE STRING "Maintainer field of the Debian package: Name <email>")
+# The project names no licence yet; set this when packaging for distribution.
+set(RLOCK_PACKAGE_LICENSE "unknown"
+  CACHE STRING "License tag of the RPM package (an SPDX expression, e.g. MIT)")
+set(RLOCK_PACKAGE_URL ""
+  CACHE STRING "Home page: Homepage of the Debian package, URL of the RPM (none if empty)")
 
 # Write the values below into CPackConfig.cmake exactly as given here.
 set(CPACK_VERBATIM_VARIABLES ON)
-set(CPACK_GENERATOR DEB)
+set(CPACK_GENERATOR DEB)  # and RPM when rpmbuild is found, below
 set(CPACK_PACKAGE_NAME rlock)
 set(CPACK_PACKAGE_VENDOR "rlock")
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
@@ -55,6 +67,9 @@ that holds across machines. The lock lives in Redis: `rlock run KEY -- CMD`
 takes KEY, runs CMD while renewing the lease, and releases KEY when CMD exits.
 Every lock has a TTL, so a crashed holder never blocks the others for good,
 and every acquisition gets a strictly increasing fencing token.")
+if(RLOCK_PACKAGE_URL)
+  set(CPACK_PACKAGE_HOMEPAGE_URL "${RLOCK_PACKAGE_URL}")
+endif()
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_STRIP_FILES ON)
 set(CPACK_INSTALL_DEFAULT_DIRECTORY_PERMISSIONS
@@ -75,8 +90,74 @@ set(CPACK_DEBIAN_PACKAGE_SUGGESTS redis-server)
 # Fixed file ownership (root:root) and permissions inside the archive.
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 
-# `make package_source` / `cpack --config CPackSourceConfig.cmake`
-set(CPACK_SOURCE_GENERATOR TGZ)
-set(CPACK_SOURCE_IGNORE_FILES "/\\.git/" "/build[^/]*/" "/\\.cache/" "~$")
+# RPM specifics. RPM-DEFAULT names the file rlock-<version>-<release>.<arch>.rpm.
+set(CPACK_RPM_FILE_NAME RPM-DEFAULT)
+set(CPACK_RPM_PACKAGE_RELEASE 1)
+set(CPACK_RPM_PACKAGE_LICENSE "${RLOCK_PACKAGE_LICENSE}")
+set(CPACK_RPM_PACKAGE_GROUP "Applications/System")
+set(CPACK_RPM_PACKAGE_DESCRIPTION "${CPACK_PACKAGE_DESCRIPTION}")
+# Requires is computed by rpmbuild's dependency generator (elfdeps) from the
+# binary's DT_NEEDED entries, as Depends is by dpkg-shlibdeps: with hiredis and
+# libstdc++ linked statically (cmake/), that is libc and the dynamic loader.
+# libssl.so.3 is loaded with dlopen for rediss:// only, so elfdeps cannot see it.
+# Recommend the soname, as elfdeps would name it: every RPM distribution's
+# OpenSSL 3 package provides it (Fedora and RHEL: openssl-libs; openSUSE:
+# libopenssl3). redis-cli and redis-server are both in the package redis there.
+# CMake 3.25 has no CPACK_RPM_PACKAGE_RECOMMENDS and drops
+# CPACK_RPM_PACKAGE_SUGGESTS (its check for weak dependencies runs an rpm it
+# never looked up), so both tags go into the spec's preamble through
+# CPACK_RPM_SPEC_MORE_DEFINE, with two settings: _build_id_links none, no
+# /usr/lib/.build-id links to the binary (files outside the five below); and no
+# __os_install_post, whose brp-* steps would strip the binary again and drop its
+# .comment section: CPack has stripped it and compressed the man page already,
+# and the RPM carries the same bytes as the .deb.
+if(CMAKE_SIZEOF_VOID_P EQUAL 8)
+  set(RLOCK_RPM_SONAME_MARK "()(64bit)")
+else()
+  set(RLOCK_RPM_SONAME_MARK "()")
+endif()
+set(CPACK_RPM_SPEC_MORE_DEFINE
+"Recommends: libssl.so.3${RLOCK_RPM_SONAME_MARK}
+Suggests: redis
+%define _build_id_links none
+%define __os_install_post %{nil}")
+# Installed where the package says, not relocatable: the shells and man look
+# for the completions and the page only under /usr.
+set(CPACK_PACKAGE_RELOCATABLE OFF)
+# Own only the five files, not the standard directories they go in (the
+# distribution's filesystem package, or the shell's, owns those).
+set(CPACK_RPM_EXCLUDE_FROM_AUTO_FILELIST_ADDITION
+  /usr/share/man /usr/share/man/man1
+  /usr/share/bash-completion /usr/share/bash-completion/completions
+  /usr/share/zsh /usr/share/zsh/vendor-completions
+  /usr/share/fish /usr/share/fish/vendor_completions.d)
+
+# `cpack` without -G builds every generator in this list.
+find_program(RLOCK_RPMBUILD rpmbuild)
+if(RLOCK_RPMBUILD)
+  list(APPEND CPACK_GENERATOR RPM)
+endif()
+
+# CPack writes a source package configuration whatever we do, and CMake then
+# makes `package_source` run it. CPack's archive takes the owners and the order
+# of the files from the disk (and their mtimes, unless SOURCE_DATE_EPOCH is
+# set), so the same sources need not give the same bytes: send that
+# configuration aside and define package_source below instead.
+set(CPACK_SOURCE_OUTPUT_CONFIG_FILE ${PROJECT_BINARY_DIR}/CMakeFiles/CPackSourceConfig.cmake)
 
 include(CPack)
+
+# --- Source tarball -------------------------------------------------------------
+# `make package_source`: the files git tracks, as they are in the working tree,
+# as rlock-<version>/... in build/rlock-<version>.tar.gz (see
+# packaging/source-tarball for what makes it reproducible).
+# A build directory configured before this rule has CMake's own file there, which
+# would reserve the name package_source.
+file(REMOVE ${PROJECT_BINARY_DIR}/CPackSourceConfig.cmake)
+set(RLOCK_SOURCE_TARBALL ${PROJECT_BINARY_DIR}/rlock-${PROJECT_VERSION}.tar.gz)
+find_program(RLOCK_BASH bash REQUIRED)
+add_custom_target(package_source
+  COMMAND ${RLOCK_BASH} ${PROJECT_SOURCE_DIR}/packaging/source-tarball
+    ${PROJECT_SOURCE_DIR} ${RLOCK_SOURCE_TARBALL} rlock-${PROJECT_VERSION}
+  COMMENT "Packing the tracked sources into rlock-${PROJECT_VERSION}.tar.gz"
+  VERBATIM)

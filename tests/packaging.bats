@@ -1,13 +1,19 @@
 #!/usr/bin/env bats
-# The Debian package: `cpack -G DEB` in the build directory gives
+# The packages. `cpack -G DEB` in the build directory gives
 # rlock_<version>_<arch>.deb, which installs the binary, the man page and the
-# shell completions under /usr, and which `dpkg -r` removes again.
+# shell completions under /usr, and which `dpkg -r` removes again. `cpack -G RPM`
+# gives rlock-<version>-1.<arch>.rpm with the same five files, byte for byte, and
+# its own dependencies (inspected with rpm -qp, not installed). `make
+# package_source` gives rlock-<version>.tar.gz, the same bytes every time for
+# the same tracked files.
 #
-# Installs into the real system, so it runs only as root with dpkg present, and
-# never touches an rlock that was installed before it started.
+# Installs into the real system, so the package tests run only as root with dpkg
+# present, and never touch an rlock that was installed before they started. The
+# RPM tests also need rpmbuild (Debian package rpm); the source tarball test needs
+# only a git checkout.
 #
 # Environment: RLOCK_BUILD_DIR (default: ../build next to this file), a
-# configured and built tree.
+# configured and built tree; RLOCK_SOURCE_DIR (default: .. next to this file).
 
 load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
@@ -40,17 +46,17 @@ why_skip() {
 setup_file() {
   export RLOCK_BUILD_DIR="${RLOCK_BUILD_DIR:-$BATS_TEST_DIRNAME/../build}"
   export RLOCK_SOURCE_DIR="${RLOCK_SOURCE_DIR:-$BATS_TEST_DIRNAME/..}"
-  PKG_SKIP_REASON=$(why_skip)
-  export PKG_SKIP_REASON
-  [[ -z $PKG_SKIP_REASON ]] || return 0
-
-  # Build the package once, into a temporary directory (-B), so that the build
-  # tree gets no .deb and no _CPack_Packages of ours.
   PKG_OUT=$(mktemp -d "${BATS_FILE_TMPDIR:-/tmp}/rlock-pkg.XXXXXX")
   export PKG_OUT
   PKG_VERSION=$(sed -n 's/^set(CPACK_PACKAGE_VERSION "\(.*\)")$/\1/p' \
     "$RLOCK_BUILD_DIR/CPackConfig.cmake" 2>/dev/null)
   export PKG_VERSION
+  PKG_SKIP_REASON=$(why_skip)
+  export PKG_SKIP_REASON
+  [[ -z $PKG_SKIP_REASON ]] || return 0
+
+  # Build the packages once, into a temporary directory (-B), so that the build
+  # tree gets no .deb, no .rpm and no _CPack_Packages of ours.
   PKG_ARCH=$(dpkg --print-architecture)
   export PKG_ARCH
   PKG_DEB="$PKG_OUT/rlock_${PKG_VERSION}_${PKG_ARCH}.deb"
@@ -59,6 +65,21 @@ setup_file() {
   (cd "$RLOCK_BUILD_DIR" && cpack -G DEB -B "$PKG_OUT") >"$PKG_OUT/cpack.log" 2>&1 ||
     PKG_CPACK_STATUS=$?
   export PKG_CPACK_STATUS
+
+  PKG_RPM_SKIP_REASON=
+  if ! command -v rpmbuild >/dev/null || ! command -v rpm >/dev/null; then
+    PKG_RPM_SKIP_REASON="rpmbuild is not installed (Debian: apt-get install rpm)"
+  fi
+  export PKG_RPM_SKIP_REASON
+  [[ -z $PKG_RPM_SKIP_REASON ]] || return 0
+  PKG_RPM_ARCH=$(rpm --eval '%{_target_cpu}')
+  export PKG_RPM_ARCH
+  PKG_RPM="$PKG_OUT/rlock-${PKG_VERSION}-1.${PKG_RPM_ARCH}.rpm"
+  export PKG_RPM
+  PKG_RPM_STATUS=0
+  (cd "$RLOCK_BUILD_DIR" && cpack -G RPM -B "$PKG_OUT") >"$PKG_OUT/cpack-rpm.log" 2>&1 ||
+    PKG_RPM_STATUS=$?
+  export PKG_RPM_STATUS
 }
 
 teardown_file() {
@@ -68,8 +89,12 @@ teardown_file() {
 }
 
 setup() {
-  [[ -z $PKG_SKIP_REASON ]] || skip "$PKG_SKIP_REASON"
   INSTALLED_BY_TEST=
+}
+
+# Skips the test unless this host can build and install the Debian package.
+need_package_host() {
+  [[ -z $PKG_SKIP_REASON ]] || skip "$PKG_SKIP_REASON"
 }
 
 teardown() {
@@ -80,6 +105,7 @@ teardown() {
 
 # Fails unless the package file exists (the first test shows cpack's log).
 require_package() {
+  need_package_host
   if [[ ! -f $PKG_DEB ]]; then
     echo "no package at $PKG_DEB (cpack exit status $PKG_CPACK_STATUS; see the first test)" >&2
     return 1
@@ -93,7 +119,29 @@ install_package() {
   assert_success
 }
 
+# Fails unless the RPM exists (skips without rpmbuild).
+require_rpm() {
+  need_package_host
+  [[ -z $PKG_RPM_SKIP_REASON ]] || skip "$PKG_RPM_SKIP_REASON"
+  if [[ ! -f $PKG_RPM ]]; then
+    cat "$PKG_OUT/cpack-rpm.log" >&2
+    ls -l "$PKG_OUT" >&2
+    fail "no package at $PKG_RPM (cpack -G RPM exit status $PKG_RPM_STATUS)"
+  fi
+}
+
+# The five files both packages hold, sorted.
+package_files() {
+  printf '%s\n' \
+    /usr/bin/rlock \
+    /usr/share/bash-completion/completions/rlock \
+    /usr/share/fish/vendor_completions.d/rlock.fish \
+    /usr/share/man/man1/rlock.1.gz \
+    /usr/share/zsh/vendor-completions/_rlock | LC_ALL=C sort
+}
+
 @test "cpack -G DEB builds rlock_<version>_<arch>.deb into the -B directory" {
+  need_package_host
   [[ -f $RLOCK_BUILD_DIR/CPackConfig.cmake ]] ||
     fail "no CPackConfig.cmake in $RLOCK_BUILD_DIR: configure and build first (cmake -S . -B build && cmake --build build)"
   [[ -n $PKG_VERSION ]] || fail "no CPACK_PACKAGE_VERSION in $RLOCK_BUILD_DIR/CPackConfig.cmake"
@@ -134,16 +182,58 @@ install_package() {
   require_package
   run bash -c "dpkg-deb --fsys-tarfile '$PKG_DEB' | tar -t | grep -v '/\$' | sort"
   assert_success
-  assert_output "$(printf '%s\n' \
-    ./usr/bin/rlock \
-    ./usr/share/bash-completion/completions/rlock \
-    ./usr/share/fish/vendor_completions.d/rlock.fish \
-    ./usr/share/man/man1/rlock.1.gz \
-    ./usr/share/zsh/vendor-completions/_rlock | sort)"
+  assert_output "$(package_files | sed 's,^,.,')"
   # Files owned by root, no group- or world-writable entries.
   run bash -c "dpkg-deb -c '$PKG_DEB' | awk '\$2 != \"root/root\" || \$1 ~ /^.....w|^........w/'"
   assert_success
   assert_output ""
+}
+
+@test "cpack -G RPM builds rlock-<version>-1.<arch>.rpm: its tags, requires, recommends, suggests" {
+  require_rpm
+  require_package
+  run rpm -qp --qf '%{NAME}|%{VERSION}|%{RELEASE}|%{ARCH}|%{GROUP}|%{PREFIXES}\n' "$PKG_RPM"
+  assert_success
+  # PREFIXES (none): not relocatable, the files stay where the shells look.
+  assert_output "rlock|$PKG_VERSION|1|$PKG_RPM_ARCH|Applications/System|(none)"
+  # Summary and description are the .deb's.
+  run rpm -qp --qf '%{SUMMARY}\n%{DESCRIPTION}\n' "$PKG_RPM"
+  assert_success
+  assert_output "$(dpkg-deb -f "$PKG_DEB" Description | sed 's/^ //')"
+
+  # Requires: rpmbuild's elfdeps ran, and found exactly the shared libraries the
+  # binary links (its DT_NEEDED entries), nothing more.
+  local needed
+  needed=$(readelf -d "$RLOCK_BUILD_DIR/rlock" | sed -n 's/.*(NEEDED).*\[\(.*\)\]$/\1/p' | LC_ALL=C sort -u)
+  [[ -n $needed ]] || fail "readelf found no NEEDED entry in $RLOCK_BUILD_DIR/rlock"
+  run bash -c "rpm -qp --requires '$PKG_RPM' | sed -n 's/^\([^ (]*\.so[^ (]*\)(.*/\1/p' | LC_ALL=C sort -u"
+  assert_success
+  assert_output "$needed"
+  # libssl.so.3 is loaded with dlopen for rediss:// only: recommended, not required.
+  run rpm -qp --recommends "$PKG_RPM"
+  assert_success
+  assert_output --regexp '^libssl\.so\.3\(\)(\(64bit\))?$'
+  run rpm -qp --suggests "$PKG_RPM"
+  assert_success
+  assert_output "redis"
+}
+
+@test "the RPM holds the .deb's five files, byte for byte, with the same modes, owned by root" {
+  require_rpm
+  require_package
+  # Only the files: no directory the system owns, no /usr/lib/.build-id links.
+  run rpm -qlp "$PKG_RPM"
+  assert_success
+  assert_output "$(package_files)"
+
+  local root="$PKG_OUT/deb-root" expected="" f
+  dpkg-deb -x "$PKG_DEB" "$root"
+  while read -r f; do
+    expected+="$(stat -c %A "$root$f") root:root $(sha256sum <"$root$f" | cut -d' ' -f1) $f"$'\n'
+  done < <(package_files)
+  run rpm -qp --qf '[%{FILEMODES:perms} %{FILEUSERNAME}:%{FILEGROUPNAME} %{FILEDIGESTS} %{FILENAMES}\n]' "$PKG_RPM"
+  assert_success
+  assert_output "${expected%$'\n'}"
 }
 
 @test "dpkg -i installs a working /usr/bin/rlock, the man page and the completions" {
@@ -174,7 +264,7 @@ install_package() {
       assert_output "$page"
       run env MANWIDTH=80 MAN_KEEP_FORMATTING= man -P cat rlock
       assert_success
-      assert_output --partial "rlock"
+      assert_output --partial "distributed lock for shell scripts"
     fi
   fi
 
@@ -227,4 +317,53 @@ install_package() {
     [[ ! -e $f ]] || fail "$f is still there after dpkg -r rlock"
   done
   ! package_present || fail "dpkg still lists rlock after dpkg -r rlock"
+}
+
+@test "make package_source gives the same rlock-<version>.tar.gz twice: the tracked files, 0:0, one date" {
+  git -C "$RLOCK_SOURCE_DIR" rev-parse --git-dir >/dev/null 2>&1 ||
+    skip "$RLOCK_SOURCE_DIR is not a git checkout: package_source packs the files git tracks"
+  [[ -n $PKG_VERSION ]] || fail "no CPACK_PACKAGE_VERSION in $RLOCK_BUILD_DIR/CPackConfig.cmake: configure first"
+  local tarball="$RLOCK_BUILD_DIR/rlock-$PKG_VERSION.tar.gz"
+  local readme="$RLOCK_SOURCE_DIR/README.md"
+
+  run cmake --build "$RLOCK_BUILD_DIR" --target package_source
+  assert_success
+  mv "$tarball" "$PKG_OUT/first.tar.gz"
+  # Again in a later second, with a newer mtime on a tracked file (README.md, which
+  # nothing builds from; its mtime is put back before any assertion).
+  touch -r "$readme" "$PKG_OUT/readme-mtime"
+  sleep 1
+  touch "$readme"
+  run cmake --build "$RLOCK_BUILD_DIR" --target package_source
+  touch -r "$PKG_OUT/readme-mtime" "$readme"
+  assert_success
+  mv "$tarball" "$PKG_OUT/second.tar.gz"
+  run cmp "$PKG_OUT/first.tar.gz" "$PKG_OUT/second.tar.gz"
+  assert_success
+
+  # Every entry: owner 0:0 without names, mode 644 or 755, dated SOURCE_DATE_EPOCH
+  # or the last commit.
+  local epoch
+  epoch=${SOURCE_DATE_EPOCH:-$(git -C "$RLOCK_SOURCE_DIR" log -1 --format=%ct)}
+  run bash -c "TZ=UTC tar -tvzf '$PKG_OUT/first.tar.gz' | awk '{print \$1, \$2, \$4, \$5}' | LC_ALL=C sort -u"
+  assert_success
+  local date
+  date=$(TZ=UTC date -d "@$epoch" '+%Y-%m-%d %H:%M')
+  assert_output "$(printf '%s\n' "-rw-r--r-- 0/0 $date" "-rwxr-xr-x 0/0 $date")"
+
+  # One top directory, rlock-<version>, with the sources and nothing else: exactly
+  # the files git tracks, so no build directory and no .git.
+  local unpacked="$PKG_OUT/unpacked"
+  mkdir "$unpacked"
+  tar -xzf "$PKG_OUT/first.tar.gz" -C "$unpacked"
+  run ls -A "$unpacked"
+  assert_output "rlock-$PKG_VERSION"
+  local top="$unpacked/rlock-$PKG_VERSION" p
+  for p in CMakeLists.txt src man completions packaging/cpack.cmake; do
+    [[ -e $top/$p ]] || fail "the tarball has no $p"
+  done
+  run find "$top" \( -name .git -o -type d -name 'build*' \) -print
+  assert_output ""
+  run bash -c "cd '$top' && find . ! -type d | sed 's,^\./,,' | LC_ALL=C sort"
+  assert_output "$(git -C "$RLOCK_SOURCE_DIR" ls-files | LC_ALL=C sort)"
 }
