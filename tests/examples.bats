@@ -151,7 +151,11 @@ run_recipes() {
     run_file "$file" "$type"
   done
   ((${#errors[@]} == 0)) || fail "$(printf '%s\n' "${errors[@]}")"
-  ((${#skipped[@]} == 0)) || skip "$(printf '%s; ' "${skipped[@]}")"
+  if ((${#skipped[@]})); then
+    local reasons
+    reasons=$(printf '%s; ' "${skipped[@]}")
+    skip "${reasons%; }"
+  fi
 }
 
 # run_file FILE TYPE: the work of run_recipes for one file; appends to its errors and skipped.
