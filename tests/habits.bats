@@ -195,8 +195,7 @@ with open(log, "a") as f:
 @test "spaces around a URL are trimmed; a space inside is read as a quorum, and the error says so" {
   run --separate-stderr rlock run k -u " redis://127.0.0.1:$REDIS_PORT " -- true
   assert_success
-  RLOCK_URL="redis://127.0.0.1:$REDIS_PORT
-" run --separate-stderr rlock run k -- true
+  RLOCK_URL="  redis://127.0.0.1:$REDIS_PORT  " run --separate-stderr rlock run k -- true
   assert_success
   run --separate-stderr rlock status -u "redis://127.0.0.1:$REDIS_PORT /2"
   assert_error_line 78

@@ -104,9 +104,9 @@ std::string sentinel_password(Parsed& p, const Raw& raw) {
 // Sentinel URL's hosts are separated by commas too).
 std::vector<std::string> split_urls(const std::string& text) {
   std::vector<std::string> out;
-  // Only spaces separate: a tab or a line break inside is a control character in a URL, and
-  // refused; around the whole text (a file read with $(...), a pasted line) they are trimmed.
-  for (const std::string& word : util::split(util::trim(text), " ")) {
+  // Only spaces separate (and are dropped around the URLs): a tab or a line break is a control
+  // character in a URL, and refused.
+  for (const std::string& word : util::split(text, " ")) {
     size_t start = 0;
     for (size_t i = 0; i < word.size(); ++i) {
       if (word[i] != ',') continue;
