@@ -15,10 +15,11 @@ _rlock_options()
 {
     # The global options, accepted before or after the command name.
     local -a common=(-h --help -V --version -u --url --node-timeout --connect-timeout
-        --io-timeout --timeout --prefix --password-file --cacert --cert --key --insecure
-        --sentinel-user --sentinel-password-file --config -q --quiet -v --verbose)
-    local -a taking=(-t --ttl -w --wait -n --no-wait --nb --nonblock -E --conflict-exit-code
-        --wait-replicas --wait-timeout --strict --limit -s --shared -x --exclusive)
+        --io-timeout --prefix --password-file --cacert --cert --key --insecure
+        --sentinel-user --sentinel-password-file --config --syslog -q --quiet -v --verbose)
+    local -a taking=(-t --ttl -w --wait --timeout -n --no-wait --nb --nonblock
+        -E --conflict-exit-code --wait-replicas --wait-timeout --strict --limit
+        -s --shared -x --exclusive)
     case $1 in
         run)
             printf '%s\n' "${common[@]}" "${taking[@]}" -c --command --signal --kill-after \
