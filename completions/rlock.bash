@@ -15,10 +15,11 @@ _rlock_options()
 {
     # The global options, accepted before or after the command name.
     local -a common=(-h --help -V --version -u --url --node-timeout --connect-timeout
-        --io-timeout --timeout --prefix --password-file --cacert --cert --key --insecure
-        --sentinel-user --sentinel-password-file --config -q --quiet -v --verbose)
-    local -a taking=(-t --ttl -w --wait -n --no-wait --nb --nonblock -E --conflict-exit-code
-        --wait-replicas --wait-timeout --strict --limit -s --shared -x --exclusive)
+        --io-timeout --prefix --password-file --cacert --cert --key --insecure
+        --sentinel-user --sentinel-password-file --config --syslog -q --quiet -v --verbose)
+    local -a taking=(-t --ttl -w --wait --timeout -n --no-wait --nb --nonblock
+        -E --conflict-exit-code --wait-replicas --wait-timeout --strict --limit
+        -s --shared -x --exclusive)
     case $1 in
         run)
             printf '%s\n' "${common[@]}" "${taking[@]}" -c --command --signal --kill-after \
@@ -43,88 +44,207 @@ _rlock_options()
     esac
 }
 
-# Succeeds if option $1 takes a value (in the next word or after "=").
+# Succeeds if option word $1 takes the next word as its value: a long option
+# written without "=", or a cluster of short options ending in one that takes
+# a value ("-qu URL").
 _rlock_takes_value()
 {
     case $1 in
-        -u | --url | --node-timeout | --connect-timeout | --io-timeout | --timeout | --prefix | \
-        --config | \
-        --password-file | --cacert | --cert | --key | \
+        --*=*)
+            return 1
+            ;;
+        --url | --node-timeout | --connect-timeout | --io-timeout | --timeout | --prefix | \
+        --config | --password-file | --cacert | --cert | --key | \
         --sentinel-user | --sentinel-password-file | \
-        -t | --ttl | -w | --wait | -E | --conflict-exit-code | \
-        --wait-replicas | --wait-timeout | --limit | \
-        -c | --command | --signal | --kill-after | --lost-exit-code | \
+        --ttl | --wait | --conflict-exit-code | --wait-replicas | --wait-timeout | --limit | \
+        --command | --signal | --kill-after | --lost-exit-code | \
         --max-hold | --leftovers | --token-file | --token-env | --pid | --keeper-log)
             return 0
+            ;;
+        --*)
+            return 1
+            ;;
+        -?*)
+            # Flags, then perhaps one short option that takes a value, attached or next.
+            local i c
+            for ((i = 1; i < ${#1}; i++)); do
+                c=${1:i:1}
+                case $c in
+                    [utwEc]) ((i == ${#1} - 1)) && return 0 || return 1 ;;
+                esac
+            done
             ;;
     esac
     return 1
 }
 
+# The value of an option as the shell would see it: surrounding quotes and
+# backslashes removed, a leading "~/" made $HOME/.
+_rlock_dequote()
+{
+    local v=$1
+    case $v in
+        \'*\') v=${v:1:${#v}-2} ;;
+        \"*\") v=${v:1:${#v}-2} ;;
+        *) v=${v//\\/} ;;
+    esac
+    # shellcheck disable=SC2088 # a literal "~/", made $HOME/
+    [[ $v == '~/'* ]] && v=$HOME/${v#'~/'}
+    printf '%s' "$v"
+}
+
+# The server-selecting options in option word $1 (with $2, the next word, as
+# its value when the option takes one): appends them to the array _rlock_srv,
+# for `rlock list`.
+_rlock_server_option()
+{
+    local w=$1 v=$2 name
+    if [[ $w == --*=* ]]; then
+        name=${w%%=*}
+        v=${w#*=}
+    elif [[ $w == --* ]]; then
+        name=$w
+    elif [[ $w =~ ^-[hVqvnsx]*u$ ]]; then
+        # "-u URL", or a cluster of flags ending in u: the URL is the next word.
+        name=--url
+    elif [[ $w =~ ^-[hVqvnsx]*u(.+)$ ]]; then
+        # The URL attached: "-uredis://...", "-qu...".
+        name=--url
+        v=${BASH_REMATCH[1]}
+    else
+        return
+    fi
+    case $name in
+        --insecure)
+            [[ $w == --insecure ]] && _rlock_srv+=(--insecure)
+            ;;
+        --url | --prefix | --password-file | --cacert | --cert | --key | --config | \
+        --sentinel-user | --sentinel-password-file)
+            # "--name=value": a value starting with "-" stays a value.
+            _rlock_srv+=("$name=$(_rlock_dequote "$v")")
+            ;;
+    esac
+}
+
+# Print the names of the held locks, one a line, from `rlock list --json` on
+# the server the options in _rlock_srv select (each lock's object starts with
+# its "key"; a name holds no control character, so only \" and \\ are
+# escaped). Quick and silent: short timeouts, errors to /dev/null, and
+# `timeout 1` around it when there is one.
+_rlock_lock_names()
+{
+    # The rlock on the line (./build/rlock, say), unless the line starts with another name.
+    local bin=${1:-rlock}
+    [[ ${bin##*/} == rlock* ]] || bin=rlock
+    # shellcheck disable=SC2088 # a literal "~/", made $HOME/
+    [[ $bin == '~/'* ]] && bin=$HOME/${bin#'~/'}
+    local -a cmd=("$bin" "${_rlock_srv[@]}" list --json --connect-timeout 300ms --io-timeout 300ms)
+    if type -P timeout >/dev/null 2>&1; then
+        cmd=(timeout 1 "${cmd[@]}")
+    fi
+    "${cmd[@]}" </dev/null 2>/dev/null |
+        grep -oE '\{"key":"([^"\\]|\\.)*"' | sed -e 's/^{"key":"//' -e 's/"$//' -e 's/\\\(.\)/\1/g'
+}
+
+# Sets words, cword and cur from COMP_WORDS, COMP_CWORD, COMP_LINE and
+# COMP_POINT, with the words bash split at the characters of
+# COMP_WORDBREAKS (":" in "redis://host:6379", "=" in "--url=...") joined
+# again; _rlock_at[j] is the index in COMP_WORDS where words[j] starts.
+_rlock_words()
+{
+    words=() _rlock_at=()
+    local line=${COMP_LINE:0:COMP_POINT} rest i w ws
+    for ((i = 0; i <= COMP_CWORD; i++)); do
+        w=${COMP_WORDS[i]}
+        rest=${line#"${line%%[![:space:]]*}"}
+        ws=$((${#line} - ${#rest}))
+        line=$rest
+        if ((i == COMP_CWORD)); then
+            # The current word up to the cursor.
+            ((${#w} > ${#line})) && w=$line
+        fi
+        if [[ $line != "$w"* ]]; then
+            # COMP_LINE does not match: take COMP_WORDS as they are.
+            words=("${COMP_WORDS[@]:0:COMP_CWORD+1}")
+            _rlock_at=()
+            local j
+            for ((j = 0; j <= COMP_CWORD; j++)); do
+                _rlock_at+=("$j")
+            done
+            break
+        fi
+        line=${line:${#w}}
+        if ((i > 0 && ws == 0)); then
+            words[${#words[@]} - 1]+=$w
+        else
+            words+=("$w")
+            _rlock_at+=("$i")
+        fi
+    done
+    cword=$((${#words[@]} - 1))
+    cur=${words[cword]}
+}
+
 _rlock()
 {
-    local cur prev cword
-    local -a words
+    local cur cword
+    local -a words _rlock_at _rlock_srv=()
     COMPREPLY=()
-    words=("${COMP_WORDS[@]}")
-    cword=$COMP_CWORD
-    cur=${words[cword]}
-    prev=
-    ((cword > 0)) && prev=${words[cword - 1]}
+    _rlock_words
 
-    # "--opt=value": with "=" in COMP_WORDBREAKS (the default) bash splits it
-    # into "--opt" "=" "value"; otherwise it stays one word.
-    local eqprefix=
-    if [[ $cur == = ]]; then
-        cur=
-    elif [[ $prev == = ]] && ((cword >= 2)); then
-        prev=${words[cword - 2]}
-    elif [[ $cur == --*=* ]]; then
-        prev=${cur%%=*}
-        cur=${cur#*=}
-        [[ $COMP_WORDBREAKS == *=* ]] || eqprefix=$prev=
-    fi
+    # What readline replaces is the part of the word after its last
+    # COMP_WORDBREAKS character: candidates lose what comes before it.
+    local breaks='' ltrim=''
+    [[ $COMP_WORDBREAKS == *=* ]] && breaks+='='
+    [[ $COMP_WORDBREAKS == *:* ]] && breaks+=':'
+    [[ -n $breaks && $cur == *[$breaks]* ]] && ltrim=${cur%"${cur##*["$breaks"]}"}
 
-    # Find the subcommand (global options may come before it) and, for run,
-    # where the child command starts: after "--", or at the first word after
-    # KEY that is neither an option nor an option's value.
-    local sub='' i w child=0 key_seen=0 skip=0
+    # Find the subcommand (global options may come before it), the option
+    # whose value the cursor is on, and, for run, where the child command
+    # starts: after "--", or at the first word after KEY that is neither an
+    # option nor an option's value.
+    local sub='' i w child=0 key_seen=0 nargs=0 valopt='' vpre='' vcur=$cur
     for ((i = 1; i < cword; i++)); do
         w=${words[i]}
-        if ((skip)); then
-            skip=0
-            continue
-        fi
-        [[ $w == = ]] && { skip=1; continue; }
-        if [[ $sub == run && $w == -- ]]; then
-            child=$((i + 1))
+        if [[ $w == -- ]]; then
+            # Before the command name nothing may follow "--"; after run's
+            # KEY the child command does.
+            [[ $sub == run ]] && ((key_seen)) && child=$((i + 1))
+            [[ $sub == run ]] || return 0
             break
         fi
         if [[ $w == -?* ]]; then
-            if _rlock_takes_value "$w" && [[ ${words[i + 1]} != = ]]; then
-                skip=1
+            _rlock_server_option "$w" "${words[i + 1]}"
+            if _rlock_takes_value "$w"; then
+                ((i + 1 == cword)) && valopt=$w
+                ((i++))
             fi
             continue
         fi
         if [[ -z $sub ]]; then
             sub=$w
-        elif [[ $sub == run ]] && ((!key_seen)); then
-            key_seen=1
-        elif [[ $sub == run ]]; then
+        elif [[ $sub == run ]] && ((key_seen)); then
             child=$i
             break
+        else
+            key_seen=1
+            ((nargs++))
         fi
     done
+    if [[ -z $valopt && $cur == --*=* ]] && ((!child)); then
+        valopt=${cur%%=*}
+        vpre=$valopt=
+        vcur=${cur#*=}
+    fi
 
     # The command word of run (no "--" needed), or anything after it: complete
     # the child command line.
-    if ((!child)) && [[ $sub == run ]] && ((key_seen)) && [[ $cur != -* ]] &&
-        ! _rlock_takes_value "$prev"; then
+    if ((!child)) && [[ $sub == run ]] && ((key_seen)) && [[ -z $valopt && $cur != -* ]]; then
         child=$cword
     fi
     if ((child)); then
         if declare -F _command_offset >/dev/null 2>&1; then
-            _command_offset "$child"
+            _command_offset "${_rlock_at[child]}"
         elif ((cword == child)); then
             _rlock_reply -c -- "$cur"
         else
@@ -134,83 +254,83 @@ _rlock()
         return 0
     fi
 
-    # The value of an option.
-    if _rlock_takes_value "$prev"; then
-        case $prev in
-            --config | --token-file | --password-file | --cacert | --cert | --key | \
-            --sentinel-password-file)
+    if [[ -n $valopt ]]; then
+        # The value of an option.
+        case ${valopt#--} in
+            config | token-file | password-file | cacert | cert | key | sentinel-password-file)
                 compopt -o filenames 2>/dev/null
-                _rlock_reply -f -- "$cur"
+                _rlock_reply -f -- "$vcur"
                 ;;
-            --signal)
-                if [[ $cur == [Ss]* ]]; then
-                    _rlock_reply -W "SIG${_rlock_signals// / SIG}" -- "$cur"
+            signal)
+                if [[ $vcur == [Ss]* ]]; then
+                    _rlock_reply -W "SIG${_rlock_signals// / SIG}" -- "$vcur"
                 else
-                    _rlock_reply -W "$_rlock_signals" -- "$cur"
+                    _rlock_reply -W "$_rlock_signals" -- "$vcur"
                 fi
                 ;;
-            --leftovers)
-                _rlock_reply -W 'wait kill' -- "$cur"
+            leftovers)
+                _rlock_reply -W 'wait kill' -- "$vcur"
                 ;;
-            --token-env)
-                _rlock_reply -e -- "$cur"
+            token-env)
+                _rlock_reply -e -- "$vcur"
                 ;;
-            --keeper-log)
+            keeper-log)
                 # A file to append to, or syslog: for syslog.
                 compopt -o filenames 2>/dev/null
-                _rlock_reply -f -- "$cur"
-                [[ syslog: == "$cur"* ]] && COMPREPLY+=(syslog:)
+                _rlock_reply -f -- "$vcur"
+                [[ syslog: == "$vcur"* ]] && COMPREPLY+=(syslog:)
                 ;;
-            --pid)
+            pid)
                 # The process whose life a keepalive hold follows.
-                if declare -F _pids >/dev/null 2>&1; then
-                    _pids
-                else
-                    _rlock_reply -W "$(cd /proc 2>/dev/null && printf '%s ' [0-9]*)" -- "$cur"
-                fi
+                _rlock_reply -W "$(cd /proc 2>/dev/null && printf '%s ' [0-9]*)" -- "$vcur"
                 ;;
-            -u | --url)
-                _rlock_reply -W 'redis:// rediss:// unix:// redis+sentinel://' -- "$cur"
-                if declare -F __ltrim_colon_completions >/dev/null 2>&1; then
-                    __ltrim_colon_completions "$cur"
-                fi
+            url | -*u)
+                _rlock_reply -W 'redis:// rediss:// unix:// redis+sentinel://' -- "$vcur"
                 compopt -o nospace 2>/dev/null
                 ;;
-            -t | --ttl | -w | --wait | --node-timeout | --connect-timeout | --io-timeout | \
-            --timeout | --kill-after | --max-hold | --wait-timeout)
-                _rlock_reply -W '500ms 1s 5s 30s 1m 5m 30m 1h' -- "$cur"
+            ttl | wait | timeout | node-timeout | connect-timeout | io-timeout | \
+            kill-after | max-hold | wait-timeout | -*[tw])
+                _rlock_reply -W '500ms 1s 5s 30s 1m 5m 30m 1h' -- "$vcur"
                 ;;
-            --limit)
+            limit)
                 # A number of holders, 1 or more.
-                _rlock_reply -W '2 3 4 5 8 10' -- "$cur"
+                _rlock_reply -W '2 3 4 5 8 10' -- "$vcur"
                 ;;
             *)
                 # --prefix, --command, --sentinel-user, exit codes,
                 # --wait-replicas: free text.
                 ;;
         esac
-        if [[ -n $eqprefix ]]; then
-            COMPREPLY=("${COMPREPLY[@]/#/$eqprefix}")
+        if [[ -n $vpre ]]; then
+            COMPREPLY=("${COMPREPLY[@]/#/$vpre}")
         fi
-        return 0
-    fi
-
-    if [[ -z $sub ]]; then
+    elif [[ -z $sub ]]; then
+        # Before the command name: global options, or the command name.
         if [[ $cur == -* ]]; then
             _rlock_reply -W "$(_rlock_options '')" -- "$cur"
         else
             _rlock_reply -W 'run acquire release extend status list' -- "$cur"
         fi
-        return 0
-    fi
-
-    if [[ $cur == -* ]]; then
+    elif [[ $cur == -* ]]; then
         local opts
         opts=$(_rlock_options "$sub")
         [[ $sub == run ]] && ((key_seen)) && opts+=$'\n--'
         _rlock_reply -W "$opts" -- "$cur"
+    elif [[ $sub == status ]] || { [[ $sub == run || $sub == release || $sub == extend ]] && ((!nargs)); }; then
+        # KEY: the locks held now on the server the line selects. (list's
+        # PATTERN is free text.)
+        local name want q
+        want=$(_rlock_dequote "$cur")
+        while IFS= read -r name; do
+            [[ -n $name && $name == "$want"* ]] || continue
+            printf -v q '%q' "$name"
+            COMPREPLY+=("$q")
+        done < <(_rlock_lock_names "${words[0]}")
     fi
-    # KEY and PATTERN are free text.
+
+    if [[ -n $ltrim ]]; then
+        COMPREPLY=("${COMPREPLY[@]#"$ltrim"}")
+    fi
     return 0
 }
 

@@ -1,22 +1,37 @@
 # fish completion for rlock(1), a distributed lock for shell scripts kept in Redis.
 # Install as /usr/share/fish/vendor_completions.d/rlock.fish.
 
-# Succeeds if option $argv[1] takes a value in the next word.
+# Succeeds if option word $argv[1] takes the next word as its value: a long
+# option written without "=", or a cluster of short options ending in one that
+# takes a value ("-qu URL").
 function __rlock_takes_value
-    contains -- $argv[1] -u --url --node-timeout --connect-timeout --io-timeout --timeout --prefix \
+    contains -- $argv[1] --url --node-timeout --connect-timeout --io-timeout --timeout --prefix \
         --password-file --cacert --cert --key --sentinel-user --sentinel-password-file \
-        --config -t --ttl -w --wait -E --conflict-exit-code --wait-replicas --wait-timeout \
-        --limit -c --command --signal --kill-after --lost-exit-code --max-hold --leftovers \
+        --config --ttl --wait --conflict-exit-code --wait-replicas --wait-timeout \
+        --limit --command --signal --kill-after --lost-exit-code --max-hold --leftovers \
         --token-file --token-env --pid --keeper-log
+    or string match -qr -- '^-[hVqvnsx]*[utwEc]$' $argv[1]
 end
 
 # Prints three lines about the words before the cursor: the subcommand (or
-# nothing), whether run's KEY was given (1 or 0), and the index of the word
-# where run's child command starts (0 when it has not started): after "--",
-# or at the first word after KEY that is neither an option nor an option's
-# value. Global options may come before the subcommand.
+# nothing; "--" when the line has "--" before any subcommand, after which
+# nothing can follow), whether the subcommand's first argument (KEY) was given
+# (1 or 0), and the index of the word where run's child command starts (0 when
+# it has not started): after "--", or at the first word after KEY that is
+# neither an option nor an option's value. Global options may come before the
+# subcommand. The conditions of the completions below ask it many times for one
+# line: the answer for the last line is kept.
 function __rlock_parse
-    set -l tokens (commandline -opc)
+    set -l line (commandline -pc)
+    if not set -q __rlock_parsed_line; or test "$__rlock_parsed_line" != "$line"
+        set -g __rlock_parsed (__rlock_parse_tokens (commandline -opc))
+        set -g __rlock_parsed_line $line
+    end
+    printf '%s\n' $__rlock_parsed
+end
+
+function __rlock_parse_tokens
+    set -l tokens $argv
     set -l sub
     set -l key 0
     set -l skip 0
@@ -26,9 +41,15 @@ function __rlock_parse
             set skip 0
             continue
         end
-        if test "$sub" = run; and test "$t" = --
-            printf '%s\n' $sub $key (math $i + 1)
-            return 0
+        if test "$t" = --
+            if test -z "$sub"
+                printf '%s\n' -- 0 0
+                return 0
+            end
+            if test "$sub" = run
+                printf '%s\n' $sub $key (math $i + 1)
+                return 0
+            end
         end
         if string match -q -- '-?*' $t
             __rlock_takes_value $t; and set skip 1
@@ -36,7 +57,7 @@ function __rlock_parse
         end
         if test -z "$sub"
             set sub $t
-        else if test "$sub" = run; and test $key = 0
+        else if test $key = 0
             set key 1
         else if test "$sub" = run
             printf '%s\n' $sub $key $i
@@ -92,6 +113,72 @@ function __rlock_in_child
     __rlock_child_start >/dev/null
 end
 
+# True where a lock name may go: any argument of status, the KEY of run,
+# release and extend.
+function __rlock_wants_key
+    set -l parsed (__rlock_parse)
+    switch "$parsed[1]"
+        case status
+            return 0
+        case run release extend
+            test $parsed[2] = 0
+            return
+    end
+    return 1
+end
+
+# The value of an option as given: a leading ~/ made $HOME/.
+function __rlock_expand_home
+    string replace -r -- '^~/' "$HOME/" $argv[1]
+end
+
+# The lock names held now on the server that the words on the line select
+# (-u, --prefix, TLS, --config, sentinel options, before or after the command
+# name), from `rlock list`: quick and silent, with short timeouts, errors to
+# /dev/null and `timeout 1` around it when there is one.
+function __rlock_locks
+    set -l tokens (commandline -opc)
+    set -l srv
+    set -l skip 0
+    for i in (seq 2 (count $tokens))
+        set -l t $tokens[$i]
+        if test $skip = 1
+            set skip 0
+            continue
+        end
+        test "$t" = --; and break
+        switch $t
+            case --url=\* --prefix=\* --password-file=\* --cacert=\* --cert=\* --key=\* --config=\* \
+                --sentinel-user=\* --sentinel-password-file=\*
+                set -a srv (string split -m1 = -- $t)[1]=(__rlock_expand_home (string split -m1 = -- $t)[2])
+            case --url --prefix --password-file --cacert --cert --key --config --sentinel-user \
+                --sentinel-password-file
+                set -q tokens[(math $i + 1)]
+                and set -a srv $t=(__rlock_expand_home $tokens[(math $i + 1)])
+            case --insecure
+                set -a srv --insecure
+            case '-*'
+                if string match -qr -- '^-[hVqvnsx]*u$' $t
+                    set -q tokens[(math $i + 1)]
+                    and set -a srv --url=(__rlock_expand_home $tokens[(math $i + 1)])
+                else if string match -qr -- '^-[hVqvnsx]*u.' $t
+                    set -a srv --url=(__rlock_expand_home (string replace -r -- '^-[hVqvnsx]*u' '' $t))
+                end
+        end
+        string match -q -- '-?*' $t; and __rlock_takes_value $t; and set skip 1
+    end
+    # The rlock on the line (./build/rlock, say), unless the line starts with another name.
+    set -l bin rlock
+    string match -q -- 'rlock*' (string replace -r -- '.*/' '' $tokens[1])
+    and set bin (__rlock_expand_home $tokens[1])
+    set -l cmd $bin $srv list --json --connect-timeout 300ms --io-timeout 300ms
+    command -q timeout; and set cmd timeout 1 $cmd
+    # Each lock's object starts with its "key"; a name holds no control
+    # character, so only \" and \\ are escaped.
+    $cmd </dev/null 2>/dev/null |
+        grep -oE '\\{"key":"([^"\\\\]|\\\\.)*"' | sed -e 's/^{"key":"//' -e 's/"$//' -e 's/\\\\\\(.\\)/\\1/g'
+end
+
 # Completions for the child command line.
 function __rlock_complete_child
     set -l tokens (commandline -opc)
@@ -105,6 +192,9 @@ function __rlock_complete_child
 end
 
 complete -c rlock -f
+
+# Lock names, where a lock name may go.
+complete -c rlock -n '__rlock_wants_key; and not __rlock_in_child' -x -a '(__rlock_locks)' -d 'Held lock'
 
 # Subcommands.
 complete -c rlock -n __rlock_needs_subcommand -a run -d 'Run a command while holding a lock'
@@ -121,8 +211,7 @@ complete -c rlock -n $__rlock_global -s V -l version -d 'Print version and exit'
 complete -c rlock -n $__rlock_global -s u -l url -x -a 'redis:// rediss:// unix:// redis+sentinel://' -d 'Redis URL (once per master for a Redlock quorum)'
 complete -c rlock -n $__rlock_global -l node-timeout -x -d 'With several URLs: the timeout of each master (duration)'
 complete -c rlock -n $__rlock_global -l connect-timeout -x -d 'Connect timeout, name lookup included (duration)'
-complete -c rlock -n $__rlock_global -l io-timeout -x -d 'Per-command timeout (duration)'
-complete -c rlock -n $__rlock_global -l timeout -x -d 'Per-command timeout, as --io-timeout (not the wait)'
+complete -c rlock -n $__rlock_global -l io-timeout -x -d 'Timeout of each Redis command (duration)'
 complete -c rlock -n $__rlock_global -l prefix -x -d 'Key namespace'
 complete -c rlock -n $__rlock_global -l password-file -r -F -d 'Read the Redis password from this file (first line)'
 complete -c rlock -n $__rlock_global -l cacert -r -F -d 'CA certificates for rediss://'
@@ -132,12 +221,14 @@ complete -c rlock -n $__rlock_global -l insecure -d 'Do not verify the server ce
 complete -c rlock -n $__rlock_global -l sentinel-user -x -d 'ACL user for the sentinels'
 complete -c rlock -n $__rlock_global -l sentinel-password-file -r -F -d 'Read the sentinel password from this file (first line)'
 complete -c rlock -n $__rlock_global -l config -r -F -d 'TOML configuration file'
+complete -c rlock -n $__rlock_global -l syslog -d 'Log acquired, busy, lost and released to syslog'
 complete -c rlock -n $__rlock_global -s q -l quiet -d 'Print nothing but errors'
 complete -c rlock -n $__rlock_global -s v -l verbose -d 'Print a timestamped timeline on stderr'
 
 # Taking a lock: run, acquire.
 complete -c rlock -n '__rlock_using run acquire' -s t -l ttl -x -d 'Lease length (duration)'
 complete -c rlock -n '__rlock_using run acquire' -s w -l wait -x -d 'Wait in the queue at most this long (duration)'
+complete -c rlock -n '__rlock_using run acquire' -l timeout -x -d 'Wait at most this long (as --wait)'
 complete -c rlock -n '__rlock_using run acquire' -s n -l no-wait -d 'Fail at once if the lock cannot be taken now (never queue)'
 complete -c rlock -n '__rlock_using run acquire' -l nb -d 'Fail at once if the lock is held (as -n)'
 complete -c rlock -n '__rlock_using run acquire' -l nonblock -d 'Fail at once if the lock is held (as -n)'

@@ -1,0 +1,420 @@
+#!/usr/bin/env bats
+# The shell completions (completions/), driven as each shell drives them: bash's function with
+# COMP_WORDS split as bash splits them (with and without the bash-completion package's helpers),
+# zsh's completion system on a pseudo-terminal, fish's `complete -C`. Lock names come from the
+# server the line selects, quickly and silently even when it is down; subcommands are offered
+# after global options but not in an option's value nor after a subcommand; run's command is
+# completed as a command line.
+
+load helpers/common
+load helpers/servers
+load helpers/completion
+
+setup_file() {
+  # zsh's compinit dump, made by the first zsh test and reused by the others.
+  export ZC_DUMP=$BATS_FILE_TMPDIR/zcompdump
+  # A server holding alpha and deploy:prod (prefix rlock:) and beta (prefix other:), and one
+  # that accepts connections but never answers, for all the tests.
+  local -a rlock=(env -i "PATH=$PATH" "XDG_CONFIG_HOME=$BATS_FILE_TMPDIR/xdg" "$RLOCK_BIN")
+  srv_start locks || return 1
+  export LOCKS_URL="redis://127.0.0.1:$SRV_PORT"
+  "${rlock[@]}" -u "$LOCKS_URL" acquire alpha -t 10m >/dev/null || return 1
+  "${rlock[@]}" -u "$LOCKS_URL" acquire deploy:prod -t 10m >/dev/null || return 1
+  "${rlock[@]}" -u "$LOCKS_URL" --prefix other: acquire beta -t 10m >/dev/null || return 1
+  srv_start paused || return 1
+  kill -STOP "$SRV_PID"
+  export PAUSED_URL="redis://127.0.0.1:$SRV_PORT"
+}
+
+teardown_file() {
+  servers_teardown_file
+}
+
+setup() {
+  common_setup
+  SUBCOMMANDS=(run acquire release extend status list)
+  # rlock's own default is the server the environment names: one where nothing listens, so
+  # only a server named on the line can offer lock names.
+  DOWN_URL="redis://127.0.0.1:$(free_port)"
+  export RLOCK_URL=$DOWN_URL
+  URL=$LOCKS_URL
+  cd "$T" || return 1
+}
+
+teardown() {
+  common_teardown
+}
+
+# complete_in SHELL LINE...
+# Completes each LINE in one run of SHELL: bash (with the bash-completion helpers), bash-n
+# (without them), zsh or fish. The run must succeed and write nothing on stderr. Sets
+# RESULT[LINE] to each line's candidates (one a line), and ELAPSED_MS to how long the run took
+# (for zsh, the longest completion alone; the shell's start is not counted).
+complete_in() {
+  SH=$1
+  shift
+  local t0
+  t0=$(now_ms)
+  case $SH in
+    bash) run --separate-stderr comp_bash "$@" ;;
+    bash-n) run --separate-stderr comp_bash -n "$@" ;;
+    zsh) run --separate-stderr comp_zsh -t "$@" ;;
+    fish) run --separate-stderr comp_fish "$@" ;;
+    *) fail "complete_in: unknown shell $SH" ;;
+  esac
+  ELAPSED_MS=$(elapsed_ms "$t0")
+  [[ $status -eq 0 ]] || fail "$SH exited $status completing: $(printf "'%s' " "$@"); stderr: $stderr"
+  [[ -z $stderr ]] || fail "$SH wrote on stderr completing: $(printf "'%s' " "$@"): $stderr"
+  local -a out asked=("$@")
+  local l n=0 block='' ms max=0
+  mapfile -t out <<<"$output"
+  declare -gA RESULT=()
+  for l in "${out[@]}"; do
+    if [[ $l == "$COMP_END" ]]; then
+      (($# > n)) || fail "$SH printed more results than lines: $output"
+      RESULT[${asked[n]}]=${block%$'\n'}
+      n=$((n + 1))
+      block=''
+    elif [[ $SH == zsh && $l == "elapsed "* ]]; then
+      # "elapsed 1.234" (seconds, three decimals)
+      ms=${l#elapsed }
+      ms=$((10#${ms%.*} * 1000 + 10#${ms#*.}))
+      ((ms > max)) && max=$ms
+    else
+      block+=$l$'\n'
+    fi
+  done
+  (($# == n)) || fail "$SH printed results for $n of $# lines: $output"
+  [[ $SH == zsh ]] && ELAPSED_MS=$max
+  return 0
+}
+
+# pick LINE: the candidates of LINE (from the last complete_in) become GOT (and the set
+# GOT_SET), for the checks.
+pick() {
+  LINE=$1
+  [[ -v RESULT[$LINE] ]] || fail "pick: '$LINE' was not completed"
+  GOT=()
+  [[ -n ${RESULT[$LINE]} ]] && mapfile -t GOT <<<"${RESULT[$LINE]}"
+  declare -gA GOT_SET=()
+  local w
+  for w in "${GOT[@]}"; do
+    [[ -n $w ]] && GOT_SET[$w]=1
+  done
+  return 0
+}
+
+# What LINE offered (the first 40 candidates), for messages.
+shown() {
+  local more=''
+  ((${#GOT[@]} > 40)) && more="... (${#GOT[@]} in all)"
+  printf "%s: completing '%s' offered: %s%s" "$SH" "$LINE" \
+    "$( ((${#GOT[@]})) && printf '[%s] ' "${GOT[@]:0:40}")" "$more"
+}
+
+# offers WORD...: every WORD is a candidate.
+offers() {
+  local w
+  for w in "$@"; do
+    [[ -v GOT_SET[$w] ]] || fail "$(shown); '$w' is missing"
+  done
+}
+
+# offers_none WORD...: no WORD is a candidate.
+offers_none() {
+  local w
+  for w in "$@"; do
+    [[ -v GOT_SET[$w] ]] && fail "$(shown); '$w' should not be there"
+  done
+  return 0
+}
+
+# offers_only WORD...: the candidates are these words (in any order).
+offers_only() {
+  local w
+  local -A want=()
+  for w in "$@"; do
+    want[$w]=1
+  done
+  offers "$@"
+  for w in "${GOT[@]}"; do
+    [[ -v want[$w] ]] || fail "$(shown); expected only: $*"
+  done
+}
+
+# offers_no_subcommand_name: no candidate begins with the name of a subcommand that is no
+# command (as "acquire:take a lock..." would). For run's command, where "status" (fish's
+# builtin) or "run" may be real commands.
+offers_no_subcommand_name() {
+  local w
+  for w in "${GOT[@]}"; do
+    case $w in
+      acquire* | release* | extend*) fail "$(shown); '$w' should not be there" ;;
+    esac
+  done
+}
+
+# offers_nothing: no candidate.
+offers_nothing() {
+  ((${#GOT[@]} == 0)) || fail "$(shown); expected nothing"
+}
+
+# quick: the last complete_in took less than 2 seconds.
+quick() {
+  ((ELAPSED_MS < 2000)) || fail "$SH: completing $(printf "'%s' " "${!RESULT[@]}")took ${ELAPSED_MS}ms"
+}
+
+# The checks every shell passes the same way.
+
+check_lock_names() {
+  local sh=$1 line sub
+  # -u (or --url) before or after the command name, a cluster ending in u.
+  local -a with_url=("rlock -u $URL status " "rlock status -u $URL " "rlock --url=$URL status "
+    "rlock -qu $URL status ")
+  local -a keys=("rlock -u $URL run " "rlock -u $URL release " "rlock -u $URL extend ")
+  complete_in "$sh" "${with_url[@]}" "${keys[@]}" \
+    "rlock -u $URL release alpha " "rlock -u $URL list " \
+    "rlock -u $URL --prefix other: status " "rlock status --prefix=other: --url $URL " \
+    "rlock status "
+  for line in "${with_url[@]}"; do
+    pick "$line"
+    offers_only alpha deploy:prod
+  done
+  # The KEY of run, release and extend; not a second KEY, nor list's PATTERN.
+  for line in "${keys[@]}"; do
+    pick "$line"
+    offers_only alpha deploy:prod
+  done
+  pick "rlock -u $URL release alpha "
+  offers_none alpha deploy:prod
+  pick "rlock -u $URL list "
+  offers_none alpha deploy:prod
+  # --prefix selects the namespace.
+  pick "rlock -u $URL --prefix other: status "
+  offers_only beta
+  pick "rlock status --prefix=other: --url $URL "
+  offers_only beta
+  # Without a server on the line: the environment's, where nothing listens.
+  pick "rlock status "
+  offers_nothing
+}
+
+check_server_options() {
+  local sh=$1
+  # An rlock that records its arguments and lists locks whose names JSON escapes.
+  mkdir -p "$T/fake"
+  cat >"$T/fake/list.json" <<'EOF'
+[{"key":"fake\"lock","held":true,"holders":[{"host":"h"}]},{"key":"back\\slash","held":true},{"key":"with space","held":true}]
+EOF
+  cat >"$T/fake/rlock" <<EOF
+#!/bin/sh
+printf '%s\\n' "\$@" >"$T/args"
+cat "$T/fake/list.json"
+EOF
+  chmod +x "$T/fake/rlock"
+  local line="rlock -v -u redis://a:1 --url=redis://b:2 -qu redis://c:3 --prefix p: --node-timeout 1s"
+  line+=" --password-file ~/pw --cacert ca.pem --cert=c.pem --key k.pem --insecure --config cfg.toml"
+  line+=" status --sentinel-user 'su' --sentinel-password-file sp --json "
+  PATH="$T/fake:$PATH" complete_in "$sh" "$line"
+  pick "$line"
+  # The names, unescaped from JSON (and quoted again for the command line, but by fish).
+  if [[ $sh != fish ]]; then
+    offers_only 'fake\"lock' 'back\\slash' 'with\ space'
+  else
+    offers_only 'fake"lock' 'back\slash' 'with space'
+  fi
+  # The options that select the server, in order, as --name=value; no other.
+  local -a expected=(--url=redis://a:1 --url=redis://b:2 --url=redis://c:3 --prefix=p:
+    "--password-file=$HOME/pw" --cacert=ca.pem --cert=c.pem --key=k.pem --insecure --config=cfg.toml
+    --sentinel-user=su --sentinel-password-file=sp list --json --connect-timeout 300ms --io-timeout 300ms)
+  [[ -f $T/args ]] || fail "$SH: rlock was not run for '$line'"
+  assert_equal "$(cat "$T/args")" "$(printf '%s\n' "${expected[@]}")"
+}
+
+check_down_server() {
+  local sh=$1
+  # Nothing listens.
+  complete_in "$sh" "rlock -u $DOWN_URL status "
+  pick "rlock -u $DOWN_URL status "
+  offers_nothing
+  quick
+  # A server that accepts connections but does not answer.
+  complete_in "$sh" "rlock -u $PAUSED_URL run "
+  pick "rlock -u $PAUSED_URL run "
+  offers_nothing
+  quick
+}
+
+check_hanging_rlock() {
+  local sh=$1
+  # An rlock that never ends: the completion gives up on it after 1s.
+  mkdir -p "$T/hang"
+  printf '#!/bin/sh\nexec sleep 30\n' >"$T/hang/rlock"
+  chmod +x "$T/hang/rlock"
+  PATH="$T/hang:$PATH" complete_in "$sh" "rlock status "
+  pick "rlock status "
+  offers_nothing
+  quick
+}
+
+check_subcommands() {
+  local sh=$1 line
+  # At the start, and after global options (flags, and options with their value).
+  local -a before=("rlock " "rlock -q " "rlock -v --prefix p " "rlock -u redis://h:1 "
+    "rlock --url=redis://h:1 --insecure ")
+  # In an option's value.
+  local -a value=("rlock -u " "rlock --prefix " "rlock -q --connect-timeout ")
+  # After the command name: the command's argument, options.
+  local -a after=("rlock status " "rlock -q status " "rlock release " "rlock list " "rlock acquire "
+    "rlock run " "rlock status --")
+  # run's command. ("acq", "rel" and "ext" begin no command but would begin a subcommand.)
+  local -a child=("rlock run k acq" "rlock run k -- rel" "rlock -q run -w 1s k ext")
+  complete_in "$sh" "${before[@]}" "rlock -q st" "${value[@]}" "${after[@]}" "${child[@]}" "rlock -- "
+  for line in "${before[@]}"; do
+    pick "$line"
+    offers "${SUBCOMMANDS[@]}"
+  done
+  pick "rlock -q st"
+  offers_only status
+  for line in "${value[@]}" "${after[@]}"; do
+    pick "$line"
+    offers_none "${SUBCOMMANDS[@]}"
+    offers_no_subcommand_name
+  done
+  for line in "${child[@]}"; do
+    pick "$line"
+    offers_no_subcommand_name
+  done
+  pick "rlock -u "
+  offers redis:// rediss:// unix:// redis+sentinel://
+  pick "rlock status --"
+  offers --json --prefix
+  # Nothing follows "--" before the command name.
+  pick "rlock -- "
+  offers_nothing
+}
+
+check_run_command() {
+  local sh=$1 line
+  # The command after KEY, with or without "--", run's options before it: a command on PATH
+  # (not a builtin of the shell).
+  local -a cmd=("rlock run k redis-cl" "rlock run -w 5s k -- redis-cl" "rlock -q run --ttl 1m k redis-cl"
+    "rlock run -u redis://h:1 k redis-cl")
+  complete_in "$sh" "${cmd[@]}" "rlock run k --tt"
+  for line in "${cmd[@]}"; do
+    pick "$line"
+    offers redis-cli
+  done
+  # An option before the command word is still run's.
+  pick "rlock run k --tt"
+  offers_only --ttl
+}
+
+check_options() {
+  local sh=$1 sub
+  complete_in "$sh" "rlock run -" "rlock acquire -" "rlock -" "rlock status --sys"
+  for sub in run acquire; do
+    pick "rlock $sub -"
+    offers -w --wait --timeout -n --no-wait --nb --nonblock -x --exclusive -s --shared \
+      --io-timeout --syslog -t --ttl
+    offers_none -o -F --no-fork
+  done
+  pick "rlock -"
+  offers --io-timeout --syslog -u --url --prefix
+  offers_none --timeout -o -F --no-fork
+  pick "rlock status --sys"
+  offers_only --syslog
+}
+
+# ---------------------------------------------------------------------------------------------
+# bash, with the bash-completion package's helpers
+
+@test "bash: lock names from the server that the options on the line select" {
+  require_bash_completion
+  check_lock_names bash
+  check_server_options bash
+  # A partial name; after ":" (a word break) only the rest of the name.
+  complete_in bash "rlock -u $URL status dep" "rlock -u $URL status deploy:"
+  pick "rlock -u $URL status dep"
+  offers_only deploy:prod
+  pick "rlock -u $URL status deploy:"
+  offers_only prod
+}
+
+@test "bash: silent and quick when the server is down or does not answer, or rlock hangs" {
+  require_bash_completion
+  check_down_server bash
+  check_hanging_rlock bash
+}
+
+@test "bash: subcommands after global options only; run's command; take options" {
+  require_bash_completion
+  check_subcommands bash
+  check_run_command bash
+  # The command's own options come from its own completion.
+  complete_in bash "rlock run k -- ls --al"
+  pick "rlock run k -- ls --al"
+  offers --all
+  check_options bash
+}
+
+# ---------------------------------------------------------------------------------------------
+# bash without the bash-completion package
+
+@test "bash without bash-completion: lock names from the server that the line selects" {
+  check_lock_names bash-n
+  check_server_options bash-n
+}
+
+@test "bash without bash-completion: silent and quick when the server is down or does not answer" {
+  check_down_server bash-n
+}
+
+@test "bash without bash-completion: subcommands after global options only; run's command" {
+  check_subcommands bash-n
+  check_run_command bash-n
+}
+
+# ---------------------------------------------------------------------------------------------
+# zsh
+
+@test "zsh: lock names from the server that the options on the line select" {
+  require_shell zsh
+  check_lock_names zsh
+  check_server_options zsh
+}
+
+@test "zsh: silent and quick when the server is down or does not answer, or rlock hangs" {
+  require_shell zsh
+  check_down_server zsh
+  check_hanging_rlock zsh
+}
+
+@test "zsh: subcommands after global options only; run's command; take options" {
+  require_shell zsh
+  check_subcommands zsh
+  check_run_command zsh
+  check_options zsh
+}
+
+# ---------------------------------------------------------------------------------------------
+# fish
+
+@test "fish: lock names from the server that the options on the line select" {
+  require_shell fish
+  check_lock_names fish
+  check_server_options fish
+}
+
+@test "fish: silent and quick when the server is down or does not answer, or rlock hangs" {
+  require_shell fish
+  check_down_server fish
+  check_hanging_rlock fish
+}
+
+@test "fish: subcommands after global options only; run's command; take options" {
+  require_shell fish
+  check_subcommands fish
+  check_run_command fish
+  check_options fish
+}
