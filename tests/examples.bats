@@ -1,18 +1,21 @@
 #!/usr/bin/env bats
-# The recipes in examples/ and the command lines of README.md's "Examples" section: every rlock
-# command in them documents its exit codes (the convention is in examples/README.md), and exits
-# with those codes when run against a throwaway Redis. The commands rlock would run (make,
+# The recipes in examples/ and the command lines of README.md's code blocks: every rlock command
+# in them documents its exit codes (the convention is in examples/README.md), and exits with
+# those codes when run against a throwaway Redis. The commands rlock would run (make,
 # ./report.sh...) are stubs; the Redis URL and password come from the environment, a CI
-# platform's secrets or a Kubernetes Secret, as each recipe says.
+# platform's secrets or a Kubernetes Secret, as each recipe says. README.md's lines that name
+# hosts and files (TLS, Sentinel, Cluster, Redlock...) run against servers of those kinds on
+# 127.0.0.1, which the test starts, as DOC_MAP below says.
 
 load helpers/common
+load helpers/servers
 
 : "${RLOCK_SOURCE_DIR:=$(cd "$BATS_TEST_DIRNAME/.." && pwd)}"
 EXTRACT=$BATS_TEST_DIRNAME/helpers/examples-extract
 
 # The commands that the recipes run under a lock, replaced by stubs (on PATH, and as ./NAME in
 # the directory where the commands run). A recipe that runs another command adds it here.
-STUBS=(make report.sh read-report.sh rebuild-cache.sh start-db-and-test.sh sync-reports
+STUBS=(make report.sh read-report.sh rebuild-cache.sh start-db-and-test.sh job.sh sync-reports
   nightly-backup nightly-report pg_dump psql)
 
 # Options the recipes use that this build of rlock may not have yet: a command line that uses
@@ -57,13 +60,349 @@ teardown() {
   common_teardown
 }
 
-# redis_up: the test's Redis, which requires a password. Sets URL and PASSWORD, and exports them
-# as RLOCK_URL and RLOCK_PASSWORD, as a host's configuration would give them to rlock.
+# redis_up: the test's Redis, which requires a password, on a port and a unix socket. Sets URL,
+# PASSWORD and SOCKET, and exports URL and PASSWORD as RLOCK_URL and RLOCK_PASSWORD, as a host's
+# configuration would give them to rlock.
 redis_up() {
   PASSWORD=pw$RANDOM$RANDOM
-  redis_start_auth "$PASSWORD"
+  SOCKET=$T/redis.sock
+  export REDIS_PASS=$PASSWORD
+  redis_start --requirepass "$PASSWORD" --unixsocket "$SOCKET" --unixsocketperm 700
   URL=$RLOCK_URL
   export RLOCK_PASSWORD=$PASSWORD
+  DOC_FLUSH=("REDISCLI_AUTH=\$EXAMPLES_PASSWORD redis-cli -p $REDIS_PORT flushall")
+}
+
+# ---------------------------------------------------------------------------------------------
+# README.md's hosts and files
+
+# Outside its Examples section, README.md's command lines name the servers and files of a real
+# deployment (redis.internal, a Sentinel set, /etc/rlock/ca.pem...). The test runs them against
+# throwaway servers of the same kind that it starts on 127.0.0.1, and files of its own: it
+# rewrites each URL's host[:port] (each host of a Sentinel list) and each path as this table
+# says. Keys: SCHEME://HOST[:PORT] as the URL writes it, unix://PATH for a socket, or a path
+# that an rlock option takes. A README line that names a host, or an absolute path among rlock's
+# own arguments, that the table does not list fails the test and is not run: the test never
+# connects anywhere but the loopback addresses. The kinds:
+#   plain         the test's Redis (password PASSWORD); every ACL user that a URL names
+#                 (user@host) is created on it, with the URL's password or PASSWORD
+#   socket        the unix socket of that same Redis
+#   tls           a TLS-only Redis (password PASSWORD) that requires a client certificate; its
+#                 certificate (for 127.0.0.1) is signed by the test CA
+#   sentinel1..3  the 3 sentinels of a master "mymaster" (password PASSWORD) with one replica
+#   cluster       a node of a Redis Cluster of 3 masters (password PASSWORD)
+#   redlock1..3   3 independent Redis masters (password PASSWORD): a Redlock quorum
+#   password      a file holding PASSWORD
+#   ca, cert, key the test CA, and a client certificate and its key, signed by that CA
+declare -gA DOC_MAP=(
+  [redis://redis.internal]=plain
+  [redis://redis.internal:6379]=plain
+  [redis://10.0.0.5:6379]=plain
+  [unix:///run/redis/redis.sock]=socket
+  [rediss://redis.internal:6380]=tls
+  [redis+sentinel://s1.internal]=sentinel1
+  [redis+sentinel://s2.internal]=sentinel2
+  [redis+sentinel://s3.internal]=sentinel3
+  [redis://10.0.0.11:7000]=cluster
+  [redis://r1.internal]=redlock1
+  [redis://r2.internal]=redlock2
+  [redis://r3.internal]=redlock3
+  [/etc/rlock/password]=password
+  [/etc/rlock/ca.pem]=ca
+  [/etc/rlock/client.pem]=cert
+  [/etc/rlock/client.key]=key
+)
+
+# What each kind stands for, once started (doc_start): HOST:PORT, or a path.
+declare -gA DOC_TO=()
+# Commands that empty the test's Redis and every server started for README.md (shell text).
+DOC_FLUSH=()
+
+# rlock's options that say where and how to connect: a lock taken for a "when busy" case must be
+# taken where the command looks for it, so the hold gets these options of the command too (and
+# the flag --insecure).
+DOC_CONNECTION_OPTIONS=(-u --url --node-timeout --connect-timeout --io-timeout --prefix --password-file
+  --cacert --cert --key --sentinel-user --sentinel-password-file --config)
+DOC_OPTIONS_RE=$(IFS='|' && echo "${DOC_CONNECTION_OPTIONS[*]}")
+
+# The helpers below set variables rather than print (no subshells: they run for every line).
+
+# doc_urls TEXT: sets DOC_URLS to the URLs in TEXT (SCHEME://...).
+DOC_URL_RE="[A-Za-z][A-Za-z0-9+.-]*://[^[:space:]\"'()<>]*"
+doc_urls() {
+  local rest=$1
+  DOC_URLS=()
+  while [[ $rest =~ $DOC_URL_RE ]]; do
+    DOC_URLS+=("${BASH_REMATCH[0]}")
+    rest=${rest#*"${BASH_REMATCH[0]}"}
+  done
+}
+
+# doc_url_parts URL: sets U_SCHEME, U_USERINFO (with its @, or empty), U_HOSTS (an array) and
+# U_REST (the path and query, from the first / after the hosts).
+doc_url_parts() {
+  local url=$1 authority
+  U_SCHEME=${url%%://*}
+  url=${url#*://}
+  if [[ $U_SCHEME == unix ]]; then
+    U_USERINFO='' U_HOSTS=() U_REST=$url
+    return
+  fi
+  authority=${url%%[/?]*}
+  U_REST=${url:${#authority}}
+  U_USERINFO=''
+  [[ $authority == *@* ]] && U_USERINFO=${authority%@*}@
+  authority=${authority##*@}
+  IFS=, read -r -a U_HOSTS <<<"$authority"
+}
+
+# doc_paths TEXT: sets DOC_PATHS to the absolute paths among rlock's own arguments in TEXT
+# (before the command rlock runs, `--` or -c, and the next shell command), longest first; of an
+# export line, in its value.
+doc_paths() {
+  local text=" $1 " w words i j
+  text=${text%% -- *}
+  text=${text%% -c *}
+  text=${text%% --command *}
+  text=${text%%[|;&]*}
+  read -r -a words <<<"$text"
+  DOC_PATHS=()
+  for w in "${words[@]}"; do
+    [[ $w == */* ]] || continue
+    w=${w#--*=}
+    w=${w#[A-Za-z_]*=}
+    w=${w//[\"\']/}
+    w=${w%%)*}
+    [[ $w == /* && ! $w =~ (^|/)rlock$ ]] && DOC_PATHS+=("$w")
+  done
+  for ((i = 1; i < ${#DOC_PATHS[@]}; i++)); do
+    for ((j = i; j > 0 && ${#DOC_PATHS[j - 1]} < ${#DOC_PATHS[j]}; j--)); do
+      w=${DOC_PATHS[j]} DOC_PATHS[j]=${DOC_PATHS[j - 1]} DOC_PATHS[j - 1]=$w
+    done
+  done
+  return 0
+}
+
+# doc_needs TEXT: sets DOC_NEEDS to what a README line needs, one item each: "kind KIND", "user
+# KIND NAME PASSWORD" (an ACL user that a URL names; PASSWORD empty when the URL has none), or
+# "error WHY".
+doc_needs() {
+  local url host key kind user path
+  DOC_NEEDS=()
+  doc_urls "$1"
+  for url in "${DOC_URLS[@]}"; do
+    doc_url_parts "$url"
+    if [[ $U_SCHEME == unix ]]; then
+      key=unix://${U_REST%%\?*}
+      kind=${DOC_MAP[$key]:-}
+      [[ -n $kind ]] && DOC_NEEDS+=("kind $kind") || DOC_NEEDS+=("error names $key, which DOC_MAP does not map")
+      continue
+    fi
+    ((${#U_HOSTS[@]})) || DOC_NEEDS+=("error a URL without a host: $url")
+    for host in "${U_HOSTS[@]}"; do
+      key=$U_SCHEME://$host
+      kind=${DOC_MAP[$key]:-}
+      if [[ -z $kind ]]; then
+        DOC_NEEDS+=("error names $key, which DOC_MAP does not map")
+        continue
+      fi
+      DOC_NEEDS+=("kind $kind")
+      [[ -n $U_USERINFO ]] || continue
+      user=${U_USERINFO%@}
+      [[ $kind == @(plain|socket) ]] ||
+        DOC_NEEDS+=("error a user in a URL of the $kind server: the test makes ACL users on the plain one only")
+      [[ $user == *:* ]] && DOC_NEEDS+=("user $kind ${user%%:*} ${user#*:}") || DOC_NEEDS+=("user $kind $user")
+    done
+  done
+  doc_paths "$1"
+  for path in "${DOC_PATHS[@]}"; do
+    kind=${DOC_MAP[$path]:-}
+    [[ -n $kind ]] && DOC_NEEDS+=("kind $kind") || DOC_NEEDS+=("error names $path, which DOC_MAP does not map")
+  done
+  return 0
+}
+
+# doc_certs: the test certificates (TLS_DIR), made once.
+doc_certs() {
+  [[ -n ${TLS_DIR:-} ]] && return 0
+  export TLS_DIR=$T/certs
+  tls_make_certs "$TLS_DIR" || fail "could not make the test certificates"
+}
+
+# doc_start KIND: starts what KIND stands for (once) and sets DOC_TO[KIND] (and the other kinds
+# started with it). redis_up ran first.
+doc_start() {
+  [[ -z ${DOC_TO[$1]:-} ]] || return 0
+  local i ports auth="REDISCLI_AUTH=${PASSWORD@Q}"
+  case $1 in
+    plain | socket) DOC_TO[plain]=127.0.0.1:$REDIS_PORT DOC_TO[socket]=$SOCKET ;;
+    password)
+      printf '%s\n' "$PASSWORD" >"$T/password"
+      DOC_TO[password]=$T/password
+      ;;
+    ca | cert | key)
+      doc_certs
+      DOC_TO[ca]=$TLS_DIR/ca.pem DOC_TO[cert]=$TLS_DIR/client.pem DOC_TO[key]=$TLS_DIR/client.key
+      ;;
+    tls)
+      doc_start ca
+      SRV_PASS=$PASSWORD tls_start server --tls-auth-clients yes --requirepass "$PASSWORD"
+      DOC_TO[tls]=127.0.0.1:$TLS_PORT
+      DOC_FLUSH+=("$auth redis-cli --tls --insecure --cert ${TLS_DIR@Q}/client.pem --key ${TLS_DIR@Q}/client.key -h 127.0.0.1 -p $TLS_PORT flushall")
+      ;;
+    sentinel[123])
+      SRV_PASS=$PASSWORD repl_start
+      SRV_PASS=$PASSWORD sentinels_start 3
+      read -r -a ports <<<"$SENTINEL_PORTS"
+      for i in 1 2 3; do
+        DOC_TO[sentinel$i]=127.0.0.1:${ports[i - 1]}
+      done
+      DOC_FLUSH+=("$auth redis-cli -p $MASTER_PORT flushall")
+      ;;
+    cluster)
+      SRV_PASS=$PASSWORD cluster_start 3
+      DOC_TO[cluster]=127.0.0.1:${CLUSTER_PORTS%% *}
+      for i in $CLUSTER_PORTS; do
+        DOC_FLUSH+=("$auth redis-cli -p $i flushall")
+      done
+      ;;
+    redlock[123])
+      for i in 1 2 3; do
+        SRV_PASS=$PASSWORD srv_start "redlock$i" --requirepass "$PASSWORD" || fail "could not start Redlock master $i"
+        DOC_TO[redlock$i]=127.0.0.1:$SRV_PORT
+        DOC_FLUSH+=("$auth redis-cli -p $SRV_PORT flushall")
+      done
+      ;;
+    *) fail "DOC_MAP: no such kind of server or file: $1" ;;
+  esac
+}
+
+# doc_prepare FILE: for each rlock and export line of FILE, what it needs: unmapped hosts and
+# paths go to errors (the line is then not run: DOC_BAD[LINE]=1), the servers are started, the
+# ACL users made.
+doc_prepare() {
+  local file=$1 kind path first rest item what a b c
+  local -A kinds=()
+  local -a users=()
+  declare -gA DOC_BAD=()
+  while IFS=$'\t' read -r kind path first _ _ rest; do
+    [[ $path == "$file" ]] || continue
+    [[ $kind == cmd ]] && rest=${rest##*$'\t'}
+    doc_needs "$rest"
+    for item in "${DOC_NEEDS[@]}"; do
+      read -r what a b c <<<"$item"
+      case $what in
+        kind) kinds[$a]=1 ;;
+        user) users+=("$b ${c:-$PASSWORD}") ;;
+        error)
+          errors+=("$path:$first: ${item#error }: $rest")
+          DOC_BAD[$first]=1
+          ;;
+      esac
+    done
+  done < <(awk -F'\t' '$1 == "cmd" || $1 == "export"' "$T/records")
+  doc_start_all "${!kinds[@]}"
+  for item in "${users[@]}"; do
+    read -r a b <<<"$item"
+    rcli acl setuser "$a" on ">$b" '~*' '&*' '+@all' >/dev/null || fail "could not make ACL user $a"
+  done
+}
+
+# doc_start_all KIND...: doc_start for each KIND. What takes seconds to come up (a sentinel
+# set, a cluster, certificates...) starts at the same time, each set in a subshell that reports
+# what it set up; a set that does not come up fails the test.
+doc_start_all() {
+  local kind set i n sets=() pids=()
+  local -A start=()
+  for kind in "$@"; do
+    case $kind in
+      sentinel? | redlock?) start[${kind%[0-9]}]=$kind ;;
+      cluster) start[cluster]=cluster ;;
+      tls | ca | cert | key) [[ ${start[tls]:-} == tls ]] || start[tls]=$kind ;;
+      *) doc_start "$kind" ;;
+    esac
+  done
+  for set in "${!start[@]}"; do
+    n=${#DOC_FLUSH[@]}
+    (
+      doc_start "${start[$set]}"
+      for kind in "${!DOC_TO[@]}"; do
+        printf 'DOC_TO[%q]=%q\n' "$kind" "${DOC_TO[$kind]}"
+      done
+      for ((i = n; i < ${#DOC_FLUSH[@]}; i++)); do
+        printf 'DOC_FLUSH+=(%q)\n' "${DOC_FLUSH[i]}"
+      done
+    ) >"$T/started.$set" 2>"$T/started.$set.err" &
+    sets+=("$set") pids+=($!)
+  done
+  for i in "${!pids[@]}"; do
+    wait "${pids[i]}" || fail "could not start the ${sets[i]} servers: $(cat "$T/started.${sets[i]}.err")"
+    # shellcheck source=/dev/null
+    source "$T/started.${sets[i]}"
+  done
+}
+
+# doc_rewrite TEXT: sets DOC_TEXT to TEXT with each URL host and path replaced by what stands
+# for it (after doc_prepare, for a line without errors).
+doc_rewrite() {
+  local url new host path
+  DOC_TEXT=$1
+  doc_urls "$1"
+  for url in "${DOC_URLS[@]}"; do
+    doc_url_parts "$url"
+    if [[ $U_SCHEME == unix ]]; then
+      new=unix://${DOC_TO[${DOC_MAP[unix://${U_REST%%\?*}]}]}
+      [[ $U_REST == *\?* ]] && new+="?${U_REST#*\?}"
+    else
+      new=''
+      for host in "${U_HOSTS[@]}"; do
+        new+=${new:+,}${DOC_TO[${DOC_MAP[$U_SCHEME://$host]}]}
+      done
+      new=$U_SCHEME://$U_USERINFO$new$U_REST
+    fi
+    DOC_TEXT=${DOC_TEXT//"$url"/"$new"}
+  done
+  # The longest paths first, so that none is replaced inside a longer one.
+  doc_paths "$1"
+  for path in "${DOC_PATHS[@]}"; do
+    DOC_TEXT=${DOC_TEXT//"$path"/"${DOC_TO[${DOC_MAP[$path]}]}"}
+  done
+}
+
+# doc_loopback TEXT: fails, with the URL in DOC_WHERE, when TEXT has a URL of a host that is not
+# a loopback address.
+doc_loopback() {
+  local url host
+  doc_urls "$1"
+  for url in "${DOC_URLS[@]}"; do
+    doc_url_parts "$url"
+    for host in "${U_HOSTS[@]}"; do
+      [[ $host =~ ^(127\.[0-9.]+|localhost|\[::1\])(:[0-9]+)?$ ]] || {
+        DOC_WHERE=$url
+        return 1
+      }
+    done
+  done
+}
+
+# hold_options TEXT: sets HOLD to the words of DOC_CONNECTION_OPTIONS (with their values) among
+# rlock's own arguments in TEXT, as shell text. (A regular expression per word rather than a loop
+# over the options: bats runs a debug trap before every command of a test.)
+hold_options() {
+  local words i w value_re="^($DOC_OPTIONS_RE)\$" flag_re="^(--insecure|($DOC_OPTIONS_RE)=.*)\$"
+  read -r -a words <<<"$1"
+  HOLD=''
+  for ((i = 0; i < ${#words[@]}; i++)); do
+    w=${words[i]}
+    if [[ $w =~ ^(--|-c|--command|[\|\;\&].*)$ ]]; then
+      break
+    elif [[ $w =~ $flag_re ]]; then
+      HOLD+=" ${w@Q}"
+    elif [[ $w =~ $value_re ]]; then
+      HOLD+=" ${w@Q} ${words[i + 1]@Q}"
+      i=$((i + 1))
+    fi
+  done
 }
 
 # make_stub NAME [SHELL]: a stub command NAME that appends "ID NAME ARGS" to EXAMPLES_STUB_LOG,
@@ -105,13 +444,14 @@ with_secrets() {
   printf '%s' "$text"
 }
 
-# missing_pending SUB COMMAND: prints the options of PENDING_OPTIONS that COMMAND uses and
-# `rlock SUB --help` does not list.
+# missing_pending SUB COMMAND: sets PENDING to the options of PENDING_OPTIONS that COMMAND uses
+# and `rlock SUB --help` does not list.
 missing_pending() {
   local opt
+  PENDING=''
   for opt in "${PENDING_OPTIONS[@]}"; do
     [[ " $2 " == *" $opt "* ]] || continue
-    "$RLOCK_BIN" "$1" --help 2>/dev/null | grep -q -- "$opt\b" || echo "$opt"
+    "$RLOCK_BIN" "$1" --help 2>/dev/null | grep -q -- "$opt\b" || PENDING+="${PENDING:+ }$opt"
   done
 }
 
@@ -159,25 +499,40 @@ run_recipes() {
 }
 
 # run_file FILE TYPE: the work of run_recipes for one file; appends to its errors and skipped.
+# README.md's hosts and paths are rewritten first (see DOC_MAP). Each code block starts from
+# empty servers and the environment of environment_of; an export line of a block applies to the
+# lines after it in that block.
 run_file() {
   local file=$1 type=$2 prog=$T/program.bash n=0 spec=$T/spec
-  local kind path first last block doc sub key limit cmd clause code state pending prev_block=''
+  local kind path first last block doc sub key limit cmd clause code state prev_block=''
   : >"$spec"
   : >"$EXAMPLES_LOG"
   : >"$EXAMPLES_STUB_LOG"
+  [[ $type != readme ]] || doc_prepare "$file"
   {
     echo "source ${T@Q}/wrapper.bash"
-    echo "REDISCLI_AUTH=\$EXAMPLES_PASSWORD redis-cli -p $REDIS_PORT flushall >/dev/null"
-    environment_of "$file" "$type"
+    # Every server at once.
+    echo '__flush() {'
+    echo '  local pids=()'
+    printf '  %s >/dev/null &\n  pids+=($!)\n' "${DOC_FLUSH[@]}"
+    echo '  wait "${pids[@]}"'
+    echo '}'
+    echo '__environment() {'
+    environment_of "$file" "$type" | sed 's/^/  /'
+    echo '}'
+    echo "__flush; __environment"
     echo "cd ${T@Q}/work"
-    # __hold KEY LIMIT: another holder takes KEY (LIMIT slots of a semaphore).
+    # __hold KEY LIMIT [OPTIONS...]: another holder takes KEY (LIMIT slots of a semaphore), where
+    # the command's environment (else the test's Redis) and its connection OPTIONS point.
     cat <<'EOF'
 __hold() {
-  local i tok limit=()
-  (($2 > 1)) && limit=(--limit "$2")
-  __held=()
-  for ((i = 0; i < $2; i++)); do
-    tok=$(RLOCK_URL=$EXAMPLES_URL RLOCK_PASSWORD=$EXAMPLES_PASSWORD command rlock acquire "$1" -n -t 60s "${limit[@]}") ||
+  local key=$1 slots=$2 i tok limit=()
+  shift 2
+  ((slots > 1)) && limit=(--limit "$slots")
+  __held=() __held_options=("$@")
+  for ((i = 0; i < slots; i++)); do
+    tok=$(RLOCK_URL=${RLOCK_URL:-$EXAMPLES_URL} RLOCK_PASSWORD=${RLOCK_PASSWORD:-$EXAMPLES_PASSWORD} \
+      command rlock acquire "$key" -n -t 60s "${limit[@]}" "$@") ||
       echo "$EXAMPLES_ID hold-failed" >>"$EXAMPLES_LOG"
     __held+=("$tok")
   done
@@ -185,44 +540,63 @@ __hold() {
 __unhold() {
   local tok
   for tok in "${__held[@]}"; do
-    RLOCK_URL=$EXAMPLES_URL RLOCK_PASSWORD=$EXAMPLES_PASSWORD RLOCK_TOKEN=$tok command rlock release "$1" >/dev/null 2>&1
+    RLOCK_URL=${RLOCK_URL:-$EXAMPLES_URL} RLOCK_PASSWORD=${RLOCK_PASSWORD:-$EXAMPLES_PASSWORD} RLOCK_TOKEN=$tok \
+      command rlock release "$1" "${__held_options[@]}" >/dev/null 2>&1
   done
 }
 EOF
   } >"$prog"
+  # The rlock lines (cmd records) and, in Markdown, the export lines (export records, whose
+  # command is in the DOC field), in the order of the file.
   while IFS=$'\t' read -r kind path first last block doc sub key limit cmd; do
     [[ $path == "$file" ]] || continue
+    [[ $kind == export ]] && cmd=$doc
+    [[ $type != readme || -z ${DOC_BAD[$first]:-} ]] || continue
+    if [[ -n $prev_block && $block != "$prev_block" ]]; then
+      echo "__flush; __environment" >>"$prog"
+    fi
+    prev_block=$block
+    if [[ $type == readme ]]; then
+      doc_rewrite "$cmd"
+      cmd=$DOC_TEXT
+      doc_loopback "$cmd" || {
+        errors+=("$path:$first: not run: $DOC_WHERE is not on loopback after the rewrite: $cmd")
+        continue
+      }
+    fi
+    if [[ $kind == export ]]; then
+      printf '%s\n' "$cmd" >>"$prog"
+      continue
+    fi
     [[ $doc != [-!]* ]] || {
       errors+=("$path:$first: no readable exit code: $cmd")
       continue
     }
-    cmd=$(with_secrets "$file" "$cmd") || {
+    # (A subshell costs tens of milliseconds on a busy machine: only where a secret is read.)
+    [[ $cmd != *'${'* ]] || cmd=$(with_secrets "$file" "$cmd") || {
       errors+=("$path:$first: reads a secret that the test does not know")
       continue
     }
-    pending=$(missing_pending "$sub" "$cmd")
-    if [[ -n $pending ]]; then
-      skipped+=("not run, this rlock has no $pending: $path:$first: $cmd")
+    missing_pending "$sub" "$cmd"
+    if [[ -n $PENDING ]]; then
+      skipped+=("not run, this rlock has no $PENDING: $path:$first: $cmd")
       continue
     fi
-    if [[ -n $prev_block && $block != "$prev_block" ]]; then
-      echo "REDISCLI_AUTH=\$EXAMPLES_PASSWORD redis-cli -p $REDIS_PORT flushall >/dev/null" >>"$prog"
-    fi
-    prev_block=$block
+    hold_options "$cmd"
     for clause in $doc; do
       code=${clause%%:*} state=${clause#*:}
       n=$((n + 1))
       printf '%s\t%s\t%s\t%s\t%s\t%s\n' "R$n" "$code" "$state" "$path:$first" "$sub" "$cmd" >>"$spec"
       {
         echo "export EXAMPLES_ID=R$n"
-        [[ $state == free ]] || echo "__hold ${key@Q} $limit"
+        [[ $state == free ]] || echo "__hold ${key@Q} $limit$HOLD"
         echo '{'
         printf '%s\n' "$cmd"
         echo "} >${T@Q}/runs/R$n.out 2>${T@Q}/runs/R$n.err"
         [[ $state == free ]] || echo "__unhold ${key@Q}"
       } >>"$prog"
     done
-  done < <(records cmd)
+  done < <(awk -F'\t' '$1 == "cmd" || $1 == "export"' "$T/records")
   ((n)) || return 0
   EXAMPLES_URL=$URL EXAMPLES_PASSWORD=$PASSWORD bash "$prog" >"$T/program.out" 2>&1 || true
 
@@ -260,7 +634,7 @@ EOF
 
 # ---------------------------------------------------------------------------------------------
 
-@test "every rlock command in examples/ and README.md's examples documents its exit codes" {
+@test "every rlock command in examples/ and README.md's code blocks documents its exit codes" {
   local -a errors=()
   local kind path first last block doc sub key limit cmd type n_readme=0 n_files=0
   while IFS=$'\t' read -r kind path type; do
@@ -280,8 +654,20 @@ EOF
     [[ $sub == @(run|acquire|release|extend|status|list) ]] || errors+=("$path:$first: no rlock subcommand: $cmd")
     [[ $doc != *busy* && $doc != *held* || $key != - ]] ||
       errors+=("$path:$first: documents a busy case, but the key does not follow the subcommand: $cmd")
-    [[ $cmd != *://* ]] || errors+=("$path:$first: a URL in the command; take it from the environment: $cmd")
+    # A recipe takes its URL from the environment; README.md's hosts and files are in DOC_MAP.
+    if [[ $path != README.md ]]; then
+      [[ $cmd != *://* ]] || errors+=("$path:$first: a URL in the command; take it from the environment: $cmd")
+    fi
   done < <(records cmd)
+  local item
+  while IFS=$'\t' read -r kind path first last block cmd; do
+    [[ $kind == cmd ]] && cmd=${cmd##*$'\t'}
+    [[ $path == README.md ]] || continue
+    doc_needs "$cmd"
+    for item in "${DOC_NEEDS[@]}"; do
+      [[ $item != error* ]] || errors+=("$path:$first: ${item#error }: $cmd")
+    done
+  done < <(awk -F'\t' '$1 == "cmd" || $1 == "export"' "$T/records")
   # URLs and passwords come from secrets (the test stands in for them), never from the recipe.
   local name value
   while IFS=$'\t' read -r kind path name value; do
@@ -290,13 +676,15 @@ EOF
   while IFS=$'\t' read -r kind path name; do
     secret_value "$name" >/dev/null || errors+=("$path: reads a secret $name that the test does not know (*URL*, *PASSWORD*, *AUTH*)")
   done < <(records secret)
-  # The extraction itself works: README.md's examples and all the recipes are there.
-  ((n_readme >= 12)) || errors+=("only $n_readme rlock commands found in README.md's Examples section")
+  # The extraction itself works: README.md's command lines and all the recipes are there.
+  ((n_readme >= 20)) || errors+=("only $n_readme rlock commands found in README.md's code blocks")
   ((n_files >= 7)) || errors+=("only $n_files files found in examples/")
   ((${#errors[@]} == 0)) || fail "$(printf '%s\n' "${errors[@]}")"
 }
 
 @test "the documented exit codes are read as written, and a command without one is caught" {
+  # README.md: every code block of every section, indented or fenced, with its export lines; not
+  # the commands quoted in prose.
   mkdir -p "$T/src/examples"
   cat >"$T/src/README.md" <<'EOF'
 ## Examples
@@ -312,7 +700,14 @@ EOF
 
 ## Connecting
 
+A paragraph that quotes `rlock -v -u redis://x.internal run g -- ./job.sh` is prose.
+
     rlock run h -- ./job.sh
+    export RLOCK_URL="redis://r1.internal redis://r2.internal"   # a quorum
+
+```sh
+rlock status m    # exit 1 when free
+```
 EOF
   printf '%s\n' '[Service]' '# exit 75 when busy' 'ExecStart=/usr/bin/rlock run i -n -- job' >"$T/src/examples/i.service"
   printf '%s\n' 'c:' '  containers:' '    - command: ["rlock", "run", "j k", "--", "x"]  # exit 0' >"$T/src/examples/k.yaml"
@@ -327,14 +722,47 @@ EOF
     $'cmd\tREADME.md\t7\t7\t3\t3:free 3:busy\tacquire\td\t1\ttok=$(rlock acquire d)' \
     $'cmd\tREADME.md\t8\t8\t3\t!unknown state "bussy" after "when" (free, busy or held)\trun\te\t1\trlock run e -- make' \
     $'cmd\tREADME.md\t9\t9\t3\t-\trun\tf\t1\trlock run f -- make' \
+    $'cmd\tREADME.md\t16\t16\t16\t-\trun\th\t1\trlock run h -- ./job.sh' \
+    $'export\tREADME.md\t17\t17\t16\texport RLOCK_URL="redis://r1.internal redis://r2.internal"' \
+    $'cmd\tREADME.md\t20\t20\t20\t1:free\tstatus\tm\t1\trlock status m' \
     $'cmd\texamples/i.service\t3\t3\t1\t75:busy\trun\ti\t1\trlock run i -n -- job' \
     $'cmd\texamples/k.yaml\t4\t4\t1\t0:free\trun\tj k\t1\trlock run \'j k\' -- x')
-  assert_equal "$(grep '^cmd' <<<"$output")" "$expected"
+  assert_equal "$(grep -E '^(cmd|export)' <<<"$output")" "$expected"
 }
 
-@test "README.md: the examples exit as documented" {
+@test "README.md's hosts and paths: DOC_MAP's kinds, loopback after the rewrite, an unknown one caught" {
+  doc_needs 'rlock run j -u redis://user@redis.internal:6379/2 --password-file /etc/rlock/password -- cat /srv/x'
+  assert_equal "$(printf '%s\n' "${DOC_NEEDS[@]}")" "$(printf '%s\n' 'kind plain' 'user plain user' 'kind password')"
+  doc_needs 'export RLOCK_URL="redis://r1.internal redis://r9.internal"'
+  assert_equal "$(printf '%s\n' "${DOC_NEEDS[@]}")" \
+    "$(printf '%s\n' 'kind redlock1' 'error names redis://r9.internal, which DOC_MAP does not map')"
+  doc_needs 'rlock run j -u rediss://redis.internal:6380 --cacert=/etc/ssl/ca.pem -c "cat /etc/passwd"'
+  assert_equal "$(printf '%s\n' "${DOC_NEEDS[@]}")" \
+    "$(printf '%s\n' 'kind tls' 'error names /etc/ssl/ca.pem, which DOC_MAP does not map')"
+  doc_needs 'rlock run j -u unix:///run/redis/other.sock -- ./job.sh'
+  assert_equal "${DOC_NEEDS[*]}" 'error names unix:///run/redis/other.sock, which DOC_MAP does not map'
+
+  DOC_TO=([plain]=127.0.0.1:1 [socket]=/t/r.sock [password]=/t/pw [ca]=/t/ca.pem
+    [sentinel1]=127.0.0.1:11 [sentinel2]=127.0.0.1:12 [sentinel3]=127.0.0.1:13 [tls]=127.0.0.1:2)
+  doc_rewrite 'rlock run j -u redis+sentinel://s1.internal,s2.internal,s3.internal/mymaster -- ./job.sh'
+  assert_equal "$DOC_TEXT" 'rlock run j -u redis+sentinel://127.0.0.1:11,127.0.0.1:12,127.0.0.1:13/mymaster -- ./job.sh'
+  doc_rewrite 'rlock run j -u redis://u@redis.internal:6379/2 --password-file /etc/rlock/password -- ./job.sh'
+  assert_equal "$DOC_TEXT" 'rlock run j -u redis://u@127.0.0.1:1/2 --password-file /t/pw -- ./job.sh'
+  doc_rewrite 'tok=$(rlock acquire k -u unix:///run/redis/redis.sock?db=3 --cacert=/etc/rlock/ca.pem)'
+  assert_equal "$DOC_TEXT" 'tok=$(rlock acquire k -u unix:///t/r.sock?db=3 --cacert=/t/ca.pem)'
+  doc_loopback "$DOC_TEXT"
+  doc_loopback 'rlock run j -u redis://127.0.0.1:1 -u redis://[::1]:2 -u redis://localhost -- x'
+  run doc_loopback 'rlock run j -u redis://127.0.0.1:1,10.0.0.5:2/m -- x'
+  assert_failure
+
+  # A "when busy" case takes the lock with the command's connection options.
+  hold_options "rlock run j -n -u rediss://127.0.0.1:2 --cacert /t/ca.pem --insecure --prefix=p: -t 5s -- x -u y"
+  assert_equal "$HOLD" " '-u' 'rediss://127.0.0.1:2' '--cacert' '/t/ca.pem' '--insecure' '--prefix=p:'"
+}
+
+@test "README.md: every command line exits as documented, on servers of the kinds it names" {
   run_recipes readme
-  ((RAN >= 14)) || fail "only $RAN cases ran"
+  ((RAN >= 23)) || fail "only $RAN cases ran"
 }
 
 @test "examples/*.md: the commands exit as documented" {

@@ -408,12 +408,17 @@ role_is() {
 
 # cluster_start [N]: N (default 3) masters without replicas, slots split evenly by
 # `redis-cli --cluster create`; waits until every node says cluster_state:ok and agrees on the
-# slot map. Exports CLUSTER_PORTS ("P1 P2 P3"), CLUSTER_PIDS and CLUSTER_URL (node 1).
+# slot map. With SRV_PASS set, every node requires it. Exports CLUSTER_PORTS ("P1 P2 P3"),
+# CLUSTER_PIDS and CLUSTER_URL (node 1).
 cluster_start() {
-  local n=${1:-3} i ports=() pids=() addrs=()
+  local n=${1:-3} i ports=() pids=() addrs=() auth=() cli_auth=()
+  if [[ -n ${SRV_PASS:-} ]]; then
+    auth=(--requirepass "$SRV_PASS" --masterauth "$SRV_PASS")
+    cli_auth=(env "REDISCLI_AUTH=$SRV_PASS")
+  fi
   for i in $(seq 1 "$n"); do
     srv_start "node$i" --bus --cluster-enabled yes --cluster-config-file nodes.conf \
-      --cluster-node-timeout 2000 || fail "could not start cluster node $i"
+      --cluster-node-timeout 2000 "${auth[@]}" || fail "could not start cluster node $i"
     ports+=("$SRV_PORT")
     pids+=("$SRV_PID")
     addrs+=("127.0.0.1:$SRV_PORT")
@@ -422,7 +427,7 @@ cluster_start() {
   export CLUSTER_URL="redis://127.0.0.1:${ports[0]}"
   local log
   log=$(_srv_root)/cluster-create.log
-  redis-cli --cluster create "${addrs[@]}" --cluster-replicas 0 --cluster-yes >"$log" 2>&1 ||
+  "${cli_auth[@]}" redis-cli --cluster create "${addrs[@]}" --cluster-replicas 0 --cluster-yes >"$log" 2>&1 ||
     fail "redis-cli --cluster create failed: $(tail -n 5 "$log")"
   wait_until -t 20 cluster_ready || fail "the cluster did not reach cluster_state:ok"
 }
