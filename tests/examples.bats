@@ -18,9 +18,6 @@ EXTRACT=$BATS_TEST_DIRNAME/helpers/examples-extract
 STUBS=(make report.sh read-report.sh rebuild-cache.sh start-db-and-test.sh job.sh sync-reports
   nightly-backup nightly-report pg_dump psql)
 
-# Options the recipes use that this build of rlock may not have yet: a command line that uses
-# one is not run (and the test says so, as a skip) when `rlock SUBCOMMAND --help` lacks it.
-PENDING_OPTIONS=(--syslog)
 
 # Once for the file: the records of examples-extract, and the stubs.
 setup_file() {
@@ -444,17 +441,6 @@ with_secrets() {
   printf '%s' "$text"
 }
 
-# missing_pending SUB COMMAND: sets PENDING to the options of PENDING_OPTIONS that COMMAND uses
-# and `rlock SUB --help` does not list.
-missing_pending() {
-  local opt
-  PENDING=''
-  for opt in "${PENDING_OPTIONS[@]}"; do
-    [[ " $2 " == *" $opt "* ]] || continue
-    "$RLOCK_BIN" "$1" --help 2>/dev/null | grep -q -- "$opt\b" || PENDING+="${PENDING:+ }$opt"
-  done
-}
-
 # The environment that a recipe's commands get, as shell text.
 #   default: rlock's settings come from the machine (RLOCK_URL or REDIS_URL, and RLOCK_PASSWORD,
 #     as a config file would give them);
@@ -478,27 +464,21 @@ environment_of() {
 # the lock its comment documents, and checks each exit status. The lines of one file run in
 # order in one shell (so that `tok=$(rlock acquire ...)` reaches the `release` after it); the
 # lock is taken first for "when busy", and Redis is emptied between code blocks. Fails listing
-# every line that exited otherwise; skips (after running the others) lines needing an option of
-# PENDING_OPTIONS that this build lacks. Sets RAN to the number of cases run.
+# every line that exited otherwise. Sets RAN to the number of cases run.
 run_recipes() {
   local type=$1 file files
   redis_up
   mapfile -t files < <(files_of "$type")
   ((${#files[@]})) || fail "no $type recipe found"
   RAN=0
-  local -a errors=() skipped=()
+  local -a errors=()
   for file in "${files[@]}"; do
     run_file "$file" "$type"
   done
   ((${#errors[@]} == 0)) || fail "$(printf '%s\n' "${errors[@]}")"
-  if ((${#skipped[@]})); then
-    local reasons
-    reasons=$(printf '%s; ' "${skipped[@]}")
-    skip "${reasons%; }"
-  fi
 }
 
-# run_file FILE TYPE: the work of run_recipes for one file; appends to its errors and skipped.
+# run_file FILE TYPE: the work of run_recipes for one file; appends to its errors.
 # README.md's hosts and paths are rewritten first (see DOC_MAP). Each code block starts from
 # empty servers and the environment of environment_of; an export line of a block applies to the
 # lines after it in that block.
@@ -577,11 +557,6 @@ EOF
       errors+=("$path:$first: reads a secret that the test does not know")
       continue
     }
-    missing_pending "$sub" "$cmd"
-    if [[ -n $PENDING ]]; then
-      skipped+=("not run, this rlock has no $PENDING: $path:$first: $cmd")
-      continue
-    fi
     hold_options "$cmd"
     for clause in $doc; do
       code=${clause%%:*} state=${clause#*:}
