@@ -178,7 +178,7 @@ void enable_syslog_events() { g_syslog_events = true; }
 
 bool syslog_events_enabled() { return g_syslog_events; }
 
-void event(Severity severity, std::string_view message) {
+void event_line(Severity severity, std::string_view message) {
   if (g_syslog_events) send_syslog(severity, message);
 }
 

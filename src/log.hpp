@@ -46,7 +46,13 @@ bool syslog_events_enabled();
 // for "why didn't my cron job run last night?". Sent to syslog when --syslog is on; nothing
 // otherwise. Syslog lines are datagrams to /dev/log ($RLOCK_SYSLOG_SOCKET) sent without
 // blocking: a stalled syslog loses lines, it never holds rlock up.
-void event(Severity severity, std::string_view message);
+void event_line(Severity severity, std::string_view message);
+
+// event_line with the message formatted only when --syslog is on.
+template <typename... Args>
+void event(Severity severity, fmt::format_string<Args...> format, Args&&... args) {
+  if (syslog_events_enabled()) event_line(severity, fmt::format(format, std::forward<Args>(args)...));
+}
 
 // Writes text to stderr as it is (an updating status line's control sequences are rlock's own;
 // whatever it quotes must have gone through util::printable).

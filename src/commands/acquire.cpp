@@ -47,7 +47,7 @@ int report_loss(const std::string& key, const keeper::Ending& e) {
   char when[64];
   std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &local);
   log::error(fmt::format("{} was lost at {} while its keeper held it: {}", key, when, e.reason));
-  log::event(log::Severity::err, fmt::format("{} was lost at {} while its keeper held it: {}", key, when, e.reason));
+  log::event(log::Severity::err, "{} was lost at {} while its keeper held it: {}", key, when, e.reason);
   return exit_code::k_not_held;
 }
 
@@ -119,7 +119,7 @@ int acquire(const AcquireOptions& options) {
   if (a.outcome == lock::Attempt::Outcome::busy) {
     std::string busy = busy_outcome(name, a, options.take);
     log::info(busy);
-    log::event(log::Severity::notice, fmt::format("busy: {} (rlock acquire)", busy));
+    log::event(log::Severity::notice, "busy: {} (rlock acquire)", busy);
     return options.take.conflict_exit_code;
   }
   if (a.outcome == lock::Attempt::Outcome::reentered) {
@@ -128,9 +128,10 @@ int acquire(const AcquireOptions& options) {
     log::verbose("{} is already held by an enclosing run (fence {})", name.key, a.fence);
   } else {
     log::verbose("acquired {} (fence {}, ttl {})", name.key, a.fence, util::format_duration(options.take.ttl));
-    log::event(log::Severity::info, fmt::format("acquired {} (fence {}, ttl {}) for a later rlock release{}",
-                                                name.key, a.fence, util::format_duration(options.take.ttl),
-                                                watched ? "; a keeper renews it" : ""));
+    if (log::syslog_events_enabled()) {
+      log::event(log::Severity::info, "acquired {} (fence {}, ttl {}) for a later rlock release{}", name.key, a.fence,
+                 util::format_duration(options.take.ttl), watched ? "; a keeper renews it" : "");
+    }
     try {
       locker.check_eviction_after(options.take.strict);
       if (watched) {
@@ -192,11 +193,10 @@ int release(const ReleaseOptions& options) {
                             r.fence ? std::to_string(*r.fence) : std::string("?")));
     }
     if (r.shared_holds > 0) log::info(fmt::format("removed {} shared or semaphore holds of {}", r.shared_holds, options.key));
-    log::event(log::Severity::warning,
-               fmt::format("released {} by force (--force){}", options.key,
-                           r.holder.host.empty() ? ""
-                                                 : fmt::format(", held by {}@{} pid {} ({})", r.holder.user,
-                                                               r.holder.host, r.holder.pid, r.holder.command)));
+    log::event(log::Severity::warning, "released {} by force (--force){}", options.key,
+               r.holder.host.empty() ? ""
+                                     : fmt::format(", held by {}@{} pid {} ({})", r.holder.user, r.holder.host,
+                                                   r.holder.pid, r.holder.command));
     return exit_code::k_ok;
   }
   std::string token = read_token(options.token);
@@ -209,18 +209,17 @@ int release(const ReleaseOptions& options) {
   if (std::optional<keeper::Ending> e = keeper::stop(token, options.connect.timeouts.command + util::Millis(1000))) {
     if (e->lost) return report_loss(options.key, *e);
     log::verbose("released {} (its keeper gave it back)", options.key);
-    log::event(log::Severity::info, fmt::format("released {} (its keeper gave it back)", options.key));
+    log::event(log::Severity::info, "released {} (its keeper gave it back)", options.key);
     return exit_code::k_ok;
   }
   if (!locker.release(name, token)) {
     log::error(fmt::format("{} is not held with this token (it expired, or another holder has it)", options.key));
-    log::event(log::Severity::err,
-               fmt::format("release of {}: not held with this token (it expired, or another holder has it)",
-                           options.key));
+    log::event(log::Severity::err, "release of {}: not held with this token (it expired, or another holder has it)",
+               options.key);
     return exit_code::k_not_held;
   }
   log::verbose("released {}", options.key);
-  log::event(log::Severity::info, fmt::format("released {}", options.key));
+  log::event(log::Severity::info, "released {}", options.key);
   return exit_code::k_ok;
 }
 

@@ -238,8 +238,8 @@ void Keeper::release_leftovers() {
 
 int Keeper::lose(const std::string& reason) {
   log::error(fmt::format("lost the lock {}: {}", m_spec.name.key, reason));
-  log::event(log::Severity::err, fmt::format("lost {} (kept alive for pid {}): {}", m_spec.name.key,
-                                             m_watched.pid(), reason));
+  log::event(log::Severity::err, "lost {} (kept alive for pid {}): {}", m_spec.name.key,
+             m_watched.pid(), reason);
   save("lost", reason);
   // Never taken again: the process that relied on it is told, if it asked to be.
   if (m_spec.signal > 0 && !m_watched.ended()) ::kill(m_watched.pid(), m_spec.signal);
@@ -259,8 +259,8 @@ int Keeper::give_back(bool requested) {
   if (!released) return lose("the lock expired or was taken over before it was released");
   log::verbose("released {}", m_spec.name.key);
   if (!requested) {
-    log::event(log::Severity::info, fmt::format("released {}: pid {}, which it was kept for, ended", m_spec.name.key,
-                                                m_watched.pid()));
+    log::event(log::Severity::info, "released {}: pid {}, which it was kept for, ended", m_spec.name.key,
+               m_watched.pid());
   }
   if (requested) {
     save("released", "");  // release reads it, then removes it

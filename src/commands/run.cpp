@@ -82,8 +82,6 @@ private:
   void give_terminal_back();
   int finish();
   void release_quietly();
-  // --syslog: one line per event of the lock's life.
-  void note(log::Severity severity, const std::string& what);
   std::string held_for() const;
 
   const RunOptions& m_options;
@@ -180,7 +178,7 @@ int Supervisor::run() {
     if (m_interrupted) return interrupted_while_waiting();
     std::string busy = busy_outcome(m_name, attempt, m_options.take);
     log::info(busy);
-    note(log::Severity::notice, fmt::format("busy: {}; skipped: {}", busy, m_options.display_command));
+    log::event(log::Severity::notice, "busy: {}; skipped: {}", busy, m_options.display_command);
     return m_options.take.conflict_exit_code;
   }
   log::verbose("acquired {} (fence {}, ttl {})", m_name.key, attempt.fence, util::format_duration(m_options.take.ttl));
@@ -201,11 +199,12 @@ int Supervisor::run() {
   m_schedule = fresh;
   m_fence = attempt.fence;
   m_acquired_at = attempt.sent_at;
-  note(log::Severity::info,
-       fmt::format("acquired {} (fence {}, ttl {}) after waiting {}: {}", m_name.key, attempt.fence,
-                   util::format_duration(m_options.take.ttl),
-                   util::format_duration(std::chrono::duration_cast<Millis>(attempt.sent_at - m_began)),
-                   m_options.display_command));
+  if (log::syslog_events_enabled()) {
+    log::event(log::Severity::info, "acquired {} (fence {}, ttl {}) after waiting {}: {}", m_name.key, attempt.fence,
+               util::format_duration(m_options.take.ttl),
+               util::format_duration(std::chrono::duration_cast<Millis>(attempt.sent_at - m_began)),
+               m_options.display_command);
+  }
   start_child(attempt, std::move(holds));
   supervise();
   return finish();
@@ -329,9 +328,10 @@ void Supervisor::on_guard_event(const proc::GuardEvent& event) {
       log::error(fmt::format("lost the lock {}: its lease ran out before rlock could renew it; the command's "
                              "processes were killed",
                              m_name.key));
-      note(log::Severity::err, fmt::format("lost {} after holding it {}: the lease ran out before rlock could renew "
-                                           "it; the command's processes were killed",
-                                           m_name.key, held_for()));
+      log::event(log::Severity::err,
+                 "lost {} after holding it {}: the lease ran out before rlock could renew it; the command's "
+                 "processes were killed",
+                 m_name.key, held_for());
       break;
     case Kind::tree_empty:
       give_terminal_back();
@@ -405,8 +405,8 @@ void Supervisor::begin_stop(const std::string& why, bool lost) {
   auto now = Clock::now();
   auto kill_at = std::min(now + m_options.kill_after, m_schedule->kill_at());
   log::error(fmt::format("{} the lock {}: {}", lost ? "lost" : "giving up", m_name.key, why));
-  note(log::Severity::err, fmt::format("{} {} after holding it {}: {}; stopping the command", lost ? "lost" : "gave up",
-                                       m_name.key, held_for(), why));
+  log::event(log::Severity::err, "{} {} after holding it {}: {}; stopping the command", lost ? "lost" : "gave up",
+             m_name.key, held_for(), why);
   log::verbose("sending {} to the command's processes, SIGKILL in {}", proc::signal_name(m_options.stop_signal),
                util::format_duration(std::chrono::duration_cast<Millis>(kill_at - now)));
   m_guard->stop(m_options.stop_signal, kill_at);
@@ -463,8 +463,8 @@ int Supervisor::finish() {
       log::error(fmt::format("lost the lock {}: when the command ended, its token no longer owned it (it expired, "
                              "was deleted, or was taken over)",
                              m_name.key));
-      note(log::Severity::err, fmt::format("lost {}: when the command ended after {}, its token no longer owned it",
-                                           m_name.key, held_for()));
+      log::event(log::Severity::err, "lost {}: when the command ended after {}, its token no longer owned it",
+                 m_name.key, held_for());
     }
   } catch (const Error& e) {
     if (m_lost) {
@@ -477,8 +477,10 @@ int Supervisor::finish() {
   if (m_guard_lost) return exit_code::k_system;
   if (m_lost) return m_options.lost_exit_code;
   int status = m_child_status.value_or(0);
-  note(log::Severity::info, fmt::format("released {} after holding it {}; the command exited with {}", m_name.key,
-                                        held_for(), proc::exit_code_of(status)));
+  if (log::syslog_events_enabled()) {
+    log::event(log::Severity::info, "released {} after holding it {}; the command exited with {}", m_name.key,
+               held_for(), proc::exit_code_of(status));
+  }
   // Ctrl-C and Ctrl-\ at the terminal reached only the command, which had the terminal: pass
   // them on to the caller, as the terminal would have without rlock in between, so that a
   // calling script or loop stops too.
@@ -490,10 +492,6 @@ int Supervisor::finish() {
     proc::die_by(sig, by_terminal);
   }
   return proc::exit_code_of(status);
-}
-
-void Supervisor::note(log::Severity severity, const std::string& what) {
-  if (log::syslog_events_enabled()) log::event(severity, what);
 }
 
 std::string Supervisor::held_for() const {
