@@ -9,6 +9,7 @@
 load helpers/common
 load helpers/servers
 load helpers/redlock
+load helpers/contention
 load faults/helpers/faults
 # The fault helpers live one directory down.
 FAULTS_HELPERS=$BATS_TEST_DIRNAME/faults/helpers
@@ -35,38 +36,6 @@ teardown() {
 
 # ---------------------------------------------------------------------------------------------
 # Contention: 8 loops of `rlock run` on one key
-
-# The critical section: a read-increment-write that loses updates when two run at once, a
-# marker directory that only one section may have created at a time, and the fence it ran with.
-write_section() {
-  cat >"$T/section.sh" <<'SECTION'
-d=$1
-mkdir "$d/inside" 2>/dev/null || echo "overlap at fence $RLOCK_FENCE" >>"$d/overlaps"
-n=$(cat "$d/count")
-echo "$RLOCK_FENCE" >>"$d/fences"
-echo $((n + 1)) >"$d/count"
-rmdir "$d/inside"
-SECTION
-  cat >"$T/loop.sh" <<'LOOP'
-d=$1 w=$2 n=$3 i=0
-shift 3
-while [ "$i" -lt "$n" ]; do
-  rlock run counter -w 100 "$@" -- sh "$d/section.sh" "$d" 2>>"$d/stderr.$w" ||
-    echo "loop $w, run $i: exit $?" >>"$d/errors"
-  i=$((i + 1))
-done
-touch "$d/done.$w"
-LOOP
-  echo 0 >"$T/count"
-  : >"$T/fences"
-}
-
-all_loops_done() {
-  local w
-  for w in $(seq 1 "$1"); do
-    [[ -e $T/done.$w ]] || return 1
-  done
-}
 
 # Whether the counter has reached $1 (it is empty for a moment while a section rewrites it).
 count_at_least() {
