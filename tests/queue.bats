@@ -449,18 +449,8 @@ _replica_has_queue() {
   hold_k
   queue_waiters 2
   acquire_token other
-  run --separate-stderr rlock list
-  assert_success
-  local header row
-  header=$(grep -m1 -E '^KEY ' <<<"$output") || fail "no table header: $output"
-  row=$(grep -m1 -E '^k ' <<<"$output") || fail "no row for k: $output"
-  assert_equal "$(table_cell "$header" "$row" WAITING)" 2
-  row=$(grep -m1 -E '^other ' <<<"$output") || fail "no row for other: $output"
-  assert_equal "$(table_cell "$header" "$row" WAITING)" 0
-  run --separate-stderr rlock list --json
-  assert_success
-  assert_equal "$(jq -r '[.[] | select(.key == "k") | .queue_length] | .[0]' <<<"$output")" 2
-  assert_equal "$(jq -r '[.[] | select(.key == "other") | .queue_length] | .[0]' <<<"$output")" 0
+  list_shows_waiting k 2
+  list_shows_waiting other 0
 }
 
 # --- Redis Cluster ----------------------------------------------------------------------------

@@ -267,16 +267,7 @@ _hold_started_or_done() { hold_started "$1" || bg_done "$1"; }
   sem_hold a 2
   sem_hold b 2
   HOLD_MODE=n enqueue w1 k 1 rlock run k --limit 2 -w 100 -- "$HOLD" "$HLOG" w1 0
-  run --separate-stderr rlock list
-  assert_success
-  local header row
-  header=$(grep -m1 -E '^KEY ' <<<"$output") || fail "no table header: $output"
-  row=$(grep -m1 -E '^k ' <<<"$output") || fail "list does not show k: $output"
-  assert_equal "$(table_cell "$header" "$row" WAITING)" 1
-  run --separate-stderr rlock list --json
-  assert_success
-  assert_equal "$(jq -r '[.[] | select(.key == "k")] | length' <<<"$output")" 1
-  assert_equal "$(jq -r '.[] | select(.key == "k") | .queue_length' <<<"$output")" 1
+  list_shows_waiting k 1
   touch "$T/go.a" "$T/go.b"
   wait_all 15 a b w1
 }

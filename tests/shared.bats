@@ -288,15 +288,7 @@ STREAM
 @test "list shows a lock held only by shared holders, with its queue length" {
   holding r1 s
   HOLD_MODE=x enqueue x1 k 1 rlock run k -w 100 -- "$HOLD" "$HLOG" x1 0
-  run --separate-stderr rlock list
-  assert_success
-  local header row
-  header=$(grep -m1 -E '^KEY ' <<<"$output") || fail "no table header: $output"
-  row=$(grep -m1 -E '^k ' <<<"$output") || fail "list does not show k: $output"
-  assert_equal "$(table_cell "$header" "$row" WAITING)" 1
-  run --separate-stderr rlock list --json
-  assert_success
-  assert_equal "$(jq -r '.[] | select(.key == "k") | .queue_length' <<<"$output")" 1
+  list_shows_waiting k 1
   touch "$T/go.r1"
   wait_all 15 r1 x1
 }

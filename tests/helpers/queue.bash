@@ -59,6 +59,21 @@ table_cell() {
     s = substr(r, i); sub(/^ +/, "", s); sub(/ .*/, "", s); print s }'
 }
 
+# list_shows_waiting KEY N: `rlock list` shows KEY once with N waiting, in its table (the
+# WAITING column) and in --json (queue_length).
+list_shows_waiting() {
+  local key=$1 n=$2 header row
+  run --separate-stderr rlock list
+  assert_success
+  header=$(grep -m1 -E '^KEY ' <<<"$output") || fail "no table header: $output"
+  row=$(grep -m1 -E "^$key " <<<"$output") || fail "list does not show $key: $output"
+  assert_equal "$(table_cell "$header" "$row" WAITING)" "$n"
+  run --separate-stderr rlock list --json
+  assert_success
+  assert_equal "$(jq -r --arg k "$key" '[.[] | select(.key == $k)] | length' <<<"$output")" 1
+  assert_equal "$(jq -r --arg k "$key" '.[] | select(.key == $k) | .queue_length' <<<"$output")" "$n"
+}
+
 # zcard_q KEY: the size of the queue ZSET, read with redis-cli (an independent check).
 zcard_q() {
   rcli zcard "$(lock_key "$1"):q" 2>/dev/null
