@@ -87,9 +87,11 @@ LockState parse_inspect(const LockName& name, const std::vector<Reply>& r, int m
   }
   // Another program's data at any of the lock's keys is named, as the lock scripts name it: status
   // and run agree on what is wrong.
-  std::vector<redis::Command> commands = inspect_commands(name);
   for (size_t i = 0; i < r.size(); ++i) {
-    if (r[i].is_error() && r[i].error_code() == "WRONGTYPE" && commands[i].size() > 1) throw foreign_data(commands[i][1]);
+    if (r[i].is_error() && r[i].error_code() == "WRONGTYPE") {
+      const redis::Command command = inspect_commands(name)[i];  // names the key it read
+      if (command.size() > 1) throw foreign_data(command[1]);
+    }
     check_reply(r[i], name);
   }
   const std::string& kind = r[0].str;
