@@ -123,9 +123,10 @@ calls() {
 
 @test "an ACL user with exactly rlock's permissions can use every command" {
   redis_start
-  rcli acl setuser locker on '>pw' '~rlock:*' -@all +evalsha +eval +get +set +del +incr +hset +hget +hmget \
-    +hgetall +hdel +hexists +pexpire +pttl +type +time +zadd +zrem +zscore +zrank +zcard +zcount +zrange \
-    +zrangebyscore +lpush +ltrim +blpop +scan >/dev/null
+  rcli acl setuser locker on '>pw' '~rlock:*' -@all +evalsha +eval +get +set +del +exists +incr +hset +hget \
+    +hmget +hgetall +hdel +hincrby +pexpire +pexpireat +pttl +type +time +zadd +zrem +zscore +zrank +zcard \
+    +zcount +zrange +zrangebyscore +zrevrangebyscore +zpopmin +lpush +ltrim +blpop +xadd +xrange +xrevrange \
+    +scan >/dev/null
   export RLOCK_URL="redis://locker@127.0.0.1:$REDIS_PORT" RLOCK_PASSWORD=pw
   run rlock run k -t 300ms -- sleep 0.5
   assert_success

@@ -43,6 +43,7 @@ int dispatch(Parsed& p, Raw& raw) {
   if (name == "release") return commands::release(release_options(p, raw));
   if (name == "extend") return commands::extend(extend_options(p, raw));
   if (name == "status") return commands::status(status_options(p, raw));
+  if (name == "log") return commands::history(log_options(p, raw));
   return commands::list(list_options(p, raw));
 }
 
@@ -233,7 +234,7 @@ int parse_and_run(int argc, char** argv) {
     add_common(p, sub, raw);
   }
   if (!wanted.empty() && !p.command) {
-    usage(fmt::format("unknown command '{}': use run, acquire, release, extend, status or list (see rlock --help)",
+    usage(fmt::format("unknown command '{}': use run, acquire, release, extend, status, list or log (see rlock --help)",
                       util::printable(wanted)));
   }
   // `rlock --help run` shows run's help, as `rlock run --help` does.
@@ -274,7 +275,7 @@ int parse_and_run(int argc, char** argv) {
     bool positional = std::find(after_dashes.begin(), after_dashes.end(), extras.front()) != after_dashes.end();
     extra_words(extras, p.command_name, raw, positional);
   }
-  if (!p.command || !p.command->parsed()) usage("no command given: use run, acquire, release, extend, status or list (see rlock --help)");
+  if (!p.command || !p.command->parsed()) usage("no command given: use run, acquire, release, extend, status, list or log (see rlock --help)");
   mark_given(p, raw);
   return dispatch(p, raw);
 }

@@ -163,7 +163,27 @@ commands::TakeOptions take_options(Parsed& p, const Raw& raw) {
   t.shared = raw.shared;
   if (t.shared && t.limit > 1) usage("--shared and --limit exclude each other: a lock is shared, or a semaphore");
   if (raw.exclusive && t.limit > 1) usage("--exclusive and --limit exclude each other: a semaphore has N holders");
+  t.min_hold = duration_of(p, "min-hold", raw.min_hold, Millis(0), true);
+  t.supersede = raw.supersede;
+  t.preempt = raw.preempt;
+  if (t.supersede && t.wait && t.wait->count() == 0) {
+    usage("--supersede replaces older waiting requests, and with -n (or -w 0) this one never waits: leave one out");
+  }
+  if (t.preempt && (t.shared || t.limit > 1)) {
+    usage("--preempt stops an exclusive holder: it does not go with --shared or --limit");
+  }
   return t;
+}
+
+// The options a Redlock quorum (several URLs) cannot serve: it has no queue, and each master
+// holds only exclusive locks.
+void check_quorum(const commands::ConnectOptions& c, const commands::TakeOptions& t, bool preemptible) {
+  if (c.urls.size() < 2) return;
+  if (t.shared || t.limit > 1) usage("--shared and --limit are not available with several URLs (a Redlock quorum)");
+  if (t.supersede || t.preempt || preemptible) {
+    usage("--supersede, --preempt and --preemptible need a queue, which a Redlock quorum (several URLs) does not "
+          "have");
+  }
 }
 
 std::string join_command(const std::vector<std::string>& argv) {
@@ -257,6 +277,13 @@ commands::ConnectOptions connect_options(Parsed& p, const Raw& raw) {
   if (get(p, "node-timeout").source != Source::unset) {
     c.node_timeout = duration_of(p, "node-timeout", raw.node_timeout, Millis(0), false);
   }
+  if (Setting* s = find_setting(p, "log-length"); s && s->source != Source::unset) {
+    long long n = 0;
+    if (!util::parse_int(raw.log_length, 0, 100'000, n)) {
+      bad_setting(*s, fmt::format("'{}' is not a number of events in 0-100000", util::printable(raw.log_length)));
+    }
+    c.log_length = static_cast<int>(n);
+  }
   c.timeouts.connect = duration_of(p, "connect-timeout", raw.connect_timeout, c.timeouts.connect, false);
   c.timeouts.command = duration_of(p, "io-timeout", raw.io_timeout, c.timeouts.command, false);
   if (Setting* s = find_setting(p, "prefix"); s && s->source != Source::unset) {
@@ -321,6 +348,11 @@ commands::RunOptions run_options(Parsed& p, const Raw& raw) {
     else if (value == "kill") r.leftovers = commands::Leftovers::kill;
     else bad_setting(s, fmt::format("'{}' is neither wait nor kill", util::printable(raw.leftovers)));
   }
+  r.preemptible = raw.preemptible;
+  if (r.preemptible && (r.take.shared || r.take.limit > 1)) {
+    usage("--preemptible is for an exclusive hold: it does not go with --shared or --limit");
+  }
+  check_quorum(r.connect, r.take, r.preemptible);
   // The child must be gone before the lease can expire: --kill-after must fit in the TTL.
   Millis limit = lock::validity::max_kill_after(r.take.ttl);
   Setting& kill = get(p, "kill-after");
@@ -348,6 +380,7 @@ commands::AcquireOptions acquire_options(Parsed& p, const Raw& raw, bool stdout_
   if (!raw.token_file.empty() && raw.json) usage("--token-file and --json exclude each other");
   o.take = take_options(p, raw);
   o.connect = connect_options(p, raw);
+  check_quorum(o.connect, o.take, false);
   o.token_file = raw.token_file;
   o.json = raw.json;
   o.stdout_closed = stdout_closed;
@@ -405,6 +438,23 @@ commands::StatusOptions status_options(Parsed& p, const Raw& raw) {
   o.connect = connect_options(p, raw);
   o.keys = raw.keys;
   o.json = raw.json;
+  return o;
+}
+
+commands::LogOptions log_options(Parsed& p, const Raw& raw) {
+  commands::LogOptions o;
+  for (const std::string& k : raw.keys) check_key(k);
+  if (!raw.lines.empty()) {
+    long long n = 0;
+    if (!util::parse_int(raw.lines, 1, 100'000, n)) {
+      usage(fmt::format("-n: '{}' is not a number of events in 1-100000", util::printable(raw.lines)));
+    }
+    o.count = static_cast<size_t>(n);
+  }
+  o.connect = connect_options(p, raw);
+  o.keys = raw.keys;
+  o.json = raw.json;
+  o.follow = raw.follow;
   return o;
 }
 

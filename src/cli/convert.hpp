@@ -14,5 +14,6 @@ commands::ReleaseOptions release_options(Parsed& p, const Raw& raw);
 commands::ExtendOptions extend_options(Parsed& p, const Raw& raw);
 commands::StatusOptions status_options(Parsed& p, const Raw& raw);
 commands::ListOptions list_options(Parsed& p, const Raw& raw);
+commands::LogOptions log_options(Parsed& p, const Raw& raw);
 
 }  // namespace rlock::cli

@@ -7,13 +7,14 @@
 
 namespace rlock::cli {
 
-const std::array<Command, 6> k_commands = {{
+const std::array<Command, 7> k_commands = {{
     {"run", "take KEY, run a command while renewing it, release it"},
     {"acquire", "take KEY and keep it after rlock exits; print the token"},
     {"release", "give KEY back (token from --token-file or $RLOCK_TOKEN)"},
     {"extend", "reset KEY's TTL (token from --token-file or $RLOCK_TOKEN)"},
     {"status", "who holds KEY: host, pid, user, command, since, TTL, fence"},
     {"list", "the held locks under the prefix (SCAN)"},
+    {"log", "who held, waited for, skipped or lost KEY, from every host"},
 }};
 
 namespace {
@@ -66,6 +67,13 @@ void add_take(Parsed& p, CLI::App* app, Raw& raw) {
       ->type_name("D");
   flag_setting(p, app, "--strict", "strict", raw.strict,
                "refuse a server whose maxmemory-policy can evict locks (default: warn)");
+  setting(p, app, "--min-hold", "min-hold", raw.min_hold,
+          "keep the lock until D after it was taken, even if the command ends sooner (once per cron tick)")
+      ->type_name("D");
+  flag_setting(p, app, "--supersede", "supersede", raw.supersede,
+               "newest wins: replace the older waiters that also gave --supersede (they exit 75)");
+  flag_setting(p, app, "--preempt", "preempt", raw.preempt,
+               "stop a --preemptible holder and be served next; other holders are waited for");
   // flock's -o and -F have no meaning for a lease: accepted here only to be refused with a reason.
   app->add_flag("-o,--close", raw.flock_close)->group("");
   app->add_flag("-F,--no-fork", raw.flock_no_fork)->group("");
@@ -87,6 +95,8 @@ void add_run(Parsed& p, CLI::App* run, Raw& raw) {
           "exit code when the lock was lost (default 76)")
       ->type_name("N");
   setting(p, run, "--max-hold", "max-hold", raw.max_hold, "stop the child as if lost after D")->type_name("D");
+  flag_setting(p, run, "--preemptible", "preemptible", raw.preemptible,
+               "a --preempt request may stop the command (--signal, then SIGKILL); rlock then exits 75");
   setting(p, run, "--leftovers", "leftovers", raw.leftovers,
           "processes the command leaves running when it exits: wait (keep the lock until they end) or kill "
           "(end them); default wait")
@@ -153,6 +163,9 @@ void add_common(Parsed& p, CLI::App* app, Raw& raw) {
   flag_setting(p, app, "-v,--verbose", "verbose", raw.verbose, "print a timestamped timeline on stderr");
   flag_setting(p, app, "--syslog", "syslog", raw.syslog,
                "also log to syslog: acquired, busy, lost, released, with key, holder and durations");
+  setting(p, app, "--log-length", "log-length", raw.log_length,
+          "events of history kept per lock in Redis, for rlock log (default 1000; 0: none)")
+      ->type_name("N");
 }
 
 void add_command_options(Parsed& p, const std::string& name, CLI::App* command, Raw& raw) {
@@ -175,6 +188,11 @@ void add_command_options(Parsed& p, const std::string& name, CLI::App* command, 
   } else if (name == "list") {
     command->add_option("PATTERN", raw.pattern, "glob on lock names (default *)");
     command->add_flag("--json", raw.json, "print a JSON array");
+  } else if (name == "log") {
+    command->add_option("KEY", raw.keys, "locks to show (default: every lock with a history)");
+    command->add_option("-n,--lines", raw.lines, "the last N events (default: all that are kept)")->type_name("N");
+    command->add_flag("--json", raw.json, "print one JSON object a line");
+    command->add_flag("-f,--follow", raw.follow, "print new events as they come, until interrupted");
   }
 }
 

@@ -11,7 +11,7 @@ struct Command {
   const char* name;
   const char* summary;
 };
-extern const std::array<Command, 6> k_commands;
+extern const std::array<Command, 7> k_commands;
 
 // The options every command takes, before or after its name: registered on the application and
 // again on the command, as one setting.

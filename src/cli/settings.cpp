@@ -28,7 +28,7 @@ const std::vector<std::string> k_config_keys = {
     "signal",       "kill-after",      "lost-exit-code", "max-hold",   "leftovers",   "strict",
     "limit",        "token-env",       "cacert",      "cert",          "key",         "insecure",
     "password-file", "wait-replicas",  "wait-timeout", "sentinel-user", "sentinel-password-file",
-    "keeper-log"};
+    "keeper-log",   "min-hold",        "supersede",   "preempt",       "preemptible", "log-length"};
 
 bool parse_bool(const Setting& s, const std::string& text) {
   std::string v = text;

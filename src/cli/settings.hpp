@@ -38,6 +38,8 @@ struct Raw {
   bool json = false, force = false;
   bool keepalive = false;
   std::string pid, keeper_log;
+  std::string min_hold, log_length, lines;
+  bool supersede = false, preempt = false, preemptible = false, follow = false;
 };
 
 // Where a setting's value came from, for error messages and exit codes.

@@ -2,7 +2,9 @@
 
 #include "commands/common.hpp"
 #include "commands/keeper.hpp"
-#include "commands/locker.hpp"
+#include "lock/backend.hpp"
+#include "lock/take.hpp"
+#include "lock/validity.hpp"
 #include "error.hpp"
 #include "exit_code.hpp"
 #include "log.hpp"
@@ -20,6 +22,8 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <functional>
+#include <memory>
 #include <cstring>
 #include <ctime>
 #include <system_error>
@@ -54,7 +58,8 @@ int report_loss(const std::string& key, const keeper::Ending& e) {
 }  // namespace
 
 int acquire(const AcquireOptions& options) {
-  Locker locker(options.connect, options.take.ttl);
+  std::unique_ptr<lock::Backend> backend = lock::open_backend(options.connect, options.take.ttl);
+  lock::Backend& locker = *backend;
   lock::LockName name = lock_name(options.connect, options.take.key);
   std::vector<lock::Hold> holds = enclosing_holds();
   std::vector<std::string> enclosing =
@@ -88,9 +93,6 @@ int acquire(const AcquireOptions& options) {
     throw Error(exit_code::k_usage, "standard output is closed: there is nowhere to print the token (use "
                                     "--token-file F)");
   }
-  if (locker.quorum() && (options.take.shared || options.take.limit > 1)) {
-    throw Error(exit_code::k_usage, "--shared and --limit are not available with several URLs (a Redlock quorum)");
-  }
   locker.check_eviction_before(options.take.strict);
 
   // A signal while waiting leaves the queue at once (not after the place lapses), then ends rlock
@@ -104,17 +106,28 @@ int acquire(const AcquireOptions& options) {
     return interrupted.has_value();
   };
   locker.set_interrupt(signals.fd(), drain);
-  WaitHooks hooks{[&](util::Millis d) {
-                    pollfd p{signals.fd(), POLLIN, 0};
-                    if (util::poll_until(&p, 1, util::BootClock::now() + d) > 0) drain();
-                    return !interrupted;
-                  },
-                  [&] { return interrupted.has_value(); }};
-  lock::Attempt a = take_lock(locker, name, options.take, contender, enclosing, hooks);
+  lock::Attempt a;
+  {
+    WaitDisplay display(name);
+    lock::WaitHooks hooks{[&](util::Millis d) {
+                            pollfd p{signals.fd(), POLLIN, 0};
+                            if (util::poll_until(&p, 1, util::BootClock::now() + d) > 0) drain();
+                            return !interrupted;
+                          },
+                          [&] { return interrupted.has_value(); }, std::ref(display)};
+    a = lock::take_lock(locker, name, wait_limits(options.take), contender, enclosing, hooks);
+  }
+  const lock::Ending unused{"", holder, a.fence};
   if (interrupted) {
-    if (a.outcome == lock::Attempt::Outcome::acquired) locker.release(name, token);
+    if (a.outcome == lock::Attempt::Outcome::acquired) locker.release(name, token, unused);
     proc::die_by(*interrupted, false);
     return exit_code::k_signal_base + *interrupted;
+  }
+  if (a.outcome == lock::Attempt::Outcome::superseded) {
+    std::string why = superseded_message(name, a);
+    log::info(why);
+    log::event(log::Severity::notice, "superseded: {} (rlock acquire)", why);
+    return options.take.conflict_exit_code;
   }
   if (a.outcome == lock::Attempt::Outcome::busy) {
     std::string busy = busy_outcome(name, a, options.take);
@@ -128,6 +141,15 @@ int acquire(const AcquireOptions& options) {
     log::verbose("{} is already held by an enclosing run (fence {})", name.key, a.fence);
   } else {
     log::verbose("acquired {} (fence {}, ttl {})", name.key, a.fence, util::format_duration(options.take.ttl));
+    // A slow answer (or --wait-replicas) may have used up the lease: a token handed out must hold
+    // the lock for a while yet.
+    if (util::BootClock::now() >= lock::Deadline(a.sent_at, options.take.ttl).valid_until()) {
+      locker.release(name, token, unused);
+      throw Error(exit_code::k_unavailable,
+                  fmt::format("acquiring {} took too long for its TTL of {}: its lease may have run out already; no "
+                              "token is handed out",
+                              name.key, util::format_duration(options.take.ttl)));
+    }
     if (log::syslog_events_enabled()) {
       log::event(log::Severity::info, "acquired {} (fence {}, ttl {}) for a later rlock release{}", name.key, a.fence,
                  util::format_duration(options.take.ttl), watched ? "; a keeper renews it" : "");
@@ -136,12 +158,12 @@ int acquire(const AcquireOptions& options) {
       locker.check_eviction_after(options.take.strict);
       if (watched) {
         keeper::Spec spec{options.connect, name,    token,          options.take.ttl, a.sent_at,
-                          caller,          options.max_hold, options.signal, options.keeper_log, a.fence};
+                          caller,          options.max_hold, options.signal, options.keeper_log, a.fence, holder};
         pid_t k = keeper::start(spec, *watched);
         log::verbose("keeper pid {} holds {} while pid {} lives", k, name.key, caller);
       }
     } catch (const Error&) {
-      locker.release(name, token);
+      locker.release(name, token, unused);
       throw;
     }
   }
@@ -161,7 +183,7 @@ int acquire(const AcquireOptions& options) {
     // Nobody learned the token: give the lock back rather than leave it stuck until its TTL.
     if (a.outcome == lock::Attempt::Outcome::acquired) {
       if (!watched || !keeper::stop(token, options.connect.timeouts.command + util::Millis(1000))) {
-        locker.release(name, token);
+        locker.release(name, token, unused);
       }
     }
     if (const auto* se = dynamic_cast<const std::system_error*>(&e)) {
@@ -179,7 +201,8 @@ int acquire(const AcquireOptions& options) {
 }
 
 int release(const ReleaseOptions& options) {
-  Locker locker(options.connect, std::nullopt);
+  std::unique_ptr<lock::Backend> backend = lock::open_backend(options.connect, std::nullopt);
+  lock::Backend& locker = *backend;
   lock::LockName name = lock_name(options.connect, options.key);
   if (options.force) {
     lock::ForcedRelease r = locker.force_release(name);
@@ -212,7 +235,13 @@ int release(const ReleaseOptions& options) {
     log::event(log::Severity::info, "released {} (its keeper gave it back)", options.key);
     return exit_code::k_ok;
   }
-  if (!locker.release(name, token)) {
+  lock::Ending ending{"", this_holder(fmt::format("rlock release {}", options.key)), 0};
+  lock::Released released = locker.release(name, token, ending);
+  if (released == lock::Released::unknown) {
+    log::warning(fmt::format("could not tell whether {} was still held: no majority of the masters agreed", options.key));
+    return exit_code::k_ok;
+  }
+  if (released == lock::Released::not_held) {
     log::error(fmt::format("{} is not held with this token (it expired, or another holder has it)", options.key));
     log::event(log::Severity::err, "release of {}: not held with this token (it expired, or another holder has it)",
                options.key);
@@ -224,7 +253,8 @@ int release(const ReleaseOptions& options) {
 }
 
 int extend(const ExtendOptions& options) {
-  Locker locker(options.connect, std::nullopt);
+  std::unique_ptr<lock::Backend> backend = lock::open_backend(options.connect, std::nullopt);
+  lock::Backend& locker = *backend;
   lock::LockName name = lock_name(options.connect, options.key);
   std::string token = read_token(options.token);
   if (held_by_enclosing_run(name, token)) {

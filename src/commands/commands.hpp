@@ -18,5 +18,7 @@ int extend(const ExtendOptions& options);
 int status(const StatusOptions& options);
 // Lists the locks under the prefix.
 int list(const ListOptions& options);
+// Prints the history of the locks: who held, waited, was refused, lost them.
+int history(const LogOptions& options);
 
 }  // namespace rlock::commands

@@ -4,7 +4,6 @@
 
 #include "error.hpp"
 #include "exit_code.hpp"
-#include "lock/backoff.hpp"
 #include "lock/server.hpp"
 #include "log.hpp"
 #include "proc/ancestry.hpp"
@@ -21,6 +20,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <stdexcept>
 #include <system_error>
 
@@ -55,24 +55,6 @@ std::string ordinal(int n) {
   }
   return fmt::format("{}{}", n, suffix);
 }
-
-class WaitLine {
-public:
-  WaitLine() : m_enabled(::isatty(STDERR_FILENO) && log::level() == log::Level::normal && !dumb_terminal()) {}
-  ~WaitLine() {
-    if (m_shown) write("\r\x1b[K");
-  }
-  void show(const std::string& text) {
-    if (!m_enabled) return;
-    write(fmt::format("\r\x1b[Krlock: {}", util::printable(text)));
-    m_shown = true;
-  }
-
-private:
-  static void write(const std::string& s) { log::raw(s); }
-  bool m_enabled;
-  bool m_shown = false;
-};
 
 std::string holder_text(const lock::Attempt& a) {
   std::string who;
@@ -137,7 +119,35 @@ void write_stdout(const std::string& text) {
 
 std::string busy_message(const lock::LockName& name, const lock::Attempt& attempt) {
   std::string queue = attempt.queue_length > 0 ? fmt::format("; {} waiting", attempt.queue_length) : "";
+  if (attempt.lingering) {
+    std::string until;
+    if (attempt.ttl_left) {
+      time_t at = std::time(nullptr) + static_cast<time_t>((attempt.ttl_left->count() + 999) / 1000);
+      tm local{};
+      localtime_r(&at, &local);
+      char text[16];
+      std::strftime(text, sizeof text, "%H:%M:%S", &local);
+      until = fmt::format(" until {} ({} left)", text, util::format_duration(*attempt.ttl_left));
+    }
+    return fmt::format("{} is lingering: taken{} and released, it stays taken (--min-hold){}{}", name.key,
+                       holder_text(attempt), until, queue);
+  }
+  if (attempt.holder.host.empty() && attempt.queue_length > 0) {
+    return fmt::format("{} has {} waiting before this request", name.key, attempt.queue_length);
+  }
   return fmt::format("{} is held{}{}", name.key, holder_text(attempt), queue);
+}
+
+std::string who_text(const lock::Holder& h) {
+  std::string out = fmt::format("{} pid {}", util::printable(h.host), util::printable(h.pid));
+  if (!h.user.empty()) out += fmt::format(" user {}", util::printable(h.user));
+  if (!h.command.empty()) out += fmt::format(" ({})", util::printable(h.command));
+  return out;
+}
+
+std::string superseded_message(const lock::LockName& name, const lock::Attempt& attempt) {
+  return fmt::format("a newer request for {} superseded this one (--supersede): {}", name.key,
+                     who_text(attempt.superseded_by));
 }
 
 std::string busy_outcome(const lock::LockName& name, const lock::Attempt& attempt, const TakeOptions& options) {
@@ -152,114 +162,37 @@ lock::Contender make_contender(const TakeOptions& options, const lock::Holder& h
   c.holder = holder;
   c.limit = options.limit;
   c.mode = options.shared ? lock::Mode::shared : options.limit > 1 ? lock::Mode::semaphore : lock::Mode::exclusive;
+  c.min_hold = options.min_hold;
+  c.supersede = options.supersede;
+  c.preempt = options.preempt;
   return c;
 }
 
-lock::Attempt take_lock(Locker& locker, const lock::LockName& name, const TakeOptions& options,
-                        const lock::Contender& contender, const std::vector<std::string>& enclosing_tokens,
-                        const WaitHooks& hooks) {
-  auto start = Clock::now();
-  std::optional<Clock::time_point> give_up;
-  if (options.wait) give_up = start + *options.wait;
-  const bool waiting = !options.wait || options.wait->count() > 0;
-  lock::Backoff backoff;
-  WaitLine line;
-  bool reached = false;  // the server has answered once: later failures are blips to wait out
-  bool queued = false;   // we have (or had) a place in the queue: leave it when giving up
-  int position = 0;
-  std::vector<std::string> watch;
-  lock::Attempt a;
+lock::WaitLimits wait_limits(const TakeOptions& options) {
+  return {options.wait, options.wait_replicas, options.wait_timeout};
+}
 
-  int contended_tries = 0;
-  auto leave = [&] {
-    if (!queued) return;
-    try {
-      locker.cancel(name, contender.token);
-    } catch (const Error& e) {
-      log::verbose("could not leave the queue of {} ({}); the place lapses within seconds", name.key, e.what());
-    }
-  };
+WaitDisplay::WaitDisplay(const lock::LockName& name)
+    : m_name(name), m_line(::isatty(STDERR_FILENO) && log::level() == log::Level::normal && !dumb_terminal()) {}
 
-  for (;;) {
-    try {
-      if (queued) {
-        util::Millis beat = k_heartbeat;
-        if (give_up) beat = std::min(beat, std::chrono::ceil<util::Millis>(*give_up - Clock::now()));
-        a = locker.wait_turn(name, contender, watch, std::max(beat, util::Millis(1)));
-      } else {
-        a = locker.try_acquire(name, contender, waiting, enclosing_tokens);
-      }
-      reached = true;
-    } catch (const Error& e) {
-      if (hooks.interrupted()) {
-        leave();
-        return lock::Attempt{};
-      }
-      // A server that cannot serve for a moment (TRYAGAIN, LOADING...), or one that went away
-      // after answering (a restart, a failover), is waited out while the wait lasts, but never
-      // reported as busy; a wait step after it joins the queue again if the queue was lost. A
-      // server never reached is a configuration problem: exit 69 at once rather than wait on a
-      // typo.
-      bool transient = dynamic_cast<const lock::TransientError*>(&e) != nullptr ||
-                       (reached && e.exit_code() == exit_code::k_unavailable);
-      bool can_wait = waiting && (!give_up || Clock::now() + util::Millis(50) < *give_up);
-      if (!transient || !can_wait) {
-        if (!transient) leave();
-        throw;
-      }
-      log::verbose("{}; retrying", e.what());
-      util::Millis sleep = backoff.next(std::nullopt);
-      if (give_up) sleep = std::min(sleep, std::chrono::ceil<util::Millis>(*give_up - Clock::now()));
-      if (!hooks.pause(std::max(sleep, util::Millis(1)))) {
-        leave();
-        return lock::Attempt{};
-      }
-      continue;
-    }
-    if (a.outcome == lock::Attempt::Outcome::acquired && options.wait_replicas > 0) {
-      try {
-        locker.confirm_replicas(name, options.wait_replicas, options.wait_timeout);
-      } catch (const Error&) {
-        locker.release(name, contender.token);
-        throw;
-      }
-    }
-    // A quorum has no queue: a busy lock is tried again after a random delay while the wait
-    // lasts; one that nobody holds on a majority (leftovers, a split vote) is the next attempt's
-    // business even with -n.
-    if (locker.quorum() && a.outcome == lock::Attempt::Outcome::busy &&
-        ((waiting && (!give_up || Clock::now() < *give_up)) || (a.contended && ++contended_tries < 4))) {
-      line.show(fmt::format("waiting for {}: held{}", name.key, holder_text(a)));
-      util::Millis sleep = backoff.next(a.ttl_left);
-      if (give_up) sleep = std::min(sleep, std::chrono::ceil<util::Millis>(*give_up - Clock::now()));
-      if (!waiting) sleep = util::Millis(10 + static_cast<int64_t>(util::random_below(40)));
-      if (!hooks.pause(std::max(sleep, util::Millis(1)))) return lock::Attempt{};
-      continue;
-    }
-    if (a.outcome != lock::Attempt::Outcome::queued) {
-      if (a.outcome == lock::Attempt::Outcome::acquired && queued) {
-        log::verbose("acquired {} after waiting {}", name.key,
-                     util::format_duration(std::chrono::duration_cast<util::Millis>(Clock::now() - start)));
-      }
-      return a;  // acquired, reentered, or busy (-n)
-    }
-    if (!queued) log::verbose("waiting for {}: held{}", name.key, holder_text(a));
-    queued = true;
-    watch = a.watch;
-    if (a.position != position) {
-      log::verbose("waiting for {}: position {} of {}", name.key, a.position, a.queue_length);
-      position = a.position;
-    }
-    auto waited = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start);
-    line.show(fmt::format("waiting for {}: held{}; {} of {} in line; waited {}", name.key, holder_text(a),
-                          ordinal(a.position), a.queue_length,
-                          waited.count() < 60 ? fmt::format("{}s", waited.count()) : util::format_duration(waited)));
-    if (hooks.interrupted() || (give_up && Clock::now() >= *give_up)) {
-      leave();
-      a.outcome = lock::Attempt::Outcome::busy;
-      return a;
-    }
+WaitDisplay::~WaitDisplay() {
+  if (m_shown) log::raw("\r\x1b[K");
+}
+
+void WaitDisplay::operator()(const lock::Attempt& a, util::Millis waited) {
+  if (!m_logged) {
+    m_logged = true;
+    log::verbose("waiting for {}: {}", m_name.key, a.lingering ? "it lingers (--min-hold)" : "held" + holder_text(a));
   }
+  if (!m_line) return;
+  auto secs = std::chrono::duration_cast<std::chrono::seconds>(waited);
+  std::string text = fmt::format("waiting for {}: {}", m_name.key, a.lingering ? "lingering" : "held" + holder_text(a));
+  if (a.outcome == lock::Attempt::Outcome::queued) {
+    text += fmt::format("; {} of {} in line; waited {}", ordinal(a.position), a.queue_length,
+                        secs.count() < 60 ? fmt::format("{}s", secs.count()) : util::format_duration(secs));
+  }
+  log::raw(fmt::format("\r\x1b[Krlock: {}", util::printable(text)));
+  m_shown = true;
 }
 
 std::string read_token(const TokenSource& source) {

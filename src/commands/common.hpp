@@ -4,9 +4,7 @@
 #include "lock/holds.hpp"
 #include "lock/lease.hpp"
 #include "lock/name.hpp"
-#include "commands/locker.hpp"
-#include "redis/client.hpp"
-#include "redis/connection.hpp"
+#include "lock/take.hpp"
 
 #include <functional>
 #include <string>
@@ -29,36 +27,37 @@ std::vector<lock::Hold> run_holds();
 // The contender for options' kind of hold, with a new token.
 lock::Contender make_contender(const TakeOptions& options, const lock::Holder& holder);
 
-// What take_lock needs of its caller while it waits.
-struct WaitHooks {
-  // Sleeps for the given time; false to give up (a signal arrived).
-  std::function<bool(util::Millis)> pause;
-  // Whether a signal has ended the wait (checked after a Redis call was cut short).
-  std::function<bool()> interrupted;
+// How long to wait, from options.
+lock::WaitLimits wait_limits(const TakeOptions& options);
+
+// What a command shows while it waits (take_lock's progress hook): with -v, the first holder
+// and each change of queue position; on a terminal, one line rewritten in place (erased when
+// the object ends).
+class WaitDisplay {
+public:
+  explicit WaitDisplay(const lock::LockName& name);
+  ~WaitDisplay();
+  WaitDisplay(const WaitDisplay&) = delete;
+  WaitDisplay& operator=(const WaitDisplay&) = delete;
+  void operator()(const lock::Attempt& attempt, util::Millis waited);
+
+private:
+  const lock::LockName& m_name;
+  bool m_line;          // a terminal's rewritten line
+  bool m_shown = false;
+  bool m_logged = false;
 };
-
-// Takes the lock, waiting in its queue (FIFO, woken at once on release, a heartbeat every
-// second) for at most options.wait; with -n, only when it is free and nobody waits. Server
-// blips after the first answer are waited out with backoff. Shows the holder and the queue
-// position on a terminal (or logs position changes with -v). Leaves the queue whenever it gives
-// up. Returns the last attempt: acquired, reentered, or busy when the wait ran out or a signal
-// ended it.
-// A Redlock quorum has no queue: a busy lock is tried again after a random delay while the wait
-// lasts (and a lock that nobody holds on a majority a few times even with -n).
-lock::Attempt take_lock(Locker& locker, const lock::LockName& name, const TakeOptions& options,
-                        const lock::Contender& contender, const std::vector<std::string>& enclosing_tokens,
-                        const WaitHooks& hooks);
-
-// How long a waiter blocks between heartbeats.
-inline constexpr util::Millis k_heartbeat{1000};
-
 
 // Writes all of text to stdout; throws rlock::Error 71 naming the failure (a closed pipe, a full
 // disk): output that did not arrive is never a success.
 void write_stdout(const std::string& text);
 
-// The message for a lock found busy: who holds it.
+// The message for a lock found busy: who holds it (or that it lingers, and until when).
 std::string busy_message(const lock::LockName& name, const lock::Attempt& attempt);
+// The message for a request that a newer --supersede request replaced.
+std::string superseded_message(const lock::LockName& name, const lock::Attempt& attempt);
+// "host pid N (command)" of a holder or contender.
+std::string who_text(const lock::Holder& holder);
 // The same, with what rlock did about it: "...; not waiting (-n)" or "...; gave up after 5s (--wait)".
 std::string busy_outcome(const lock::LockName& name, const lock::Attempt& attempt, const TakeOptions& options);
 

@@ -1,6 +1,6 @@
 #include "keeper.hpp"
 
-#include "commands/locker.hpp"
+#include "lock/backend.hpp"
 #include "error.hpp"
 #include "exit_code.hpp"
 #include "lock/lease.hpp"
@@ -156,7 +156,7 @@ public:
         m_watched(watched),
         m_state_path(std::move(state_path)),
         m_signals({SIGTERM, SIGINT, SIGHUP}, {SIGQUIT, SIGUSR1, SIGUSR2, SIGTSTP, SIGTTIN, SIGTTOU}),
-        m_locker(spec.connect, spec.ttl),
+        m_backend(lock::open_backend(spec.connect, spec.ttl)),
         m_schedule(spec.sent_at, spec.ttl, Millis(0), spec.connect.timeouts.command) {
     m_state.lock_key = spec.name.lock_key();
     m_state.token = spec.token;
@@ -183,7 +183,7 @@ private:
   std::string m_state_path;
   State m_state;
   proc::SignalSet m_signals;
-  Locker m_locker;
+  std::unique_ptr<lock::Backend> m_backend;
   lock::Schedule m_schedule;
   std::optional<Clock::time_point> m_max_hold_at;
 };
@@ -203,13 +203,13 @@ void Keeper::save(const std::string& status, const std::string& reason) {
 // retried), false when it is lost.
 bool Keeper::renew() {
   auto now = Clock::now();
-  m_locker.cap_waits(now + m_schedule.attempt_budget(now));
+  m_backend->cap_waits(now + m_schedule.attempt_budget(now));
   try {
-    bool confirmed = m_locker.confirm_master();
+    bool confirmed = m_backend->confirm_master();
     auto sent_at = Clock::now();
-    std::optional<lock::Extension> e = m_locker.extend(m_spec.name, m_spec.token, m_spec.ttl, m_spec.ttl, m_spec.fence,
+    std::optional<lock::Extension> e = m_backend->extend(m_spec.name, m_spec.token, m_spec.ttl, m_spec.ttl, m_spec.fence,
                                                        lock::KeeperInfo{::getpid(), m_watched.pid()});
-    m_locker.cap_waits(std::nullopt);
+    m_backend->cap_waits(std::nullopt);
     if (!e) return false;
     if (confirmed) {
       m_schedule.renewed(sent_at);
@@ -218,7 +218,7 @@ bool Keeper::renew() {
       m_schedule.failed(Clock::now());
     }
   } catch (const Error& err) {
-    m_locker.cap_waits(std::nullopt);
+    m_backend->cap_waits(std::nullopt);
     m_schedule.failed(Clock::now());
     log::verbose("renewal failed ({}); retrying", err.what());
   }
@@ -229,9 +229,9 @@ bool Keeper::renew() {
 // there rather than leave it until its TTL. The scripts compare the token, so nobody else's lock
 // is touched; an error leaves the rest to expire.
 void Keeper::release_leftovers() {
-  m_locker.cap_waits(Clock::now() + m_spec.connect.timeouts.command);
+  m_backend->cap_waits(Clock::now() + m_spec.connect.timeouts.command);
   try {
-    m_locker.release(m_spec.name, m_spec.token);
+    m_backend->release(m_spec.name, m_spec.token, lock::Ending{"", m_spec.holder, m_spec.fence});
   } catch (const Error&) {
   }
 }
@@ -247,10 +247,12 @@ int Keeper::lose(const std::string& reason) {
 }
 
 int Keeper::give_back(bool requested) {
-  m_locker.cap_waits(Clock::now() + m_spec.connect.timeouts.command);
+  m_backend->cap_waits(Clock::now() + m_spec.connect.timeouts.command);
   bool released = false;
   try {
-    released = m_locker.release(m_spec.name, m_spec.token);
+    // Not known lost unless a majority says so: an unknown end lapses on its own.
+    released = m_backend->release(m_spec.name, m_spec.token, lock::Ending{"", m_spec.holder, m_spec.fence}) !=
+               lock::Released::not_held;
   } catch (const Error& e) {
     log::warning(fmt::format("could not release {} ({}); it expires within {}", m_spec.name.key, e.what(),
                              util::format_duration(m_spec.ttl)));
@@ -277,8 +279,8 @@ int Keeper::run(int armed) {
   std::string why = "the lock was lost before the keeper could renew it";
   try {
     auto sent_at = Clock::now();
-    ok = m_locker
-             .extend(m_spec.name, m_spec.token, m_spec.ttl, m_spec.ttl, m_spec.fence,
+    ok = m_backend
+             ->extend(m_spec.name, m_spec.token, m_spec.ttl, m_spec.ttl, m_spec.fence,
                      lock::KeeperInfo{::getpid(), m_watched.pid()})
              .has_value();
     if (ok) m_schedule.renewed(sent_at);

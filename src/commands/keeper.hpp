@@ -55,6 +55,7 @@ struct Spec {
   int signal = 0;          // sent to the watched process when the lock is lost (0: none)
   std::string log_target;  // empty: no log; "syslog:"; else a file appended to
   int64_t fence = 0;       // the hold's fencing token (a quorum sets a restarted master again with it)
+  lock::Holder holder;     // who holds it, for the history
 };
 
 // Starts the keeper (a detached process: its own session, stdio on /dev/null, no other fd) and

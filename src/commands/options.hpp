@@ -1,8 +1,6 @@
 #pragma once
 
-#include "redis/connection.hpp"
-#include "redis/tls.hpp"
-#include "redis/url.hpp"
+#include "lock/backend.hpp"
 #include "util/duration.hpp"
 
 #include <sys/types.h>
@@ -15,13 +13,7 @@
 namespace rlock::commands {
 
 // Where the locks live, common to every command.
-struct ConnectOptions {
-  std::vector<redis::Url> urls;  // one, or several independent masters (Redlock)
-  std::optional<util::Millis> node_timeout;  // Redlock: each master's timeout (--node-timeout)
-  redis::Timeouts timeouts;
-  redis::TlsOptions tls;
-  std::string prefix = "rlock:";
-};
+using ConnectOptions = lock::Servers;
 
 // How to take a lock (run, acquire).
 struct TakeOptions {
@@ -34,6 +26,9 @@ struct TakeOptions {
   bool strict = false;  // refuse a server that may evict locks, instead of warning
   bool shared = false;  // --shared
   int limit = 1;        // --limit N: a semaphore of N holders when N > 1
+  util::Millis min_hold{0};  // --min-hold: the hold lingers until this long after it was taken
+  bool supersede = false;    // --supersede: newest wins among the waiters that give it
+  bool preempt = false;      // --preempt: stop a --preemptible holder and be served next
 };
 
 // What run does with the processes its command leaves running when it exits.
@@ -52,6 +47,7 @@ struct RunOptions {
   int lost_exit_code = 76;
   std::optional<util::Millis> max_hold;
   Leftovers leftovers = Leftovers::wait;
+  bool preemptible = false;  // --preemptible: a --preempt request may stop this hold
 };
 
 struct AcquireOptions {
@@ -98,6 +94,14 @@ struct ListOptions {
   ConnectOptions connect;
   std::string pattern = "*";
   bool json = false;
+};
+
+struct LogOptions {
+  ConnectOptions connect;
+  std::vector<std::string> keys;  // empty: every lock under the prefix
+  size_t count = 0;               // -n: the last N events (0: all that are kept)
+  bool json = false;
+  bool follow = false;            // --follow: stream new events until interrupted
 };
 
 }  // namespace rlock::commands

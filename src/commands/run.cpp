@@ -3,7 +3,9 @@
 #include "commands/common.hpp"
 #include "error.hpp"
 #include "exit_code.hpp"
+#include "lock/backend.hpp"
 #include "lock/schedule.hpp"
+#include "lock/take.hpp"
 #include "log.hpp"
 #include "proc/ancestry.hpp"
 #include "proc/child.hpp"
@@ -18,6 +20,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <functional>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -33,6 +36,70 @@ using util::Millis;
 Millis until(Clock::time_point t) { return std::chrono::duration_cast<Millis>(t - Clock::now()); }
 
 bool is_job_control_stop(int sig) { return sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU; }
+
+// --preemptible: a BLPOP on the hold's own mailbox, on a connection of its own, driven by the run
+// loop's poll. A --preempt request pushes the mailbox, so the holder learns of it within a round
+// trip, not at its next renewal; idle, it costs one connection and one BLPOP per `block`.
+class MailboxWatch {
+public:
+  MailboxWatch(redis::Client& client, std::string mailbox, Millis block)
+      : m_client(client), m_mailbox(std::move(mailbox)), m_block(block) {}
+
+  // What to poll (fd -1: nothing now).
+  pollfd pending() const { return m_running ? m_connection->pending() : pollfd{-1, 0, 0}; }
+  // When step() must run at the latest.
+  Clock::time_point wake() const { return m_running ? m_connection->deadline() : m_retry_at; }
+  // Moves the watch on (after the poll, whatever woke it); true when the mailbox was pushed.
+  bool step() {
+    if (!m_running) {
+      if (Clock::now() >= m_retry_at) start();
+      return false;
+    }
+    try {
+      m_connection->advance();
+      if (!m_connection->finished()) return false;
+      m_running = false;
+      std::vector<redis::Reply> replies = m_connection->result();
+      if (!replies.empty() && replies.front().type == redis::Reply::Type::array) {
+        start();
+        return true;
+      }
+      if (!replies.empty() && replies.front().is_error()) {
+        throw Error(exit_code::k_unavailable, replies.front().str);
+      }
+      start();  // timed out: block again
+    } catch (const Error& e) {
+      failed(e.what());
+    }
+    return false;
+  }
+
+private:
+  void start() {
+    try {
+      if (!m_connection) m_connection = m_client.open_sibling();
+      m_connection->start({{"BLPOP", m_mailbox,
+                            fmt::format("{}.{:03}", m_block.count() / 1000, m_block.count() % 1000)}},
+                          m_block);
+      m_running = true;
+    } catch (const Error& e) {
+      failed(e.what());
+    }
+  }
+  void failed(const std::string& why) {
+    m_running = false;
+    m_connection.reset();
+    m_retry_at = Clock::now() + std::chrono::seconds(1);
+    log::verbose("watching for --preempt requests: {}; again in 1s (renewals still notice them)", why);
+  }
+
+  redis::Client& m_client;
+  std::string m_mailbox;
+  Millis m_block;
+  std::unique_ptr<redis::Connection> m_connection;
+  bool m_running = false;
+  Clock::time_point m_retry_at{};
+};
 
 // Takes the lock, supervises the child's tree while renewing the lease from one loop, and gives
 // the lock back.
@@ -50,11 +117,11 @@ public:
         m_path(std::move(path)),
         m_signals({SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGTSTP, SIGTTIN, SIGTTOU, SIGCONT, SIGCHLD},
                   {}),
-        m_locker(options.connect, options.take.ttl),
+        m_backend(lock::open_backend(options.connect, options.take.ttl)),
         m_name(lock_name(options.connect, options.take.key)) {
     // While waiting, a signal that ends the wait also cuts short the Redis call under way (a
     // BLPOP of up to a heartbeat); once the command runs, calls go on and signals are forwarded.
-    m_locker.set_interrupt(m_signals.fd(), [this] {
+    m_backend->set_interrupt(m_signals.fd(), [this] {
       drain_signals();
       return m_interrupted.has_value() && !m_started;
     });
@@ -78,6 +145,7 @@ private:
   void renew();
   void check_clock(const lock::Extension& extension, Clock::time_point now);
   void begin_stop(const std::string& why, bool lost);
+  void on_preempted(const lock::Holder& by);
   void follow_job_stop(int sig);
   void give_terminal_back();
   int finish();
@@ -87,7 +155,7 @@ private:
   const RunOptions& m_options;
   std::string m_path;  // the command's executable, resolved once
   proc::SignalSet m_signals;
-  Locker m_locker;
+  std::unique_ptr<lock::Backend> m_backend;
   lock::LockName m_name;
   lock::Contender m_contender;
   std::string m_token;  // m_contender.token
@@ -109,6 +177,8 @@ private:
   int64_t m_fence = 0;  // this hold's fencing token (a quorum sets a restarted master again with it)
   Clock::time_point m_began{};        // when run started
   std::optional<Clock::time_point> m_acquired_at;
+  std::optional<MailboxWatch> m_watch;           // --preemptible
+  std::optional<lock::Holder> m_preempted_by;    // a --preempt request stopped the command
 };
 
 // --- waiting ---------------------------------------------------------------------------------
@@ -162,18 +232,27 @@ int Supervisor::run() {
   std::vector<std::string> enclosing = lock::tokens_for(holds, m_name.lock_key());
   lock::Holder holder = this_holder(m_options.display_command);
   m_contender = make_contender(m_options.take, holder);
+  m_contender.preemptible = m_options.preemptible;
   m_token = m_contender.token;
-  if (m_locker.quorum() && (m_options.take.shared || m_options.take.limit > 1)) {
-    throw Error(exit_code::k_usage, "--shared and --limit are not available with several URLs (a Redlock quorum)");
-  }
-  m_locker.check_eviction_before(m_options.take.strict);
+  m_backend->check_eviction_before(m_options.take.strict);
   // The guard starts now, while the lock is being taken (its start overlaps the round trip),
   // unless the lock may be re-entered, where the command runs in rlock's place instead.
   if (enclosing.empty()) m_guard.emplace();
 
-  WaitHooks hooks{[this](Millis d) { return pause(d); }, [this] { return m_interrupted.has_value(); }};
-  lock::Attempt attempt = take_lock(m_locker, m_name, m_options.take, m_contender, enclosing, hooks);
+  lock::Attempt attempt;
+  {
+    WaitDisplay display(m_name);
+    lock::WaitHooks hooks{[this](Millis d) { return pause(d); }, [this] { return m_interrupted.has_value(); },
+                          std::ref(display)};
+    attempt = lock::take_lock(*m_backend, m_name, wait_limits(m_options.take), m_contender, enclosing, hooks);
+  }
   if (attempt.outcome == lock::Attempt::Outcome::reentered) exec_nested(attempt, enclosing[attempt.enclosing]);
+  if (attempt.outcome == lock::Attempt::Outcome::superseded) {
+    std::string why = superseded_message(m_name, attempt);
+    log::info(why);
+    log::event(log::Severity::notice, "superseded: {}; skipped: {}", why, m_options.display_command);
+    return m_options.take.conflict_exit_code;
+  }
   if (attempt.outcome == lock::Attempt::Outcome::busy) {
     if (m_interrupted) return interrupted_while_waiting();
     std::string busy = busy_outcome(m_name, attempt, m_options.take);
@@ -182,7 +261,7 @@ int Supervisor::run() {
     return m_options.take.conflict_exit_code;
   }
   log::verbose("acquired {} (fence {}, ttl {})", m_name.key, attempt.fence, util::format_duration(m_options.take.ttl));
-  m_locker.check_eviction_after(m_options.take.strict);
+  m_backend->check_eviction_after(m_options.take.strict);
   // A slow answer (or --wait-replicas) may have used up the lease: never start a child that
   // would have to be stopped before its first renewal.
   lock::Schedule fresh(attempt.sent_at, m_options.take.ttl, m_options.kill_after, m_options.connect.timeouts.command);
@@ -237,6 +316,10 @@ void Supervisor::start_child(const lock::Attempt& attempt, std::vector<lock::Hol
   m_guard->set_deadline(m_schedule->kill_at());
   m_renewing = true;
   if (m_options.max_hold) m_max_hold_at = attempt.sent_at + *m_options.max_hold;
+  if (m_options.preemptible && m_backend->single()) {
+    Millis block = std::clamp(m_options.take.ttl / 3, Millis(1000), Millis(30'000));
+    m_watch.emplace(*m_backend->single(), m_name.mailbox(m_contender.id()), block);
+  }
   log::verbose("started the command, pid {}{}", m_guard->child(), m_terminal ? " (it has the terminal)" : "");
 }
 
@@ -250,19 +333,23 @@ std::optional<Clock::time_point> Supervisor::next_wake() const {
     consider(m_schedule->stop_at());
   }
   if (m_max_hold_at && !m_stopping) consider(*m_max_hold_at);
+  if (m_watch && !m_stopping) consider(m_watch->wake());
   return wake;
 }
 
 void Supervisor::supervise() {
   while (!m_guard->done()) {
-    pollfd fds[3] = {{m_signals.fd(), POLLIN, 0}, {m_guard->fd(), POLLIN, 0}, {log::pending_fd(), POLLOUT, 0}};
-    int n = util::poll_until(fds, fds[2].fd >= 0 ? 3 : 2, next_wake());
+    pollfd fds[4] = {{m_signals.fd(), POLLIN, 0}, {m_guard->fd(), POLLIN, 0}, {log::pending_fd(), POLLOUT, 0},
+                     m_watch && !m_stopping ? m_watch->pending() : pollfd{-1, 0, 0}};
+    int n = util::poll_until(fds, 4, next_wake());
     if (n < 0) throw Error(exit_code::k_system, fmt::format("poll: {}", std::strerror(errno)));
     if (fds[2].revents) log::drain();
     if (fds[0].revents) drain_signals();
     for (const proc::GuardEvent& e : m_guard->take_events()) on_guard_event(e);
     if (m_guard->done()) break;
 
+    // Woken by a --preempt request: the renewal says who asked.
+    if (m_watch && !m_stopping && m_watch->step() && m_renewing) renew();
     auto now = Clock::now();
     if (m_renewing && now >= m_schedule->stop_at()) {
       begin_stop("renewals kept failing; stopping the command before the lease can expire", true);
@@ -348,17 +435,17 @@ void Supervisor::renew() {
   auto now = Clock::now();
   // A renewal never waits past half the time left before the stop, so that a slow or paused
   // server leaves room for another attempt, whatever --io-timeout says.
-  m_locker.cap_waits(now + m_schedule->attempt_budget(now));
+  m_backend->cap_waits(now + m_schedule->attempt_budget(now));
   try {
     if (!m_learned_nodes) {
       m_learned_nodes = true;
-      m_locker.learn_nodes();
+      m_backend->learn_nodes();
     }
-    bool confirmed = m_locker.confirm_master();
+    bool confirmed = m_backend->confirm_master();
     auto sent_at = Clock::now();
     std::optional<lock::Extension> extension =
-        m_locker.extend(m_name, m_token, m_options.take.ttl, m_options.take.ttl, m_fence);
-    m_locker.cap_waits(std::nullopt);
+        m_backend->extend(m_name, m_token, m_options.take.ttl, m_options.take.ttl, m_fence);
+    m_backend->cap_waits(std::nullopt);
     if (!extension) {
       // finish() still releases: on a quorum the token may hold the lock on a minority.
       begin_stop("the lock expired or was taken over (its token no longer owns it)", true);
@@ -375,8 +462,9 @@ void Supervisor::renew() {
     m_schedule->renewed(sent_at);
     m_guard->set_deadline(m_schedule->kill_at());
     log::verbose("renewed {} for {}", m_name.key, util::format_duration(extension->ttl));
+    if (extension->preempted_by && m_options.preemptible) on_preempted(*extension->preempted_by);
   } catch (const Error& e) {
-    m_locker.cap_waits(std::nullopt);
+    m_backend->cap_waits(std::nullopt);
     m_schedule->failed(Clock::now());
     log::verbose("renewal failed ({}); retrying, {} before the command must be stopped", e.what(),
                  util::format_duration(std::max(until(m_schedule->stop_at()), Millis(0))));
@@ -407,6 +495,19 @@ void Supervisor::begin_stop(const std::string& why, bool lost) {
   log::error(fmt::format("{} the lock {}: {}", lost ? "lost" : "giving up", m_name.key, why));
   log::event(log::Severity::err, "{} {} after holding it {}: {}; stopping the command", lost ? "lost" : "gave up",
              m_name.key, held_for(), why);
+  log::verbose("sending {} to the command's processes, SIGKILL in {}", proc::signal_name(m_options.stop_signal),
+               util::format_duration(std::chrono::duration_cast<Millis>(kill_at - now)));
+  m_guard->stop(m_options.stop_signal, kill_at);
+}
+
+void Supervisor::on_preempted(const lock::Holder& by) {
+  if (m_stopping) return;
+  // The lock stays ours, renewed, until the tree is gone; then the preemptor is served next.
+  m_stopping = true;
+  m_preempted_by = by;
+  auto now = Clock::now();
+  auto kill_at = std::min(now + m_options.kill_after, m_schedule->kill_at());
+  log::info(fmt::format("{} is wanted by {} (--preempt): stopping the command", m_name.key, who_text(by)));
   log::verbose("sending {} to the command's processes, SIGKILL in {}", proc::signal_name(m_options.stop_signal),
                util::format_duration(std::chrono::duration_cast<Millis>(kill_at - now)));
   m_guard->stop(m_options.stop_signal, kill_at);
@@ -452,19 +553,32 @@ void Supervisor::give_terminal_back() {
 int Supervisor::finish() {
   // Released even when lost: once the tree is gone, whatever the token still holds (a quorum's
   // minority) is given back. The scripts compare the token, so nobody else's lock is touched.
-  m_locker.cap_waits(std::nullopt);
+  m_backend->cap_waits(std::nullopt);
+  lock::Ending ending{m_child_status ? std::to_string(proc::exit_code_of(*m_child_status)) : "", m_contender.holder,
+                      m_fence};
   try {
-    if (m_locker.release(m_name, m_token)) {
-      log::verbose("released {}", m_name.key);
-    } else if (!m_lost) {
-      // The command ran on a lock that was no longer ours at some point: never report that as
-      // success.
-      m_lost = true;
-      log::error(fmt::format("lost the lock {}: when the command ended, its token no longer owned it (it expired, "
-                             "was deleted, or was taken over)",
-                             m_name.key));
-      log::event(log::Severity::err, "lost {}: when the command ended after {}, its token no longer owned it",
-                 m_name.key, held_for());
+    switch (m_backend->release(m_name, m_token, ending)) {
+      case lock::Released::released:
+        log::verbose("released {}", m_name.key);
+        break;
+      case lock::Released::not_held:
+        if (m_lost) break;
+        // The command ran on a lock that was no longer ours at some point: never report that as
+        // success.
+        m_lost = true;
+        log::error(fmt::format("lost the lock {}: when the command ended, its token no longer owned it (it expired, "
+                               "was deleted, or was taken over)",
+                               m_name.key));
+        log::event(log::Severity::err, "lost {}: when the command ended after {}, its token no longer owned it",
+                   m_name.key, held_for());
+        break;
+      case lock::Released::unknown:
+        // Renewals proved the lock ours while the command ran; what a minority says at the end
+        // proves no loss.
+        log::warning(fmt::format("could not tell whether {} was still held when the command ended: no majority of "
+                                 "the masters agreed; it expires within {} where it is left",
+                                 m_name.key, util::format_duration(m_options.take.ttl)));
+        break;
     }
   } catch (const Error& e) {
     if (m_lost) {
@@ -477,6 +591,13 @@ int Supervisor::finish() {
   if (m_guard_lost) return exit_code::k_system;
   if (m_lost) return m_options.lost_exit_code;
   int status = m_child_status.value_or(0);
+  if (m_preempted_by) {
+    log::info(fmt::format("{}: the command was stopped for {} (--preempt), which is served next", m_name.key,
+                          who_text(*m_preempted_by)));
+    log::event(log::Severity::notice, "preempted {} after holding it {}: {} asked for it (--preempt)", m_name.key,
+               held_for(), who_text(*m_preempted_by));
+    return m_options.take.conflict_exit_code;
+  }
   if (log::syslog_events_enabled()) {
     log::event(log::Severity::info, "released {} after holding it {}; the command exited with {}", m_name.key,
                held_for(), proc::exit_code_of(status));
@@ -500,9 +621,10 @@ std::string Supervisor::held_for() const {
 }
 
 void Supervisor::release_quietly() {
-  m_locker.cap_waits(std::nullopt);
+  m_backend->cap_waits(std::nullopt);
   try {
-    if (m_locker.release(m_name, m_token)) {
+    if (m_backend->release(m_name, m_token, lock::Ending{"", m_contender.holder, m_fence}) ==
+        lock::Released::released) {
       log::verbose("released {}", m_name.key);
     } else {
       log::verbose("{} was no longer ours to release", m_name.key);

@@ -4,6 +4,7 @@
 #include "error.hpp"
 #include "exit_code.hpp"
 #include "log.hpp"
+#include "lock/backend.hpp"
 #include "lock/inspect.hpp"
 #include "lock/server.hpp"
 #include "util/text.hpp"
@@ -12,7 +13,9 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <ctime>
+#include <memory>
 
 namespace rlock::commands {
 
@@ -54,12 +57,13 @@ std::string holder_json(const lock::HolderState& h) {
   return fmt::format(
       "{{\"host\":{},\"pid\":{},\"user\":{},\"command\":{},\"since\":{},\"since_ms\":{},\"held_for_ms\":{},"
       "\"ttl_ms\":{},\"lease_ms\":{},\"fence\":{},\"slot\":{},\"shared\":{},\"keeper_pid\":{},"
-      "\"watched_pid\":{}}}",
+      "\"watched_pid\":{},\"state\":{},\"preemptible\":{}}}",
       util::json_quote(h.holder.host), pid_json(h.holder.pid), util::json_quote(h.holder.user),
       util::json_quote(h.holder.command), h.since_ms ? util::json_quote(iso_time(*h.since_ms)) : "null",
       json_or_null(h.since_ms), json_or_null(h.held_for_ms), json_or_null(h.ttl_left_ms), json_or_null(h.lease_ms),
       json_or_null(h.fence), h.slot > 0 ? std::to_string(h.slot) : "null", h.shared,
-      h.keeper ? std::to_string(h.keeper->keeper) : "null", h.keeper ? std::to_string(h.keeper->watched) : "null");
+      h.keeper ? std::to_string(h.keeper->keeper) : "null", h.keeper ? std::to_string(h.keeper->watched) : "null",
+      h.lingering ? "\"lingering\"" : "\"held\"", h.preemptible);
 }
 
 std::string waiter_json(const lock::WaiterState& w) {
@@ -96,14 +100,17 @@ std::string to_json(const lock::LockState& s) {
   return fmt::format(
       "{{\"key\":{},\"held\":{},\"host\":{},\"pid\":{},\"user\":{},\"command\":{},\"since\":{},\"since_ms\":{},"
       "\"held_for_ms\":{},\"ttl_ms\":{},\"lease_ms\":{},\"fence\":{},\"mode\":{},\"limit\":{},\"holders\":[{}],"
-      "\"queue_length\":{},\"waiters\":[{}],\"masters\":{},\"agreeing\":{}}}",
+      "\"holder_count\":{},\"queue_length\":{},\"waiters\":[{}],\"masters\":{},\"agreeing\":{},\"state\":{}}}",
       util::json_quote(s.key), held, json_text_or_null(held, h.holder.host), held ? pid_json(h.holder.pid) : "null",
       json_text_or_null(held, h.holder.user), json_text_or_null(held, h.holder.command),
       h.since_ms ? util::json_quote(iso_time(*h.since_ms)) : "null", json_or_null(h.since_ms),
       json_or_null(h.held_for_ms), json_or_null(h.ttl_left_ms), json_or_null(h.lease_ms),
       json_or_null(held && h.fence ? h.fence : s.fence), mode ? util::json_quote(mode) : "null",
-      json_or_null(s.limit), holders, s.queue_length, waiters, masters_json(s),
-      s.masters.empty() ? "null" : std::to_string(s.agreeing));
+      json_or_null(s.limit), holders, s.holder_count, s.queue_length, waiters, masters_json(s),
+      s.masters.empty() ? "null" : std::to_string(s.agreeing),
+      !held ? "\"free\"" : std::all_of(s.holders.begin(), s.holders.end(), [](const lock::HolderState& x) {
+        return x.lingering;
+      }) ? "\"lingering\"" : "\"held\"");
 }
 
 // The columns text takes on a terminal: its code points (printable text has no control characters).
@@ -118,6 +125,8 @@ std::string ms_text(const std::optional<int64_t>& ms, const char* none) {
 }
 
 std::string state_text(const lock::LockState& s, const lock::HolderState& h) {
+  if (h.lingering) return s.mode == lock::Mode::semaphore ? fmt::format("lingering {}/{}", h.slot, s.limit.value_or(0))
+                                                          : "lingering";
   std::string kept = h.keeper ? " (kept)" : "";
   switch (s.mode) {
     case lock::Mode::shared: return "shared" + kept;
@@ -205,7 +214,7 @@ void print_json(const std::vector<lock::LockState>& states, bool single) {
 
 // The state of each key. Keys found by scanning (skip_foreign) that hold another program's data
 // are left out; named keys that do are an error.
-std::vector<lock::LockState> inspect_all(Locker& locker, const ConnectOptions& connect,
+std::vector<lock::LockState> inspect_all(lock::Backend& locker, const ConnectOptions& connect,
                                          const std::vector<std::string>& keys, bool skip_foreign) {
   std::vector<lock::LockState> states;
   states.reserve(keys.size());
@@ -250,7 +259,7 @@ void print_server_of(redis::Client& connection) {
   write_stdout(out);
 }
 
-void print_server(Locker& locker) {
+void print_server(lock::Backend& locker) {
   if (redis::Client* one = locker.single()) {
     print_server_of(*one);
     return;
@@ -261,7 +270,8 @@ void print_server(Locker& locker) {
 }  // namespace
 
 int status(const StatusOptions& options) {
-  Locker locker(options.connect, std::nullopt);
+  std::unique_ptr<lock::Backend> backend = lock::open_backend(options.connect, std::nullopt);
+  lock::Backend& locker = *backend;
   bool all = options.keys.empty();
   std::vector<std::string> keys = all ? locker.scan_keys(options.connect.prefix, "*") : options.keys;
   std::vector<lock::LockState> states = inspect_all(locker, options.connect, keys, all);
@@ -285,7 +295,8 @@ int status(const StatusOptions& options) {
 }
 
 int list(const ListOptions& options) {
-  Locker locker(options.connect, std::nullopt);
+  std::unique_ptr<lock::Backend> backend = lock::open_backend(options.connect, std::nullopt);
+  lock::Backend& locker = *backend;
   std::vector<lock::LockState> states =
       inspect_all(locker, options.connect, locker.scan_keys(options.connect.prefix, options.pattern), true);
   std::erase_if(states, [](const lock::LockState& s) { return !s.held && s.queue_length == 0; });

@@ -41,146 +41,195 @@ std::optional<int64_t> since_to_held(std::optional<int64_t> since, int64_t now) 
   return std::max<int64_t>(0, now - *since);
 }
 
-}  // namespace
-
-namespace {
-
-// "<id>.<field>" -> value, from the flat reply of HGETALL.
+// "field" -> value, from the flat reply of HGETALL.
 std::map<std::string, std::string> field_map(const Reply& r) {
   std::map<std::string, std::string> out;
   for (size_t i = 0; i + 1 < r.elements.size(); i += 2) out[r.elements[i].str] = r.elements[i + 1].str;
   return out;
 }
 
-std::string field(const std::map<std::string, std::string>& m, const std::string& id, const char* name) {
-  auto it = m.find(id + "." + name);
-  return it == m.end() ? std::string() : it->second;
+// The fields read of each holder and waiter, in the order of the HMGETs of the second round.
+constexpr const char* k_holder_fields[] = {"m", "h", "p", "u", "c", "s", "f", "ttl", "slot", "kp", "kw", "lg"};
+constexpr const char* k_waiter_fields[] = {"m", "h", "p", "u", "c", "s"};
+
+// The ids in a ZRANGE reply (with scores: every other element).
+std::vector<std::string> ids_of(const Reply& r, bool with_scores) {
+  std::vector<std::string> ids;
+  for (size_t i = 0; i < r.elements.size(); i += with_scores ? 2 : 1) ids.push_back(r.elements[i].str);
+  return ids;
 }
+
+int64_t now_of(const Reply& time) {
+  if (time.elements.size() != 2) return 0;
+  return to_int(time.elements[0]).value_or(0) * 1000 + to_int(time.elements[1]).value_or(0) / 1000;
+}
+
+// The first round's replies, by what they read.
+enum First { k_type, k_pttl, k_info, k_fence, k_limit, k_holders, k_queue, k_time, k_first_count };
 
 }  // namespace
 
-std::vector<redis::Command> inspect_commands(const LockName& name) {
-  // Single-key commands in one round trip, not a script: read-only ACL users may run them, and
-  // each follows its own ASK redirection while the lock's slot is being migrated.
-  std::vector<std::string> k = name.script_keys("0000000000000000");
-  return {{"TYPE", k[0]},
-          {"PTTL", k[0]},
-          {"HGETALL", k[2]},
-          {"GET", k[1]},
-          {"GET", k[8]},
-          {"ZRANGE", k[6], "0", "-1", "WITHSCORES"},
-          {"HGETALL", k[7]},
-          {"ZRANGE", k[3], "0", "-1"},
-          {"ZRANGE", k[5], "0", "-1", "WITHSCORES"},
-          {"HGETALL", k[4]},
+std::vector<redis::Command> inspect_first(const LockName& name, int most) {
+  const std::string last = std::to_string(std::max(most, 1) - 1);
+  return {{"TYPE", name.lock_key()},
+          {"PTTL", name.lock_key()},
+          {"HGETALL", name.info_key()},
+          {"GET", name.fence_key()},
+          {"HGET", name.key_of(Part::semaphore), "limit"},
+          {"ZRANGE", name.key_of(Part::holders), "0", last, "WITHSCORES"},
+          {"ZRANGE", name.key_of(Part::queue), "0", last},
           {"TIME"}};
 }
 
-LockState inspect(Node& node, const LockName& name, int max_waiters) {
-  return parse_inspect(name, node.pipeline(inspect_commands(name)), max_waiters);
+std::vector<redis::Command> inspect_second(const LockName& name, const std::vector<Reply>& first) {
+  if (first.size() != k_first_count) return {};
+  const std::string after = fmt::format("({}", now_of(first[k_time]));
+  redis::Command holders{"HMGET", name.key_of(Part::holder_info), "-"};
+  for (const std::string& id : ids_of(first[k_holders], true)) {
+    for (const char* f : k_holder_fields) holders.push_back(id + "." + f);
+  }
+  redis::Command waiters{"HMGET", name.key_of(Part::waiters), "-"};
+  std::vector<std::string> queue = ids_of(first[k_queue], false);
+  for (const std::string& id : queue) {
+    for (const char* f : k_waiter_fields) waiters.push_back(id + "." + f);
+  }
+  std::vector<redis::Command> out = {{"ZCOUNT", name.key_of(Part::holders), after, "+inf"},
+                                     {"ZCOUNT", name.key_of(Part::leases), after, "+inf"},
+                                     holders,
+                                     waiters};
+  for (const std::string& id : queue) out.push_back({"ZSCORE", name.key_of(Part::leases), id});
+  return out;
 }
 
-LockState parse_inspect(const LockName& name, const std::vector<Reply>& r, int max_waiters, std::string* holder_id) {
-  if (r.size() != 11) {
+LockState inspect(Node& node, const LockName& name, int most) {
+  std::vector<Reply> first = node.pipeline(inspect_first(name, most));
+  // A foreign type is named before the second round reads on.
+  for (const Reply& r : first) {
+    if (r.is_error()) return parse_inspect(name, first, {});
+  }
+  return parse_inspect(name, first, node.pipeline(inspect_second(name, first)));
+}
+
+LockState parse_inspect(const LockName& name, const std::vector<Reply>& r, const std::vector<Reply>& second,
+                        std::string* holder_id) {
+  if (r.size() != k_first_count) {
     throw Error(exit_code::k_internal, fmt::format("unexpected reply from Redis for {}: malformed answers",
                                                    name.lock_key()));
   }
   // Another program's data at any of the lock's keys is named, as the lock scripts name it: status
   // and run agree on what is wrong.
+  const std::vector<redis::Command> commands = inspect_first(name, 1);
   for (size_t i = 0; i < r.size(); ++i) {
-    if (r[i].is_error() && r[i].error_code() == "WRONGTYPE") {
-      const redis::Command command = inspect_commands(name)[i];  // names the key it read
-      if (command.size() > 1) throw foreign_data(command[1]);
+    if (r[i].is_error() && r[i].error_code() == "WRONGTYPE" && commands[i].size() > 1) {
+      throw foreign_data(commands[i][1]);
     }
     check_reply(r[i], name);
   }
-  const std::string& kind = r[0].str;
-  if (kind != "none" && kind != "string") throw foreign_data(name.lock_key());
-  if (r[3].type == Reply::Type::string && !to_int(r[3])) throw foreign_data(name.fence_key());
-  int64_t now = 0;
-  if (r[10].elements.size() == 2) {
-    now = to_int(r[10].elements[0]).value_or(0) * 1000 + to_int(r[10].elements[1]).value_or(0) / 1000;
+  for (const Reply& x : second) {
+    if (x.is_error() && x.error_code() == "WRONGTYPE") throw foreign_data(name.lock_key());
+    check_reply(x, name);
   }
+  const std::string& kind = r[k_type].str;
+  if (kind != "none" && kind != "string") throw foreign_data(name.lock_key());
+  if (r[k_fence].type == Reply::Type::string && !to_int(r[k_fence])) throw foreign_data(name.fence_key());
+  const int64_t now = now_of(r[k_time]);
   LockState s;
   s.key = name.key;
-  s.fence = to_int(r[3]);
-  s.limit = to_int(r[4]);
+  s.fence = to_int(r[k_fence]);
+  s.limit = to_int(r[k_limit]);
   if (kind == "string") {
     HolderState h;
-    if (r[1].type == Reply::Type::integer && r[1].integer >= 0) h.ttl_left_ms = r[1].integer;
-    for (const auto& [f, value] : field_map(r[2])) {
-      if (f == "host") h.holder.host = value;
-      else if (f == "pid") h.holder.pid = value;
-      else if (f == "user") h.holder.user = value;
-      else if (f == "cmd") h.holder.command = value;
-      else if (f == "since") h.since_ms = to_int(value);
-      else if (f == "ttl") h.lease_ms = to_int(value);
-      else if (f == "fence") h.fence = to_int(value);
-      else if (f == "id" && holder_id) *holder_id = value;
-    }
-    auto kp = field_map(r[2]);
-    if (auto keeper = to_int(kp["keeper"])) {
-      h.keeper = KeeperInfo{static_cast<pid_t>(*keeper), static_cast<pid_t>(to_int(kp["watch"]).value_or(0))};
+    if (r[k_pttl].type == Reply::Type::integer && r[k_pttl].integer >= 0) h.ttl_left_ms = r[k_pttl].integer;
+    std::map<std::string, std::string> info = field_map(r[k_info]);
+    auto get = [&info](const char* f) {
+      auto it = info.find(f);
+      return it == info.end() ? std::string() : it->second;
+    };
+    h.holder = {get("host"), get("pid"), get("user"), get("cmd")};
+    h.since_ms = to_int(get("since"));
+    h.lease_ms = to_int(get("ttl"));
+    h.fence = to_int(get("fence"));
+    h.lingering = get("lg") == "1";
+    h.preemptible = get("pe") == "1";
+    if (holder_id) *holder_id = get("id");
+    if (auto keeper = to_int(get("keeper"))) {
+      h.keeper = KeeperInfo{static_cast<pid_t>(*keeper), static_cast<pid_t>(to_int(get("watch")).value_or(0))};
     }
     h.held_for_ms = since_to_held(h.since_ms, now);
     if (!h.fence) h.fence = s.fence;
     s.held = true;
+    s.holder_count = 1;
     s.holders.push_back(std::move(h));
   }
-  std::map<std::string, std::string> hi = field_map(r[6]);
-  const auto& holders = r[5].elements;
-  for (size_t i = 0; i + 1 < holders.size(); i += 2) {
+  const size_t per_holder = std::size(k_holder_fields);
+  const auto& holders = r[k_holders].elements;
+  for (size_t i = 0, n = 0; i + 1 < holders.size(); i += 2, ++n) {
     std::optional<int64_t> expiry = to_int(holders[i + 1].str);
     if (!expiry || *expiry <= now) continue;  // lapsed: reaped at the next change
-    const std::string& id = holders[i].str;
+    std::vector<std::string> v(per_holder);
+    if (second.size() > 2) {
+      for (size_t f = 0; f < per_holder; ++f) {
+        size_t at = 1 + n * per_holder + f;
+        if (at < second[2].elements.size()) v[f] = second[2].elements[at].str;
+      }
+    }
     HolderState h;
-    h.holder = {field(hi, id, "h"), field(hi, id, "p"), field(hi, id, "u"), field(hi, id, "c")};
-    h.since_ms = to_int(field(hi, id, "s"));
+    h.holder = {v[1], v[2], v[3], v[4]};
+    h.since_ms = to_int(v[5]);
     h.held_for_ms = since_to_held(h.since_ms, now);
-    h.fence = to_int(field(hi, id, "f"));
-    h.lease_ms = to_int(field(hi, id, "ttl"));
-    h.slot = static_cast<int>(to_int(field(hi, id, "slot")).value_or(0));
-    h.shared = field(hi, id, "m") == "s";
+    h.fence = to_int(v[6]);
+    h.lease_ms = to_int(v[7]);
+    h.slot = static_cast<int>(to_int(v[8]).value_or(0));
+    h.shared = v[0] == "s";
+    h.lingering = v[11] == "1";
     h.ttl_left_ms = *expiry - now;
-    if (auto keeper = to_int(field(hi, id, "kp"))) {
-      h.keeper = KeeperInfo{static_cast<pid_t>(*keeper), static_cast<pid_t>(to_int(field(hi, id, "kw")).value_or(0))};
+    if (auto keeper = to_int(v[9])) {
+      h.keeper = KeeperInfo{static_cast<pid_t>(*keeper), static_cast<pid_t>(to_int(v[10]).value_or(0))};
     }
     s.mode = h.shared ? Mode::shared : Mode::semaphore;
     s.held = true;
     s.holders.push_back(std::move(h));
   }
-  std::map<std::string, int64_t> leases;
-  const auto& wl = r[8].elements;
-  for (size_t i = 0; i + 1 < wl.size(); i += 2) leases[wl[i].str] = to_int(wl[i + 1].str).value_or(0);
-  std::map<std::string, std::string> w = field_map(r[9]);
-  for (const Reply& entry : r[7].elements) {
-    const std::string& id = entry.str;
-    auto lease = leases.find(id);
-    if (lease == leases.end() || lease->second <= now) continue;  // a dead waiter, about to be dropped
-    ++s.queue_length;
-    if (static_cast<int>(s.waiters.size()) >= max_waiters) continue;
+  if (kind != "string") {
+    s.holder_count = second.size() > 0 ? static_cast<int>(to_int(second[0]).value_or(0))
+                                       : static_cast<int>(s.holders.size());
+  }
+  s.queue_length = second.size() > 1 ? static_cast<int>(to_int(second[1]).value_or(0)) : 0;
+  const size_t per_waiter = std::size(k_waiter_fields);
+  std::vector<std::string> queue = ids_of(r[k_queue], false);
+  int position = 0;
+  for (size_t n = 0; n < queue.size(); ++n) {
+    std::optional<int64_t> lease = second.size() > 4 + n ? to_int(second[4 + n]) : std::nullopt;
+    if (!lease || *lease <= now) continue;  // a dead waiter, about to be dropped
+    std::vector<std::string> v(per_waiter);
+    for (size_t f = 0; f < per_waiter; ++f) {
+      size_t at = 1 + n * per_waiter + f;
+      if (second.size() > 3 && at < second[3].elements.size()) v[f] = second[3].elements[at].str;
+    }
     WaiterState ws;
-    ws.holder = {field(w, id, "h"), field(w, id, "p"), field(w, id, "u"), field(w, id, "c")};
-    ws.since_ms = to_int(field(w, id, "s"));
+    ws.holder = {v[1], v[2], v[3], v[4]};
+    ws.since_ms = to_int(v[5]);
     ws.waited_ms = since_to_held(ws.since_ms, now);
-    ws.shared = field(w, id, "m") == "s";
-    ws.position = s.queue_length;
+    ws.shared = v[0] == "s";
+    ws.position = ++position;
     s.waiters.push_back(std::move(ws));
   }
   return s;
 }
 
-std::vector<std::string> scan_keys(Node& node, const std::string& prefix, const std::string& pattern) {
-  std::string match = glob_escape(prefix) + "{" + pattern + "}*";
+std::vector<std::string> scan_keys(Node& node, const std::string& prefix, const std::string& pattern, bool logs) {
+  std::string match = glob_escape(prefix) + "{" + pattern + "}" + (logs ? ":log" : "*");
   std::vector<std::string> keys;
   for (const std::string& full : node.scan(match)) {
     // PREFIX{KEY}, PREFIX{KEY}:h (shared or semaphore holders) or PREFIX{KEY}:q (waiters): a lock
-    // someone holds or waits for; not its :fence or other companions.
+    // someone holds or waits for; not its :fence or other companions. Or PREFIX{KEY}:log.
     if (full.size() < prefix.size() + 2 || full.compare(0, prefix.size(), prefix) != 0 || full[prefix.size()] != '{') {
       continue;
     }
     std::string_view rest = std::string_view(full).substr(prefix.size() + 1);
-    for (std::string_view suffix : {"}", "}:h", "}:q"}) {
+    std::initializer_list<std::string_view> suffixes = {"}", "}:h", "}:q"};
+    std::initializer_list<std::string_view> log_suffix = {"}:log"};
+    for (std::string_view suffix : logs ? log_suffix : suffixes) {
       if (rest.size() > suffix.size() && rest.substr(rest.size() - suffix.size()) == suffix) {
         keys.emplace_back(rest.substr(0, rest.size() - suffix.size()));
         break;

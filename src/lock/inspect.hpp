@@ -21,6 +21,8 @@ struct HolderState {
   std::optional<int64_t> fence;
   int slot = 0;                        // semaphore slot, 1..N
   bool shared = false;
+  bool lingering = false;              // --min-hold: released, but kept until ttl_left_ms passes
+  bool preemptible = false;            // --preemptible
   std::optional<KeeperInfo> keeper;    // held by a keeper (acquire --keepalive)
 };
 
@@ -48,7 +50,8 @@ struct LockState {
   bool held = false;
   Mode mode = Mode::exclusive;      // of the holders (meaningful when held)
   std::optional<int> limit;         // a semaphore's N
-  std::vector<HolderState> holders;  // the exclusive holder, or the shared or semaphore ones
+  std::vector<HolderState> holders;  // the exclusive holder, or the shared or semaphore ones (the first ones)
+  int holder_count = 0;              // all of them
   std::optional<int64_t> fence;     // last fencing token handed out for this key
   int queue_length = 0;
   std::vector<WaiterState> waiters;  // the first ones, up to the number asked
@@ -56,18 +59,22 @@ struct LockState {
   int agreeing = 0;                  // Redlock: masters that agree with the majority's view
 };
 
-// Reads one lock's state in one round trip, with at most max_waiters waiters.
-LockState inspect(Node& node, const LockName& name, int max_waiters = 100);
+// Reads one lock's state in two round trips of single-key commands (no script: a read-only ACL
+// user may run them), with at most `most` holders and waiters: the work is bounded whatever the
+// queue holds.
+LockState inspect(Node& node, const LockName& name, int most = 100);
 
-// The same in two halves, for a multi-node exchange (Redlock): the single-key commands that read
-// a lock, and what their replies say. The exclusive holder's public id (its token's first 16
-// characters) comes back in *holder_id.
-std::vector<redis::Command> inspect_commands(const LockName& name);
-LockState parse_inspect(const LockName& name, const std::vector<redis::Reply>& replies, int max_waiters,
-                        std::string* holder_id = nullptr);
+// The same in parts, for a multi-node exchange (Redlock): the first round's commands; the second
+// round's, from the first round's replies; and what both say. The exclusive holder's public id
+// (its token's first 16 characters) comes back in *holder_id.
+std::vector<redis::Command> inspect_first(const LockName& name, int most);
+std::vector<redis::Command> inspect_second(const LockName& name, const std::vector<redis::Reply>& first);
+LockState parse_inspect(const LockName& name, const std::vector<redis::Reply>& first,
+                        const std::vector<redis::Reply>& second, std::string* holder_id = nullptr);
 
 // The KEYs of the locks under prefix whose KEY matches the glob pattern, held or waited for
-// (SCAN, never KEYS).
-std::vector<std::string> scan_keys(Node& node, const std::string& prefix, const std::string& pattern);
+// (SCAN, never KEYS); with `logs`, those that have a history instead.
+std::vector<std::string> scan_keys(Node& node, const std::string& prefix, const std::string& pattern,
+                                   bool logs = false);
 
 }  // namespace rlock::lock

@@ -3,6 +3,7 @@
 #include "error.hpp"
 #include "exit_code.hpp"
 #include "lock/scripts.hpp"
+#include "log.hpp"
 #include "util/random.hpp"
 #include "util/text.hpp"
 
@@ -43,18 +44,42 @@ const char* mode_code(Mode m) {
   }
 }
 
-std::vector<std::string> contender_args(const Contender& c) {
-  return {c.token, std::to_string(c.ttl.count()), c.holder.host, c.holder.pid, c.holder.user, c.holder.command,
-          mode_code(c.mode), std::to_string(c.limit)};
+// Wakes the contenders a script named: a push to each one's own mailbox. Best effort: a waiter
+// whose push is lost wakes at its next heartbeat anyway.
+void deliver(Node& node, const LockName& name, const Timing& timing, const std::vector<std::string>& ids) {
+  if (ids.empty()) return;
+  std::vector<redis::Command> commands;
+  for (const std::string& id : ids) {
+    std::string mailbox = name.mailbox(id);
+    commands.push_back({"LPUSH", mailbox, "1"});
+    commands.push_back({"LTRIM", mailbox, "0", "0"});
+    commands.push_back({"PEXPIRE", mailbox, std::to_string(timing.mailbox.count())});
+  }
+  try {
+    node.pipeline(commands);
+  } catch (const Error& e) {
+    log::verbose("could not wake {} waiter(s) of {} ({}); they wake at their heartbeat", ids.size(), name.key, e.what());
+  }
 }
 
-// EVAL of a script with the lock's keys (for an undo, which is sent as it is, without EVALSHA).
-redis::Command eval_command(const redis::Script& script, const std::vector<std::string>& keys,
-                            const std::vector<std::string>& args) {
-  redis::Command c{"EVAL", std::string(script.source), std::to_string(keys.size())};
-  c.insert(c.end(), keys.begin(), keys.end());
-  c.insert(c.end(), args.begin(), args.end());
-  return c;
+// Runs one of the lock's scripts for the contender with this id: the timing first, then args.
+// The mailboxes the script names are pushed.
+ScriptReply run_script(Node& node, const LockName& name, const Timing& timing, const redis::Script& script,
+                       std::string_view id, std::vector<std::string> args,
+                       const std::vector<redis::Command>& undo = {}) {
+  args.insert(args.begin(), timing.script_config());
+  ScriptReply r = read_script_reply(node.eval(script, name.script_keys(id), args, undo), name);
+  deliver(node, name, timing, r.push);
+  return r;
+}
+
+// Carries on what a script left for lack of budget (dead waiters at the head, a run of grants),
+// so that the next live waiter is served now rather than at its heartbeat. Each call is bounded;
+// so is the number of calls.
+void finish_work(Node& node, const LockName& name, const Timing& timing, bool more) {
+  for (int round = 0; more && round < 10'000; ++round) {
+    more = run_script(node, name, timing, scripts::k_advance, "0000000000000000", {}).more;
+  }
 }
 
 // The holder named in a reply: host, pid, cmd, since, from e[at].
@@ -67,67 +92,106 @@ void read_holder(const std::vector<Reply>& e, size_t at, int64_t now, Attempt& a
   if (since > 0 && now >= since) a.held_for = util::Millis(now - since);
 }
 
-// {3, position, queue length, since, now, holder host, pid, cmd, holder since, watch...}
+// {position, queue length, since, now, holder host, pid, cmd, holder since, lingering, left,
+// watch...}
 Attempt read_waiting(const std::vector<Reply>& e, const LockName& name) {
-  if (e.size() < 9) unexpected(name, "malformed waiting reply");
+  if (e.size() < 10) unexpected(name, "malformed waiting reply");
   Attempt a;
   a.outcome = Attempt::Outcome::queued;
-  a.position = static_cast<int>(number_of(e[1]));
-  a.queue_length = static_cast<int>(number_of(e[2]));
-  int64_t since = number_of(e[3]);
-  int64_t now = number_of(e[4]);
+  a.position = static_cast<int>(number_of(e[0]));
+  a.queue_length = static_cast<int>(number_of(e[1]));
+  int64_t since = number_of(e[2]);
+  int64_t now = number_of(e[3]);
   if (since > 0 && now >= since) a.waited = util::Millis(now - since);
-  read_holder(e, 5, now, a);
-  for (size_t i = 9; i < e.size(); ++i) a.watch.push_back(text_of(e[i]));
+  read_holder(e, 4, now, a);
+  a.lingering = number_of(e[8]) == 1;
+  a.ttl_left = ttl_of(e[9]);
+  for (size_t i = 10; i < e.size(); ++i) a.watch.push_back(text_of(e[i]));
   return a;
-}
-
-// An acquired or queued reply (the answers of the acquire and wait scripts).
-Attempt read_attempt(const Reply& r, const LockName& name, size_t enclosing_count) {
-  if (r.type != Reply::Type::array || r.elements.empty() || r.elements[0].type != Reply::Type::integer) {
-    unexpected(name, "malformed answer to a lock script");
-  }
-  const auto& e = r.elements;
-  Attempt a;
-  switch (e[0].integer) {
-    case 1:
-      if (e.size() < 3) unexpected(name, "malformed answer to a lock script");
-      a.outcome = Attempt::Outcome::acquired;
-      a.fence = number_of(e[1]);
-      a.slot = static_cast<int>(number_of(e[2]));
-      return a;
-    case 2:
-      if (e.size() < 4 || number_of(e[3]) < 1 || static_cast<size_t>(number_of(e[3])) > enclosing_count) {
-        unexpected(name, "malformed answer to the acquire script");
-      }
-      a.outcome = Attempt::Outcome::reentered;
-      a.fence = number_of(e[1]);
-      a.ttl_left = ttl_of(e[2]);
-      a.enclosing = static_cast<size_t>(number_of(e[3]) - 1);
-      return a;
-    case 3:
-      return read_waiting(e, name);
-    default:
-      if (e.size() < 8) unexpected(name, "malformed answer to the acquire script");
-      a.outcome = Attempt::Outcome::busy;
-      a.ttl_left = ttl_of(e[1]);
-      read_holder(e, 2, number_of(e[6]), a);
-      a.queue_length = static_cast<int>(number_of(e[7]));
-      return a;
-  }
 }
 
 }  // namespace
 
 std::string new_token() { return util::random_hex(24); }
 
-int64_t ClientNode::wait_replicas(int n, util::Millis timeout) {
-  redis::Reply r =
-      m_connection.call_blocking({"WAIT", std::to_string(n), std::to_string(timeout.count())}, timeout);
-  if (r.type != redis::Reply::Type::integer) {
-    throw Error(exit_code::k_internal, fmt::format("unexpected reply to WAIT: {}", r.str));
+Holder parse_who(const std::string& text) {
+  Holder h;
+  std::string* parts[] = {&h.host, &h.pid, &h.user, &h.command};
+  size_t start = 0;
+  for (size_t i = 0; i < 4; ++i) {
+    size_t tab = i < 3 ? text.find('\t', start) : std::string::npos;
+    *parts[i] = text.substr(start, tab == std::string::npos ? std::string::npos : tab - start);
+    if (tab == std::string::npos) break;
+    start = tab + 1;
   }
-  return r.integer;
+  return h;
+}
+
+std::vector<std::string> contender_args(const Contender& c, bool queue, bool redlock) {
+  std::string options;
+  if (queue) options += 'q';
+  if (c.supersede) options += 's';
+  if (c.preempt) options += 'p';
+  if (c.preemptible) options += 'e';
+  if (redlock) options += 'r';
+  return {c.token,        std::to_string(c.ttl.count()),
+          c.holder.host,  c.holder.pid,
+          c.holder.user,  c.holder.command,
+          mode_code(c.mode), std::to_string(c.limit),
+          options,        std::to_string(c.min_hold.count())};
+}
+
+ScriptReply read_script_reply(Reply reply, const LockName& name) {
+  check_reply(reply, name);
+  if (reply.type != Reply::Type::array || reply.elements.size() < 3 || reply.elements[0].type != Reply::Type::integer ||
+      reply.elements[2].type != Reply::Type::array) {
+    unexpected(name, "malformed answer to a lock script");
+  }
+  ScriptReply out;
+  out.code = reply.elements[0].integer;
+  out.more = number_of(reply.elements[1]) == 1;
+  for (const Reply& id : reply.elements[2].elements) out.push.push_back(text_of(id));
+  out.payload.assign(std::make_move_iterator(reply.elements.begin() + 3), std::make_move_iterator(reply.elements.end()));
+  return out;
+}
+
+Attempt read_attempt(const ScriptReply& r, const LockName& name, size_t enclosing_count) {
+  const auto& e = r.payload;
+  Attempt a;
+  switch (r.code) {
+    case 1:
+      if (e.size() < 2) unexpected(name, "malformed answer to a lock script");
+      a.outcome = Attempt::Outcome::acquired;
+      a.fence = number_of(e[0]);
+      a.slot = static_cast<int>(number_of(e[1]));
+      return a;
+    case 2:
+      if (e.size() < 3 || number_of(e[2]) < 1 || static_cast<size_t>(number_of(e[2])) > enclosing_count) {
+        unexpected(name, "malformed answer to the acquire script");
+      }
+      a.outcome = Attempt::Outcome::reentered;
+      a.fence = number_of(e[0]);
+      a.ttl_left = ttl_of(e[1]);
+      a.enclosing = static_cast<size_t>(number_of(e[2]) - 1);
+      return a;
+    case 3:
+      return read_waiting(e, name);
+    case 5:
+      if (e.size() < 2) unexpected(name, "malformed answer to the wait script");
+      a.outcome = Attempt::Outcome::superseded;
+      a.superseded_by = parse_who(text_of(e[1]));
+      return a;
+    case 0:
+      if (e.size() < 8) unexpected(name, "malformed answer to the acquire script");
+      a.outcome = Attempt::Outcome::busy;
+      a.ttl_left = ttl_of(e[0]);
+      read_holder(e, 1, number_of(e[5]), a);
+      a.queue_length = static_cast<int>(number_of(e[6]));
+      a.lingering = number_of(e[7]) == 1;
+      return a;
+    default:
+      unexpected(name, "unknown answer to a lock script");
+  }
 }
 
 Error foreign_data(const std::string& key) {
@@ -174,47 +238,54 @@ void check_reply(const redis::Reply& reply, const LockName& name) {
   unexpected(name, reply.str);
 }
 
-Attempt try_acquire(Node& node, const LockName& name, const Contender& contender, bool queue,
+Attempt try_acquire(Node& node, const LockName& name, const Timing& timing, const Contender& contender, bool queue,
                     const std::vector<std::string>& enclosing_tokens) {
   std::vector<std::string> keys = name.script_keys(contender.id());
-  std::vector<std::string> args = contender_args(contender);
-  args.push_back(queue ? "1" : "0");
+  std::vector<std::string> args = contender_args(contender, queue);
   args.insert(args.end(), enclosing_tokens.begin(), enclosing_tokens.end());
   // If the answer is lost to a timeout, the server may still run the acquire later (it was only
   // slow): the release and the leave, sent right behind it on the same connection, then run right
   // after it, instead of the lock (or a place in the queue) staying with a process that gave up.
-  std::vector<redis::Command> undo = {eval_command(scripts::k_release, keys, {contender.token}),
-                                      eval_command(scripts::k_cancel, keys, {contender.token})};
-  auto sent_at = util::BootClock::now();
-  redis::Reply r = node.eval(scripts::k_acquire, keys, args, undo);
-  check_reply(r, name);
-  Attempt a = read_attempt(r, name, enclosing_tokens.size());
-  a.sent_at = sent_at;
-  return a;
+  const std::string quiet = timing.quiet().script_config();
+  std::vector<redis::Command> undo = {
+      redis::eval_command(scripts::k_release, keys, {quiet, contender.token, "", "", "", "", "", ""}, true),
+      redis::eval_command(scripts::k_cancel, keys, {quiet, contender.token, ""}, true)};
+  // Dead waiters at the head are dropped a budget at a time: call again until there is an answer.
+  for (int round = 0;; ++round) {
+    auto sent_at = util::BootClock::now();
+    ScriptReply r = run_script(node, name, timing, scripts::k_acquire, contender.id(), args, undo);
+    if (r.code == 4 && round < 10'000) continue;
+    Attempt a = read_attempt(r, name, enclosing_tokens.size());
+    a.sent_at = sent_at;
+    return a;
+  }
 }
 
-Attempt wait_turn(Node& node, const LockName& name, const Contender& contender, const std::vector<std::string>& watch,
-                  util::Millis heartbeat) {
-  std::vector<std::string> keys = name.script_keys(contender.id());
-  std::vector<std::string> args = contender_args(contender);
-  redis::Command blpop{"BLPOP"};
-  for (const std::string& id : watch) blpop.push_back(name.mailbox(id));
-  if (watch.empty()) blpop.push_back(name.mailbox(contender.id()));
+Attempt wait_turn(Node& node, const LockName& name, const Timing& timing, const Contender& contender,
+                  const std::vector<std::string>& watch, util::Millis heartbeat) {
+  redis::Command blpop{"BLPOP", name.mailbox(contender.id())};
+  for (const std::string& id : watch) {
+    if (id != contender.id()) blpop.push_back(name.mailbox(id));
+  }
   blpop.push_back(fmt::format("{}.{:03}", heartbeat.count() / 1000, heartbeat.count() % 1000));
   node.pipeline({blpop}, heartbeat);
   // The step (claim a grant, or renew the place) is a request of its own, sent once awake: were
   // it queued behind the BLPOP, a waiter stopped meanwhile (^Z, SIGSTOP) would claim a grant for
   // its whole TTL without knowing; this way its grant lapses after the claim window.
-  auto sent_at = util::BootClock::now();
-  Reply r = node.eval(scripts::k_wait, keys, args);
-  check_reply(r, name);
-  Attempt a = read_attempt(r, name, 0);
-  a.sent_at = sent_at;
-  return a;
+  std::vector<std::string> args = contender_args(contender, true);
+  for (int round = 0;; ++round) {
+    auto sent_at = util::BootClock::now();
+    ScriptReply r = run_script(node, name, timing, scripts::k_wait, contender.id(), args);
+    if (r.code == 4 && round < 10'000) continue;
+    Attempt a = read_attempt(r, name, 0);
+    a.sent_at = sent_at;
+    return a;
+  }
 }
 
-void cancel(Node& node, const LockName& name, const std::string& token) {
-  check_reply(node.eval(scripts::k_cancel, name.script_keys(id_of(token)), {token}), name);
+void cancel(Node& node, const LockName& name, const Timing& timing, const std::string& token, bool timed_out) {
+  ScriptReply r = run_script(node, name, timing, scripts::k_cancel, id_of(token), {token, timed_out ? "t" : ""});
+  finish_work(node, name, timing, r.more);
 }
 
 void confirm_replicas(Node& node, const LockName& name, int n, util::Millis timeout) {
@@ -226,47 +297,49 @@ void confirm_replicas(Node& node, const LockName& name, int n, util::Millis time
   }
 }
 
-bool release(Node& node, const LockName& name, const std::string& token) {
-  Reply r = node.eval(scripts::k_release, name.script_keys(id_of(token)), {token});
-  check_reply(r, name);
-  if (r.type != Reply::Type::integer) unexpected(name, "malformed answer to the release script");
-  return r.integer == 1;
+bool release(Node& node, const LockName& name, const Timing& timing, const std::string& token, const Ending& ending) {
+  ScriptReply r = run_script(node, name, timing, scripts::k_release, id_of(token),
+                             {token, ending.exit_status, ending.holder.host, ending.holder.pid, ending.holder.user,
+                              ending.holder.command, ending.fence ? std::to_string(ending.fence) : ""});
+  finish_work(node, name, timing, r.more);
+  return r.code == 1;
 }
 
-std::optional<Extension> extend(Node& node, const LockName& name, const std::string& token,
+std::optional<Extension> extend(Node& node, const LockName& name, const Timing& timing, const std::string& token,
                                 std::optional<util::Millis> ttl, const std::optional<KeeperInfo>& keeper) {
   std::vector<std::string> args{token, ttl ? std::to_string(ttl->count()) : std::string()};
   if (keeper) {
     args.push_back(std::to_string(keeper->keeper));
     args.push_back(std::to_string(keeper->watched));
   }
-  Reply r = node.eval(scripts::k_extend, name.script_keys(id_of(token)), args);
-  check_reply(r, name);
-  if (r.type == Reply::Type::integer && r.integer == 0) return std::nullopt;
-  if (r.type != Reply::Type::array || r.elements.size() != 2 || r.elements[1].type != Reply::Type::integer) {
+  ScriptReply r = run_script(node, name, timing, scripts::k_extend, id_of(token), args);
+  if (r.code == 0) return std::nullopt;
+  if (r.payload.size() < 3 || r.payload[1].type != Reply::Type::integer) {
     unexpected(name, "malformed answer to the extend script");
   }
-  return Extension{ttl_of(r.elements[0]), util::Millis(r.elements[1].integer)};
+  Extension e{ttl_of(r.payload[0]), util::Millis(r.payload[1].integer), std::nullopt};
+  if (std::string by = text_of(r.payload[2]); !by.empty()) e.preempted_by = parse_who(by);
+  return e;
 }
 
-ForcedRelease force_release(Node& node, const LockName& name) {
-  Reply r = node.eval(scripts::k_force_release, name.script_keys("0000000000000000"), {});
-  check_reply(r, name);
-  if (r.type != Reply::Type::array || r.elements.size() != 3) {
-    unexpected(name, "malformed answer to the force-release script");
-  }
+ForcedRelease force_release(Node& node, const LockName& name, const Timing& timing) {
   ForcedRelease out;
-  out.was_held = number_of(r.elements[0]) > 0;
-  out.shared_holds = static_cast<int>(number_of(r.elements[2]));
-  const auto& info = r.elements[1].elements;
-  for (size_t i = 0; i + 1 < info.size(); i += 2) {
-    const std::string& field = info[i].str;
-    const std::string& value = info[i + 1].str;
-    if (field == "host") out.holder.host = value;
-    else if (field == "pid") out.holder.pid = value;
-    else if (field == "user") out.holder.user = value;
-    else if (field == "cmd") out.holder.command = value;
-    else if (field == "fence") out.fence = number_of(info[i + 1]);
+  for (int round = 0; round < 100'000; ++round) {
+    ScriptReply r = run_script(node, name, timing, scripts::k_force_release, "0000000000000000", {});
+    if (r.payload.size() != 3) unexpected(name, "malformed answer to the force-release script");
+    out.was_held = out.was_held || number_of(r.payload[0]) > 0;
+    out.shared_holds += static_cast<int>(number_of(r.payload[2]));
+    const auto& info = r.payload[1].elements;
+    for (size_t i = 0; i + 1 < info.size(); i += 2) {
+      const std::string& field = info[i].str;
+      const std::string& value = info[i + 1].str;
+      if (field == "host") out.holder.host = value;
+      else if (field == "pid") out.holder.pid = value;
+      else if (field == "user") out.holder.user = value;
+      else if (field == "cmd") out.holder.command = value;
+      else if (field == "fence") out.fence = number_of(info[i + 1]);
+    }
+    if (!r.more) break;
   }
   return out;
 }

@@ -3,6 +3,7 @@
 #include "error.hpp"
 #include "lock/name.hpp"
 #include "lock/node.hpp"
+#include "lock/timing.hpp"
 #include "util/clock.hpp"
 #include "util/duration.hpp"
 
@@ -16,7 +17,7 @@
 
 namespace rlock::lock {
 
-// Who takes a lock, as shown by status (never the token).
+// Who takes a lock, as shown by status and the history (never the token).
 struct Holder {
   std::string host;
   std::string pid;
@@ -38,6 +39,10 @@ struct Contender {
   Holder holder;
   Mode mode = Mode::exclusive;
   int limit = 1;
+  util::Millis min_hold{0};  // --min-hold: the hold lingers until this long after it was taken
+  bool supersede = false;    // --supersede: replaces older superseding waiters
+  bool preempt = false;      // --preempt: asks a preemptible holder to stop, and is served next
+  bool preemptible = false;  // --preemptible: a --preempt request may ask this hold to stop
 
   // Names its place in the queue and its mailbox: the first 16 characters of the token.
   std::string id() const { return token.substr(0, 16); }
@@ -51,50 +56,64 @@ inline std::string id_of(const std::string& token) { return token.substr(0, 16);
 
 // The answer to one attempt at taking a lock, or one step of waiting for it.
 struct Attempt {
-  enum class Outcome { acquired, reentered, busy, queued };
+  enum class Outcome { acquired, reentered, busy, queued, superseded };
 
   Outcome outcome = Outcome::busy;
   util::BootClock::time_point sent_at;  // when the request left: the lease counts from here
   int64_t fence = 0;                      // acquired, reentered
   int slot = 0;                           // acquired with --limit: 1..N
   size_t enclosing = 0;                   // reentered: the index of the enclosing token that owns it
-  std::optional<util::Millis> ttl_left;   // busy, reentered: the holder's TTL left; nullopt when it has none
+  std::optional<util::Millis> ttl_left;   // busy, reentered, queued at the head: the holder's lease left
   Holder holder;                          // busy, queued: who holds it (as far as its info says)
   std::optional<util::Millis> held_for;   // busy, queued: since when, by the server's clock
+  bool lingering = false;                 // busy, queued: the hold is --min-hold's, with no process behind it
   int position = 0;                       // queued: 1 for the head
   int queue_length = 0;                   // busy, queued
   std::optional<util::Millis> waited;     // queued: time in the queue, by the server's clock
   std::vector<std::string> watch;         // queued: the ids whose mailboxes to wait on
   bool contended = false;                 // busy, Redlock: nobody has a majority (leftovers, a split)
+  Holder superseded_by;                   // superseded: the newer request
 };
 
 // Tries once to take the lock, atomically, recording holder info and the next fencing token;
 // with `queue`, joins the queue when it cannot be taken now (else reports it busy). Nobody jumps
 // the queue. A lock owned by one of enclosing_tokens (holds of the calling process tree) is
 // re-entered. Throws Error 65 when the lock is used with another limit or kind.
-Attempt try_acquire(Node& node, const LockName& name, const Contender& contender, bool queue,
+Attempt try_acquire(Node& node, const LockName& name, const Timing& timing, const Contender& contender, bool queue,
                     const std::vector<std::string>& enclosing_tokens);
 
-// One step of waiting in the queue: blocks (BLPOP) until one of the watched mailboxes is pushed
-// or `heartbeat` passes, then claims the lock if it was granted, else renews the place in the
-// queue (joining it again if it was lost). Returns acquired or queued.
-Attempt wait_turn(Node& node, const LockName& name, const Contender& contender, const std::vector<std::string>& watch,
-                  util::Millis heartbeat);
+// One step of waiting in the queue: blocks (BLPOP) until one of the watched mailboxes, or the
+// contender's own, is pushed or `heartbeat` passes, then claims the lock if it was granted, else
+// renews the place in the queue (joining it again if it was lost). Returns acquired, queued, or
+// superseded (a newer --supersede request took the place).
+Attempt wait_turn(Node& node, const LockName& name, const Timing& timing, const Contender& contender,
+                  const std::vector<std::string>& watch, util::Millis heartbeat);
 
-// Leaves the queue (or gives back a grant not yet claimed), waking whoever waited behind.
-void cancel(Node& node, const LockName& name, const std::string& token);
+// Leaves the queue (or gives back a grant not yet claimed), waking whoever waited behind; with
+// timed_out (--wait ran out), the history records the refusal.
+void cancel(Node& node, const LockName& name, const Timing& timing, const std::string& token, bool timed_out);
 
 // Waits for n replicas to acknowledge the acquisition (WAIT, best effort: Redis replication is
 // asynchronous). Throws rlock::Error 69 when fewer answer within timeout.
 void confirm_replicas(Node& node, const LockName& name, int n, util::Millis timeout);
 
-// Gives the hold of token back and hands the lock on; false when the token no longer holds it.
-bool release(Node& node, const LockName& name, const std::string& token);
+// How a hold ended, for the history: the command's exit status, and who held it (recorded as a
+// loss when the token no longer holds the lock).
+struct Ending {
+  std::string exit_status;  // "" when there was no command
+  Holder holder;
+  int64_t fence = 0;
+};
+
+// Gives the hold of token back and hands the lock on (with --min-hold, leaves it lingering until
+// its time); false when the token no longer holds it.
+bool release(Node& node, const LockName& name, const Timing& timing, const std::string& token, const Ending& ending);
 
 // What a successful extend found and did.
 struct Extension {
   std::optional<util::Millis> ttl_left_before;  // the lease's PTTL just before it was reset
   util::Millis ttl{0};                          // the TTL it was reset to
+  std::optional<Holder> preempted_by;           // a --preempt request asks this hold to stop
 };
 
 // A keeper that holds a lock for a process (acquire --keepalive), recorded with the hold.
@@ -105,7 +124,7 @@ struct KeeperInfo {
 
 // Resets the lease of token's hold, to ttl or (nullopt) the TTL it was taken with, recording the
 // keeper if there is one; nullopt when the token no longer holds the lock.
-std::optional<Extension> extend(Node& node, const LockName& name, const std::string& token,
+std::optional<Extension> extend(Node& node, const LockName& name, const Timing& timing, const std::string& token,
                                 std::optional<util::Millis> ttl, const std::optional<KeeperInfo>& keeper = {});
 
 // What release --force removed.
@@ -117,7 +136,10 @@ struct ForcedRelease {
 };
 
 // Removes every hold of the lock whoever has it.
-ForcedRelease force_release(Node& node, const LockName& name);
+ForcedRelease force_release(Node& node, const LockName& name, const Timing& timing);
+
+// "host\tpid\tuser\tcmd", as the scripts name a contender in notices and the history.
+Holder parse_who(const std::string& text);
 
 // The server cannot serve the lock for a moment (TRYAGAIN, LOADING, CLUSTERDOWN...): exit 69,
 // but worth retrying while a --wait lasts.
@@ -132,5 +154,22 @@ public:
 void check_reply(const redis::Reply& reply, const LockName& name);
 // The error (65) for another program's data at one of a lock's keys.
 Error foreign_data(const std::string& key);
+
+// The reply every lock script gives: {code, more, {ids to push}, payload...}.
+struct ScriptReply {
+  int64_t code = 0;
+  bool more = false;                  // the script's budget ran out with work left: call again
+  std::vector<std::string> push;      // contenders whose mailboxes the caller pushes
+  std::vector<redis::Reply> payload;  // the rest, by script and code
+};
+// Reads a script's reply; throws as check_reply does for an error reply, Error 70 when malformed.
+ScriptReply read_script_reply(redis::Reply reply, const LockName& name);
+
+// The contender's arguments of the acquire and wait scripts: token ttl host pid user cmd mode
+// limit options min_hold (see scripts/common.lua).
+std::vector<std::string> contender_args(const Contender& c, bool queue, bool redlock = false);
+// Reads an acquire or wait script's reply into an attempt (enclosing_count: the enclosing tokens
+// sent, for a re-entry's index).
+Attempt read_attempt(const ScriptReply& reply, const LockName& name, size_t enclosing_count);
 
 }  // namespace rlock::lock

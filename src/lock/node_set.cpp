@@ -29,13 +29,7 @@ std::vector<NodeAnswer> ClientNodeSet::eval_all(const redis::Script& script, con
                                                 const std::vector<bool>& which) {
   const size_t n = m_members.size();
   std::vector<NodeAnswer> out(n);
-  auto command = [&](size_t i, bool full) {
-    redis::Command c{full ? "EVAL" : "EVALSHA", std::string(full ? script.source : script.sha1),
-                     std::to_string(keys.size())};
-    c.insert(c.end(), keys.begin(), keys.end());
-    c.insert(c.end(), args[i].begin(), args[i].end());
-    return c;
-  };
+  auto command = [&](size_t i, bool full) { return redis::eval_command(script, keys, args[i], full); };
   // The connection of each member asked (a Sentinel member's master is looked up now, bounded
   // by the per-node timeout; a member that cannot say fails alone).
   std::vector<size_t> asked;

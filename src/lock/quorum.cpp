@@ -27,51 +27,50 @@ std::string text_of(const Reply& r) {
   return r.str;
 }
 
-const char* mode_code(Mode m) {
-  switch (m) {
-    case Mode::shared: return "s";
-    case Mode::semaphore: return "n";
-    default: return "x";
-  }
-}
-
-// A script's error reply on one master as a failure of that master, except the errors that are
-// the caller's (a limit or kind that disagrees, a shared hold upgraded): those end the command.
-std::optional<Error> failure_of(const Reply& r, const LockName& name) {
-  if (!r.is_error()) return std::nullopt;
-  try {
-    check_reply(r, name);
-  } catch (const TransientError& e) {
-    return Error(e.exit_code(), e.what());
-  } catch (const Error& e) {
-    if (e.exit_code() == exit_code::k_usage) throw;
-    if (r.error_code() == "RLOCKLIMIT") throw;
-    return e;
-  }
-  return std::nullopt;
-}
-
 // "NAME: why", without NAME twice when the reason names the master already.
 std::string named(const std::string& name, const std::string& why) {
   if (why.compare(0, name.size(), name) == 0) return why;
   return fmt::format("{}: {}", name, why);
 }
 
-// A master's reply, or nullptr after adding why it has none to failures.
-const Reply* usable(const NodeAnswer& a, const std::string& master, const LockName& name,
-                    std::vector<std::string>& failures) {
-  std::optional<Error> failure = a.error;
-  if (!failure && a.reply) failure = failure_of(*a.reply, name);
-  if (failure || !a.reply) {
-    failures.push_back(named(master, failure ? failure->what() : "no answer"));
-    return nullptr;
+// A master's script reply, or nullopt after adding why it has none to failures. The errors that
+// are the caller's (a limit or kind that disagrees, a shared hold upgraded) end the command.
+std::optional<ScriptReply> usable(const NodeAnswer& a, const std::string& master, const LockName& name,
+                                  std::vector<std::string>& failures) {
+  if (a.error || !a.reply) {
+    failures.push_back(named(master, a.error ? a.error->what() : "no answer"));
+    return std::nullopt;
   }
-  return &*a.reply;
+  try {
+    return read_script_reply(*a.reply, name);
+  } catch (const TransientError& e) {
+    failures.push_back(named(master, e.what()));
+  } catch (const Error& e) {
+    if (e.exit_code() == exit_code::k_usage || a.reply->error_code() == "RLOCKLIMIT") throw;
+    failures.push_back(named(master, e.what()));
+  }
+  return std::nullopt;
+}
+
+// The timing with the script configuration as the first argument of each master's arguments.
+std::vector<std::vector<std::string>> with_config(const Timing& timing, std::vector<std::string> args, size_t n) {
+  args.insert(args.begin(), timing.script_config());
+  return std::vector<std::vector<std::string>>(n, args);
+}
+
+[[noreturn]] void no_majority(const std::vector<std::string>& failures, size_t masters, size_t majority) {
+  std::string list;
+  for (const std::string& f : failures) {
+    if (!list.empty()) list += "; ";
+    list += f;
+  }
+  throw Error(exit_code::k_unavailable, fmt::format("no majority of the {} Redis masters answered ({} needed): {}",
+                                                    masters, majority, list));
 }
 
 }  // namespace
 
-Quorum::Quorum(NodeSet& nodes, Now now) : m_nodes(nodes), m_now(std::move(now)) {}
+Quorum::Quorum(NodeSet& nodes, Timing timing, Now now) : m_nodes(nodes), m_timing(timing), m_now(std::move(now)) {}
 
 util::Millis Quorum::validity(util::BootClock::time_point sent_at, util::Millis ttl) const {
   auto elapsed = std::chrono::duration_cast<util::Millis>(m_now() - sent_at);
@@ -82,21 +81,20 @@ Quorum::Acquisition Quorum::acquire(const LockName& name, const Contender& conte
                                     const std::vector<std::string>& enclosing) {
   const size_t n = m_nodes.size();
   std::vector<std::string> keys = name.script_keys(contender.id());
-  std::vector<std::string> args{contender.token,       std::to_string(contender.ttl.count()),
-                                contender.holder.host, contender.holder.pid,
-                                contender.holder.user, contender.holder.command,
-                                mode_code(contender.mode), std::to_string(contender.limit),
-                                "0"};
+  // Phase 1 records nothing of the acquisition in the masters' histories: phase 2 does, once a
+  // majority granted it.
+  std::vector<std::string> args = contender_args(contender, false, true);
   args.insert(args.end(), enclosing.begin(), enclosing.end());
   Acquisition out;
   std::vector<unsigned char> took(n, 0);  // (std::vector<bool>'s [] trips -Wnull-dereference)
   auto sent_at = m_now();
-  std::vector<NodeAnswer> answers = m_nodes.eval_all(scripts::k_acquire, keys, std::vector(n, args), std::vector(n, true));
+  std::vector<NodeAnswer> answers =
+      m_nodes.eval_all(scripts::k_acquire, keys, with_config(m_timing, args, n), std::vector(n, true));
 
   for (size_t i = 0; i < n; ++i) {
     if (answers[i].error && answers[i].error->exit_code() == exit_code::k_config) {
       // A member that cannot be one (a Cluster node): nothing may stay taken on the others.
-      release(name, contender.token);
+      release(name, contender.token, {}, true);
       throw *answers[i].error;
     }
   }
@@ -106,35 +104,31 @@ Quorum::Acquisition Quorum::acquire(const LockName& name, const Contender& conte
   std::map<int64_t, size_t> reentered;    // re-entry: fence -> masters
   size_t reentered_index = 0;
   for (size_t i = 0; i < n; ++i) {
-    const Reply* reply = usable(answers[i], m_nodes.name(i), name, out.failures);
+    std::optional<ScriptReply> reply = usable(answers[i], m_nodes.name(i), name, out.failures);
     if (!reply) continue;
-    const Reply& r = *reply;
-    if (r.type != Reply::Type::array || r.elements.empty()) {
-      out.failures.push_back(fmt::format("{}: malformed answer", m_nodes.name(i)));
-      continue;
-    }
+    const auto& e = reply->payload;
     ++answered;
-    const auto& e = r.elements;
-    switch (number_of(e[0])) {
+    switch (reply->code) {
       case 1:
         took[i] = 1;
         ++granted;
-        highest = std::max(highest, e.size() > 1 ? number_of(e[1]) : 0);
+        highest = std::max(highest, e.empty() ? 0 : number_of(e[0]));
         break;
       case 2:
-        if (e.size() > 3) {
-          ++reentered[number_of(e[1])];
-          reentered_index = static_cast<size_t>(number_of(e[3]) - 1);
+        if (e.size() > 2) {
+          ++reentered[number_of(e[0])];
+          reentered_index = static_cast<size_t>(number_of(e[2]) - 1);
         }
         break;
       case 0:
-        if (e.size() >= 6) {
-          ++holders[text_of(e[2]) + " " + text_of(e[3]) + " " + text_of(e[5])];
+        if (e.size() >= 5) {
+          ++holders[text_of(e[1]) + " " + text_of(e[2]) + " " + text_of(e[4])];
           if (out.attempt.holder.host.empty()) {
-            out.attempt.holder = {text_of(e[2]), text_of(e[3]), "", text_of(e[4])};
-            out.attempt.ttl_left = e[1].type == Reply::Type::integer && e[1].integer >= 0
-                                       ? std::optional<util::Millis>(util::Millis(e[1].integer))
+            out.attempt.holder = {text_of(e[1]), text_of(e[2]), "", text_of(e[3])};
+            out.attempt.ttl_left = e[0].type == Reply::Type::integer && e[0].integer >= 0
+                                       ? std::optional<util::Millis>(util::Millis(e[0].integer))
                                        : std::nullopt;
+            out.attempt.lingering = e.size() > 7 && number_of(e[7]) == 1;
           }
         }
         break;
@@ -157,13 +151,14 @@ Quorum::Acquisition Quorum::acquire(const LockName& name, const Contender& conte
     // Phase 2: the fence the quorum agreed on, written back to the masters that granted.
     std::vector<NodeAnswer> acks = m_nodes.eval_all(
         scripts::k_merge, keys,
-        std::vector<std::vector<std::string>>(
-            n, {contender.token, std::to_string(highest), std::to_string(contender.ttl.count()), "0"}),
+        with_config(m_timing, {contender.token, std::to_string(highest), std::to_string(contender.ttl.count()), "0"}, n),
         out.granted);
     size_t merged = 0;
     for (size_t i = 0; i < n; ++i) {
-      if (out.granted[i] && acks[i].reply && acks[i].reply->type == Reply::Type::integer && acks[i].reply->integer >= 1) {
-        ++merged;
+      if (!out.granted[i] || !acks[i].reply) continue;
+      try {
+        if (read_script_reply(*acks[i].reply, name).code >= 1) ++merged;
+      } catch (const Error&) {
       }
     }
     if (merged >= majority() && validity(sent_at, contender.ttl) > util::Millis(0)) {
@@ -179,7 +174,7 @@ Quorum::Acquisition Quorum::acquire(const LockName& name, const Contender& conte
 
   // Failed: give back everything, on every master, those that did not answer included (they may
   // have taken it after all). The caller retries after a random delay, never blocked by this.
-  release(name, contender.token);
+  release(name, contender.token, {}, true);
   out.attempt.outcome = Attempt::Outcome::busy;
   out.unavailable = answered < majority();
   for (const auto& [who, count] : holders) out.majority_busy = out.majority_busy || count >= majority();
@@ -197,24 +192,24 @@ Quorum::Extended Quorum::extend(const LockName& name, const std::string& token, 
     args.push_back(std::to_string(keeper->watched));
   }
   auto sent_at = m_now();
-  std::vector<NodeAnswer> answers = m_nodes.eval_all(scripts::k_extend, keys, std::vector(n, args), std::vector(n, true));
+  std::vector<NodeAnswer> answers =
+      m_nodes.eval_all(scripts::k_extend, keys, with_config(m_timing, args, n), std::vector(n, true));
   Extended out;
   size_t extended = 0, lost = 0;
   std::vector<bool> missing(n, false);
   std::optional<util::Millis> least_left;
   util::Millis new_ttl = ttl.value_or(lease_ttl);
   for (size_t i = 0; i < n; ++i) {
-    const Reply* reply = usable(answers[i], m_nodes.name(i), name, out.failures);
+    std::optional<ScriptReply> reply = usable(answers[i], m_nodes.name(i), name, out.failures);
     if (!reply) continue;
-    const Reply& r = *reply;
-    if (r.type == Reply::Type::integer && r.integer == 0) {
+    if (reply->code == 0) {
       ++lost;
       missing[i] = true;
-    } else if (r.type == Reply::Type::array && r.elements.size() == 2) {
+    } else if (reply->payload.size() >= 2) {
       ++extended;
-      new_ttl = util::Millis(number_of(r.elements[1]));
-      if (r.elements[0].type == Reply::Type::integer && r.elements[0].integer >= 0) {
-        util::Millis left(r.elements[0].integer);
+      new_ttl = util::Millis(number_of(reply->payload[1]));
+      if (reply->payload[0].type == Reply::Type::integer && reply->payload[0].integer >= 0) {
+        util::Millis left(reply->payload[0].integer);
         least_left = least_left ? std::min(*least_left, left) : left;
       }
     }
@@ -222,13 +217,13 @@ Quorum::Extended Quorum::extend(const LockName& name, const std::string& token, 
   // Counted only when a majority answered within the validity of the lease they extend.
   if (extended >= majority() && validity(sent_at, new_ttl) > util::Millis(0)) {
     out.outcome = Renewal::renewed;
-    out.extension = Extension{least_left, new_ttl};
+    out.extension = Extension{least_left, new_ttl, std::nullopt};
     // A master that lost the key (it restarted) gets it back, but only with the fence merge, so
     // that no later holder's INCR there can fall below this hold's fence.
     if (lost > 0 && fence > 0) {
       m_nodes.eval_all(scripts::k_merge, keys,
-                       std::vector<std::vector<std::string>>(
-                           n, {token, std::to_string(fence), std::to_string(new_ttl.count()), "1"}),
+                       with_config(m_timing.quiet(), {token, std::to_string(fence), std::to_string(new_ttl.count()), "1"},
+                                   n),
                        missing);
     }
   } else if (lost >= majority()) {
@@ -237,21 +232,92 @@ Quorum::Extended Quorum::extend(const LockName& name, const std::string& token, 
   return out;
 }
 
-Quorum::Released Quorum::release(const LockName& name, const std::string& token) {
+Quorum::Releases Quorum::release(const LockName& name, const std::string& token, const Ending& ending, bool quiet) {
   const size_t n = m_nodes.size();
-  std::vector<NodeAnswer> answers = m_nodes.eval_all(scripts::k_release, name.script_keys(id_of(token)),
-                                                     std::vector<std::vector<std::string>>(n, {token}),
-                                                     std::vector(n, true));
-  Released out;
+  const Timing timing = quiet ? m_timing.quiet() : m_timing;
+  std::vector<NodeAnswer> answers = m_nodes.eval_all(
+      scripts::k_release, name.script_keys(id_of(token)),
+      with_config(timing,
+                  {token, ending.exit_status, ending.holder.host, ending.holder.pid, ending.holder.user,
+                   ending.holder.command, ending.fence ? std::to_string(ending.fence) : ""},
+                  n),
+      std::vector(n, true));
+  Releases out;
   for (size_t i = 0; i < n; ++i) {
-    const NodeAnswer& a = answers[i];
-    if (a.reply && a.reply->type == Reply::Type::integer) {
-      ++out.answered;
-      if (a.reply->integer == 1) ++out.held;
-    } else {
-      out.failures.push_back(named(m_nodes.name(i), a.error ? a.error->what() : "malformed answer"));
+    std::optional<ScriptReply> reply = usable(answers[i], m_nodes.name(i), name, out.failures);
+    if (!reply) continue;
+    ++out.answered;
+    if (reply->code == 1) ++out.held;
+  }
+  return out;
+}
+
+Released Quorum::verdict(const Releases& r) const {
+  if (r.held >= majority()) return Released::released;
+  if (r.answered - r.held >= majority()) return Released::not_held;
+  if (r.answered < majority()) no_majority(r.failures, m_nodes.size(), majority());
+  return Released::unknown;
+}
+
+LockState Quorum::merge_views(const LockName& name, const std::vector<std::optional<LockState>>& states,
+                              const std::vector<std::string>& ids, const std::vector<std::string>& failures) const {
+  const size_t n = m_nodes.size();
+  std::vector<MasterView> views(n);
+  std::map<std::string, size_t> votes;  // holder id ("" for free) -> masters
+  size_t answered = 0;
+  for (size_t i = 0; i < n; ++i) {
+    views[i].url = m_nodes.name(i);
+    if (!states[i]) {
+      views[i].error = failures[i];
+      continue;
+    }
+    ++answered;
+    ++votes[states[i]->held ? ids[i] : std::string()];
+  }
+  if (answered < majority()) {
+    std::vector<std::string> why;
+    for (const MasterView& v : views) {
+      if (!v.error.empty()) why.push_back(v.error);
+    }
+    no_majority(why, n, majority());
+  }
+  std::string best;
+  size_t best_votes = 0;
+  for (const auto& [id, count] : votes) {
+    if (count > best_votes) best = id, best_votes = count;
+  }
+  LockState out;
+  bool majority_view = best_votes >= majority();
+  // The holder as the agreeing masters show it. A master that restarted and got the lock back at
+  // a renewal knows only the token and the fence, not who holds it or since when: the first
+  // agreeing master with the holder's details is taken.
+  auto complete = [&](size_t i) { return !states[i]->holders.empty() && !states[i]->holders.front().holder.host.empty(); };
+  std::optional<size_t> chosen;
+  for (size_t i = 0; i < n; ++i) {
+    if (!states[i]) continue;
+    views[i].held = states[i]->held;
+    if (!states[i]->holders.empty()) views[i].holder = states[i]->holders.front().holder;
+    views[i].agrees = majority_view && (states[i]->held ? ids[i] : std::string()) == best;
+    if (views[i].agrees && (!chosen || (!complete(*chosen) && complete(i)))) chosen = i;
+  }
+  if (chosen) out = *states[*chosen];
+  for (size_t i = 0; i < n; ++i) {
+    if (!states[i]) continue;
+    out.fence = std::max(out.fence.value_or(0), states[i]->fence.value_or(0));
+    if (views[i].agrees && views[i].holder.host.empty() && !out.holders.empty()) {
+      views[i].holder = out.holders.front().holder;
     }
   }
+  if (!majority_view) {
+    // Nobody holds it on a majority: it is free, whatever minorities show.
+    out.held = false;
+    out.holders.clear();
+    out.holder_count = 0;
+  }
+  out.key = name.key;
+  out.masters = views;
+  out.agreeing = 0;
+  for (const MasterView& v : views) out.agreeing += v.agrees;
   return out;
 }
 

@@ -1,8 +1,11 @@
 #pragma once
 
 #include "error.hpp"
+#include "lock/inspect.hpp"
 #include "lock/lease.hpp"
 #include "lock/name.hpp"
+#include "lock/timing.hpp"
+#include "lock/released.hpp"
 #include "redis/connection.hpp"
 #include "util/clock.hpp"
 #include "util/duration.hpp"
@@ -58,7 +61,7 @@ class Quorum {
 public:
   using Now = std::function<util::BootClock::time_point()>;
 
-  Quorum(NodeSet& nodes, Now now);
+  Quorum(NodeSet& nodes, Timing timing, Now now);
 
   size_t majority() const { return m_nodes.size() / 2 + 1; }
 
@@ -88,19 +91,30 @@ public:
                   util::Millis lease_ttl, int64_t fence, const std::optional<KeeperInfo>& keeper = {});
 
   // What a release on every master found.
-  struct Released {
+  struct Releases {
     size_t held = 0;      // masters where the token still held the lock
     size_t answered = 0;  // masters that answered at all
     std::vector<std::string> failures;
   };
-  // Releases on every master.
-  Released release(const LockName& name, const std::string& token);
+  // Releases on every master; `ending` goes into the history (quiet: none, for the leftovers of
+  // an attempt that failed).
+  Releases release(const LockName& name, const std::string& token, const Ending& ending, bool quiet = false);
+  // What the answers prove: released or not held only when a majority says so, else unknown (a
+  // master that timed out may still hold it). Throws Error 69 when fewer than a majority answered.
+  Released verdict(const Releases& answers) const;
+
+  // The lock as a majority of the masters shows it, and how each master sees it. Throws Error 69
+  // when fewer than a majority answered. views[i]: master i's state, or nullopt with
+  // failures[i] set.
+  LockState merge_views(const LockName& name, const std::vector<std::optional<LockState>>& views,
+                        const std::vector<std::string>& holder_ids, const std::vector<std::string>& failures) const;
 
   // The validity left of a lease for ttl whose requests were sent at sent_at: TTL - elapsed - drift.
   util::Millis validity(util::BootClock::time_point sent_at, util::Millis ttl) const;
 
 private:
   NodeSet& m_nodes;
+  Timing m_timing;
   Now m_now;
 };
 

@@ -384,26 +384,20 @@ Reply Client::call_blocking(const Command& argv, util::Millis budget) {
 
 Reply Client::eval(const Script& script, const std::vector<std::string>& keys, const std::vector<std::string>& args,
                    const std::vector<Command>& undo) {
-  Command argv;
-  argv.reserve(3 + keys.size() + args.size());
-  argv.emplace_back("EVALSHA");
-  argv.emplace_back(script.sha1);
-  argv.push_back(std::to_string(keys.size()));
-  argv.insert(argv.end(), keys.begin(), keys.end());
-  argv.insert(argv.end(), args.begin(), args.end());
+  Command argv = eval_command(script, keys, args, false);
   Reply reply = std::move(routed({argv}, util::Millis(0), undo).front());
   if (reply.error_code() == "NOSCRIPT") {
     log::verbose("loading script {} into the server's cache", script.name);
-    argv[0] = "EVAL";
-    argv[1] = std::string(script.source);
+    argv = eval_command(script, keys, args, true);
     reply = std::move(routed({argv}, util::Millis(0), undo).front());
   }
   if (reply.is_error() && reply.str.find("can't run this command") != std::string::npos) {
     throw Error(exit_code::k_permission,
                 fmt::format("{}: permission denied: the ACL user may not run {} (in rlock's {} script); rlock needs "
-                            "+evalsha +eval +get +set +del +incr +hset +hget +hmget +hgetall +hdel +hexists "
-                            "+pexpire +pttl +type +time +zadd +zrem +zscore +zrank +zcard +zcount +zrange "
-                            "+zrangebyscore +lpush +ltrim +blpop +scan on its keys",
+                            "+evalsha +eval +get +set +del +exists +incr +hset +hget +hmget +hgetall +hdel "
+                            "+hincrby +pexpire +pexpireat +pttl +type +time +zadd +zrem +zscore +zrank +zcard "
+                            "+zcount +zrange +zrangebyscore +zrevrangebyscore +zpopmin +lpush +ltrim +blpop +xadd "
+                            "+xrange +xrevrange +scan on its keys",
                             m_url.display(), script_command(script, reply.str), script.name));
   }
   return reply;

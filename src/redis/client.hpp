@@ -61,6 +61,12 @@ public:
   // The connection commands go to now (a Sentinel master is looked up first); for a multi-node
   // exchange (Redlock), which drives it with others from one poll.
   Connection& connection() { return current(); }
+  // A new connection to the node that connection() reaches (the Sentinel master, the Cluster node
+  // that owns the last key used), with the same credentials and TLS: for a blocking command
+  // driven from another poll (run's watch of its own mailbox).
+  std::unique_ptr<Connection> open_sibling() {
+    return std::make_unique<Connection>(current().endpoint(), m_timeouts, m_tls);
+  }
   // After a failure on connection(): forget the Sentinel master, so the next use asks again.
   void forget_master() {
     if (m_url.kind == Url::Kind::sentinel) m_current = nullptr;

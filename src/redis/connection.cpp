@@ -508,4 +508,16 @@ std::vector<Outcome> exchange_all(const std::vector<Connection*>& connections,
   return outcomes;
 }
 
+Command eval_command(const Script& script, const std::vector<std::string>& keys, const std::vector<std::string>& args,
+                     bool source) {
+  Command c;
+  c.reserve(3 + keys.size() + args.size());
+  c.emplace_back(source ? "EVAL" : "EVALSHA");
+  c.emplace_back(source ? script.source : script.sha1);
+  c.push_back(std::to_string(keys.size()));
+  c.insert(c.end(), keys.begin(), keys.end());
+  c.insert(c.end(), args.begin(), args.end());
+  return c;
+}
+
 }  // namespace rlock::redis

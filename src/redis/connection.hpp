@@ -39,6 +39,11 @@ struct Script {
   std::string_view sha1;  // computed at build time
 };
 
+// The command that runs script with keys and args: EVALSHA, or with `source` EVAL (the fallback
+// after NOSCRIPT, and an undo sent blind).
+Command eval_command(const Script& script, const std::vector<std::string>& keys, const std::vector<std::string>& args,
+                     bool source);
+
 // One connection to one Redis server over rlock's own socket (TCP or unix, optionally TLS), with
 // hiredis as the RESP codec. Connects lazily (AUTH and SELECT go out in the same write as the
 // first commands) and bounds every step by the timeouts and by an optional cap.

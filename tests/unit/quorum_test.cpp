@@ -26,10 +26,16 @@ Reply integer(int64_t v) { return Reply{Reply::Type::integer, v, {}, {}}; }
 Reply text(std::string s) { return Reply{Reply::Type::string, 0, std::move(s), {}}; }
 Reply array(std::vector<Reply> e) { return Reply{Reply::Type::array, 0, {}, std::move(e)}; }
 
-Reply granted(int64_t fence) { return array({integer(1), integer(fence), text("")}); }
+// The replies of the lock scripts: {code, more, {ids to push}, payload...}.
+Reply answer(int64_t code, std::vector<Reply> payload = {}) {
+  std::vector<Reply> e{integer(code), integer(0), array({})};
+  e.insert(e.end(), payload.begin(), payload.end());
+  return array(std::move(e));
+}
+Reply granted(int64_t fence) { return answer(1, {integer(fence), text("")}); }
 Reply busy(const std::string& holder_pid) {
-  return array({integer(0), integer(20000), text("host"), text(holder_pid), text("cmd"), text("1000"), integer(2000),
-                integer(0)});
+  return answer(0, {integer(20000), text("host"), text(holder_pid), text("cmd"), text("1000"), integer(2000),
+                    integer(0), integer(0)});
 }
 
 struct FakeClock {
@@ -56,7 +62,7 @@ public:
       if (!which[i]) continue;
       calls[std::string(script.name)].push_back({i, args[i]});
       auto& plan = behaviours[std::string(script.name)];
-      Behaviour b = i < plan.size() ? plan[i] : Behaviour{integer(1), Millis(0)};
+      Behaviour b = i < plan.size() ? plan[i] : Behaviour{answer(1), Millis(0)};
       slowest = std::max(slowest, b.delay);
       if (b.reply) {
         out[i].reply = *b.reply;
@@ -100,14 +106,14 @@ TEST(Quorum, AMajorityTakesTheLargestFenceAndWritesItBack) {
   FakeClock clock;
   ScriptedNodes nodes(5, clock);
   nodes.behaviours["acquire"] = {{granted(10)}, {granted(12)}, {std::nullopt}, {granted(11)}, {std::nullopt}};
-  Quorum q(nodes, [&] { return clock.now; });
+  Quorum q(nodes, rlock::lock::Timing{}, [&] { return clock.now; });
   Quorum::Acquisition a = q.acquire(k_name, contender(), {});
   ASSERT_EQ(a.attempt.outcome, Attempt::Outcome::acquired);
   EXPECT_EQ(a.attempt.fence, 12);
   EXPECT_EQ(a.failures.size(), 2u);
   // Phase 2 goes to the masters that granted, with T = 12.
   EXPECT_EQ(nodes_called(nodes, "merge"), (std::set<size_t>{0, 1, 3}));
-  for (const auto& [i, args] : nodes.calls["merge"]) EXPECT_EQ(args[1], "12");
+  for (const auto& [i, args] : nodes.calls["merge"]) EXPECT_EQ(args[2], "12");
   EXPECT_TRUE(nodes_called(nodes, "release").empty());
 }
 
@@ -115,7 +121,7 @@ TEST(Quorum, TooFewAnswersIsUnavailableNeverBusyAndEverythingIsGivenBack) {
   FakeClock clock;
   ScriptedNodes nodes(5, clock);
   nodes.behaviours["acquire"] = {{granted(1)}, {granted(2)}, {std::nullopt}, {std::nullopt}, {std::nullopt}};
-  Quorum q(nodes, [&] { return clock.now; });
+  Quorum q(nodes, rlock::lock::Timing{}, [&] { return clock.now; });
   Quorum::Acquisition a = q.acquire(k_name, contender(), {});
   EXPECT_EQ(a.attempt.outcome, Attempt::Outcome::busy);
   EXPECT_TRUE(a.unavailable);
@@ -130,7 +136,7 @@ TEST(Quorum, AHolderOnAMajorityIsBusy) {
   FakeClock clock;
   ScriptedNodes nodes(5, clock);
   nodes.behaviours["acquire"] = {{granted(1)}, {busy("7")}, {busy("7")}, {busy("7")}, {granted(2)}};
-  Quorum q(nodes, [&] { return clock.now; });
+  Quorum q(nodes, rlock::lock::Timing{}, [&] { return clock.now; });
   Quorum::Acquisition a = q.acquire(k_name, contender(), {});
   EXPECT_EQ(a.attempt.outcome, Attempt::Outcome::busy);
   EXPECT_FALSE(a.unavailable);
@@ -144,7 +150,7 @@ TEST(Quorum, LeftoversOnAMinorityAreNotBusy) {
   FakeClock clock;
   ScriptedNodes nodes(5, clock);
   nodes.behaviours["acquire"] = {{granted(1)}, {busy("7")}, {busy("7")}, {std::nullopt}, {granted(2)}};
-  Quorum q(nodes, [&] { return clock.now; });
+  Quorum q(nodes, rlock::lock::Timing{}, [&] { return clock.now; });
   Quorum::Acquisition a = q.acquire(k_name, contender(), {});
   EXPECT_EQ(a.attempt.outcome, Attempt::Outcome::busy);
   EXPECT_FALSE(a.unavailable);
@@ -157,7 +163,7 @@ TEST(Quorum, AMajorityThatAnswersTooLateDoesNotCount) {
   ScriptedNodes nodes(3, clock);
   // The answers came after the whole TTL: no validity left.
   nodes.behaviours["acquire"] = {{granted(1), 1000ms}, {granted(2), 1000ms}, {granted(3), 1000ms}};
-  Quorum q(nodes, [&] { return clock.now; });
+  Quorum q(nodes, rlock::lock::Timing{}, [&] { return clock.now; });
   Quorum::Acquisition a = q.acquire(k_name, contender(1000ms), {});
   EXPECT_EQ(a.attempt.outcome, Attempt::Outcome::busy);
   EXPECT_FALSE(a.unavailable);
@@ -171,13 +177,13 @@ TEST(Quorum, ValidityIsTtlMinusElapsedMinusDrift) {
     FakeClock clock;
     ScriptedNodes nodes(3, clock);
     nodes.behaviours["acquire"] = {{granted(1), elapsed}, {granted(2)}, {granted(3)}};
-    Quorum q(nodes, [&] { return clock.now; });
+    Quorum q(nodes, rlock::lock::Timing{}, [&] { return clock.now; });
     EXPECT_EQ(q.acquire(k_name, contender(1000ms), {}).attempt.outcome == Attempt::Outcome::acquired, ok)
         << elapsed.count();
   }
   FakeClock clock;
   ScriptedNodes nodes(3, clock);
-  Quorum q(nodes, [&] { return clock.now; });
+  Quorum q(nodes, rlock::lock::Timing{}, [&] { return clock.now; });
   auto sent = clock.now;
   clock.now += 500ms;
   EXPECT_EQ(q.validity(sent, 1000ms), Millis(1000 - 500 - 12));
@@ -187,39 +193,39 @@ TEST(Quorum, AFenceNotTakenByAMajorityFailsTheAttempt) {
   FakeClock clock;
   ScriptedNodes nodes(3, clock);
   nodes.behaviours["acquire"] = {{granted(5)}, {granted(6)}, {granted(7)}};
-  nodes.behaviours["merge"] = {{integer(1)}, {integer(0)}, {std::nullopt}};
-  Quorum q(nodes, [&] { return clock.now; });
+  nodes.behaviours["merge"] = {{answer(1)}, {answer(0)}, {std::nullopt}};
+  Quorum q(nodes, rlock::lock::Timing{}, [&] { return clock.now; });
   Quorum::Acquisition a = q.acquire(k_name, contender(), {});
   EXPECT_EQ(a.attempt.outcome, Attempt::Outcome::busy);
   EXPECT_EQ(nodes_called(nodes, "release").size(), 3u);
 }
 
 TEST(Quorum, RenewalCountsOnlyAMajorityWithinTheValidity) {
-  Reply extended = array({integer(5000), integer(10000)});
+  Reply extended = answer(1, {integer(5000), integer(10000), text("")});
   {
     FakeClock clock;
     ScriptedNodes nodes(5, clock);
-    nodes.behaviours["extend"] = {{extended}, {extended}, {extended}, {std::nullopt}, {integer(0)}};
-    Quorum q(nodes, [&] { return clock.now; });
+    nodes.behaviours["extend"] = {{extended}, {extended}, {extended}, {std::nullopt}, {answer(0)}};
+    Quorum q(nodes, rlock::lock::Timing{}, [&] { return clock.now; });
     Quorum::Extended e = q.extend(k_name, contender().token, std::nullopt, 10s, 42);
     EXPECT_EQ(e.outcome, Quorum::Renewal::renewed);
     // The master that lost the key gets it back, with the fence merge (rejoin).
     ASSERT_EQ(nodes_called(nodes, "merge"), (std::set<size_t>{4}));
-    EXPECT_EQ(nodes.calls["merge"][0].second[1], "42");
-    EXPECT_EQ(nodes.calls["merge"][0].second[3], "1");
+    EXPECT_EQ(nodes.calls["merge"][0].second[2], "42");
+    EXPECT_EQ(nodes.calls["merge"][0].second[4], "1");
   }
   {
     FakeClock clock;
     ScriptedNodes nodes(5, clock);
-    nodes.behaviours["extend"] = {{extended}, {extended}, {std::nullopt}, {std::nullopt}, {integer(0)}};
-    Quorum q(nodes, [&] { return clock.now; });
+    nodes.behaviours["extend"] = {{extended}, {extended}, {std::nullopt}, {std::nullopt}, {answer(0)}};
+    Quorum q(nodes, rlock::lock::Timing{}, [&] { return clock.now; });
     EXPECT_EQ(q.extend(k_name, contender().token, std::nullopt, 10s, 42).outcome, Quorum::Renewal::failed);
   }
   {
     FakeClock clock;
     ScriptedNodes nodes(5, clock);
-    nodes.behaviours["extend"] = {{extended}, {integer(0)}, {integer(0)}, {integer(0)}, {std::nullopt}};
-    Quorum q(nodes, [&] { return clock.now; });
+    nodes.behaviours["extend"] = {{extended}, {answer(0)}, {answer(0)}, {answer(0)}, {std::nullopt}};
+    Quorum q(nodes, rlock::lock::Timing{}, [&] { return clock.now; });
     EXPECT_EQ(q.extend(k_name, contender().token, std::nullopt, 10s, 42).outcome, Quorum::Renewal::lost);
   }
   {
@@ -227,7 +233,7 @@ TEST(Quorum, RenewalCountsOnlyAMajorityWithinTheValidity) {
     FakeClock clock;
     ScriptedNodes nodes(3, clock);
     nodes.behaviours["extend"] = {{extended, 10s}, {extended}, {extended}};
-    Quorum q(nodes, [&] { return clock.now; });
+    Quorum q(nodes, rlock::lock::Timing{}, [&] { return clock.now; });
     EXPECT_EQ(q.extend(k_name, contender().token, std::nullopt, 10s, 42).outcome, Quorum::Renewal::failed);
   }
 }
@@ -260,7 +266,7 @@ public:
         out[i].error = Error(69, "down");
         continue;
       }
-      const std::string& token = args[i][0];
+      const std::string& token = args[i][1];
       if (kind == "acquire") {
         if (m.owner && *m.owner != token) {
           out[i].reply = busy("other");
@@ -271,15 +277,15 @@ public:
         }
       } else if (kind == "merge") {
         if (m.owner == token) {
-          m.fence = std::max<int64_t>(m.fence, std::stoll(args[i][1]));
-          out[i].reply = integer(1);
+          m.fence = std::max<int64_t>(m.fence, std::stoll(args[i][2]));
+          out[i].reply = answer(1);
         } else {
-          out[i].reply = integer(0);
+          out[i].reply = answer(0);
         }
       } else if (kind == "release") {
         bool mine = m.owner == token;
         if (mine) m.owner.reset();
-        out[i].reply = integer(mine ? 1 : 0);
+        out[i].reply = answer(mine ? 1 : 0);
       }
     }
     clock_us += 1000;
@@ -298,7 +304,7 @@ TEST(Quorum, FencesIncreaseStrictlyAcrossFailuresAndRestarts) {
   for (size_t n : {3u, 5u}) {
     ModelNodes nodes(n);
     FakeClock clock;
-    Quorum q(nodes, [&] { return clock.now; });
+    Quorum q(nodes, rlock::lock::Timing{}, [&] { return clock.now; });
     int64_t last = 0;
     int acquired = 0;
     for (int round = 0; round < 2000; ++round) {
@@ -314,8 +320,39 @@ TEST(Quorum, FencesIncreaseStrictlyAcrossFailuresAndRestarts) {
       ++acquired;
       EXPECT_GT(a.attempt.fence, last) << "round " << round;
       last = a.attempt.fence;
-      q.release(k_name, c.token);
+      q.release(k_name, c.token, {});
     }
     EXPECT_GT(acquired, 500) << n;
+  }
+}
+
+TEST(Quorum, AReleaseProvesOnlyWhatAMajoritySays) {
+  // 5 masters. A loss is proved only when a majority says "not held"; a master that timed out
+  // proves nothing, whatever the others say.
+  struct Case {
+    std::vector<std::optional<int64_t>> answers;  // 1 held, 0 not held, nullopt timed out
+    std::optional<rlock::lock::Released> expected;  // nullopt: 69, no majority answered
+  };
+  using R = rlock::lock::Released;
+  std::vector<Case> cases = {
+      {{1, 1, 1, 0, 0}, R::released},
+      {{0, 0, 0, 1, 1}, R::not_held},
+      {{1, 1, 0, std::nullopt, std::nullopt}, R::unknown},
+      {{1, 0, 0, std::nullopt, 1}, R::unknown},
+      {{0, 0, std::nullopt, std::nullopt, std::nullopt}, std::nullopt},
+  };
+  for (const Case& c : cases) {
+    FakeClock clock;
+    ScriptedNodes nodes(5, clock);
+    for (const auto& a : c.answers) {
+      nodes.behaviours["release"].push_back({a ? std::optional<Reply>(answer(*a)) : std::nullopt, Millis(0)});
+    }
+    Quorum q(nodes, rlock::lock::Timing{}, [&] { return clock.now; });
+    Quorum::Releases r = q.release(k_name, contender().token, {});
+    if (c.expected) {
+      EXPECT_EQ(q.verdict(r), *c.expected);
+    } else {
+      EXPECT_THROW(q.verdict(r), Error);
+    }
   }
 }

@@ -1,21 +1,31 @@
 -- A waiter gives up (--wait ran out, a signal): it leaves the queue, or gives back a grant it has
--- not claimed, and wakes whoever watched it.
--- KEYS: the lock's keys. ARGV: token. Returns 1.
-local token = ARGV[1]
+-- not claimed, and wakes whoever watched it. A wait that ran out goes into the history as busy.
+-- KEYS: the lock's keys. ARGV: cfg, token, reason ("t": the wait ran out; "": interrupted).
+-- Returns {1, more, push}.
+local token = ARGV[2]
 local id = id_of(token)
-if redis.call('ZSCORE', KEYS[K_Q], id) then
+CALLER = id
+if redis.call('ZSCORE', K.q, id) then
+  if ARGV[3] == 't' then
+    local d = load_waiter(id)
+    event('busy', {'h', d.h, 'p', d.p, 'u', d.u, 'c', d.c, 'w', d.js and tostring(NOW - tonumber(d.js)) or '',
+                   'id', id})
+  end
   remove_waiter(id)
 else
   local mode = hold_kind(token, id) or 'x'
   local ours, _, _, claimed = held_by(token, id, mode)
   if ours and not claimed then
     if mode == 'x' then
-      redis.call('DEL', KEYS[K_LOCK], KEYS[K_INFO])
+      redis.call('DEL', K.lock, K.info)
     else
       remove_holder(id)
     end
   end
 end
-wake(KEYS[K_MB])
+redis.call('ZREM', K.gone, id)
+redis.call('HDEL', K.w, id .. '.g')
+wake(K.mb)
 advance()
-return 1
+set_expiries()
+return reply(1)

@@ -1,42 +1,74 @@
 -- Shared by every lock script (CMake puts it in front of each one).
 --
--- The keys of one lock, all under its hash tag and all declared by the caller:
---   KEYS[1]  PREFIX{KEY}          the exclusive holder's token (PX = its lease)
---   KEYS[2]  ...:fence            fencing counter, never expires
---   KEYS[3]  ...:info             the exclusive holder: id host pid user cmd since fence ttl claimed
---   KEYS[4]  ...:q                the queue: ZSET id -> arrival (server microseconds, made unique)
---   KEYS[5]  ...:w                the waiters: HASH "<id>.<field>" (t m h p u c s ttl)
---   KEYS[6]  ...:wl               the waiters' leases: ZSET id -> expiry (server ms)
---   KEYS[7]  ...:h                shared and semaphore holders: ZSET id -> lease expiry (server ms)
---   KEYS[8]  ...:hi               their data: HASH "<id>.<field>" (t m h p u c s f ttl slot k)
---   KEYS[9]  ...:limit            the semaphore's N while it has holders or waiters
---   KEYS[10] ...:slots            semaphore slots: HASH slot -> holder id
---   KEYS[11] ...:mb:<id>          the caller's mailbox: pushed when its hold or its place ends
+-- The keys of one lock, all under its hash tag and all declared by the caller, in the order of
+-- lock/name.hpp (LockName::script_keys):
+local K = {
+  lock = KEYS[1],    -- PREFIX{KEY}: the exclusive holder's token (PX: its lease), or a lingering mark
+  fence = KEYS[2],   -- fencing counter
+  info = KEYS[3],    -- the exclusive holder: HASH id host pid user cmd since fence ttl claimed ...
+  q = KEYS[4],       -- the queue: ZSET id -> arrival (server microseconds, made unique)
+  w = KEYS[5],       -- the waiters: HASH "<id>.<field>"
+  wl = KEYS[6],      -- the waiters' leases: ZSET id -> expiry (server ms)
+  h = KEYS[7],       -- shared and semaphore holders: ZSET id -> expiry (server ms)
+  hi = KEYS[8],      -- their data: HASH "<id>.<field>"
+  sem = KEYS[9],     -- the semaphore: HASH limit, next (the highest slot handed out so far)
+  free = KEYS[10],   -- semaphore slots given back: ZSET slot -> slot
+  sq = KEYS[11],     -- the waiters that asked to supersede older ones: ZSET id -> arrival
+  gone = KEYS[12],   -- waiters told to leave (superseded): ZSET id -> when the notice lapses
+  log = KEYS[13],    -- the lock's history: STREAM
+  mb = KEYS[14],     -- the caller's mailbox: pushed when its hold or its place ends
+}
 -- A contender's id is the first 16 characters of its token (the rest, 128 bits, is the secret).
 --
--- Waiting: each waiter blocks (BLPOP, outside Lua) on the mailbox of the one just before it in
--- the queue, or at the head, of the holders; whoever leaves pushes its own mailbox. The next
--- live waiter is granted the lock in the script that frees it (a claim window of CLAIM_MS); it
--- claims the grant in its next wait step. A waiter whose lease in the queue (LEASE_MS, renewed
--- by its heartbeat) ran out is dead and leaves the queue when next seen; a grant not claimed in
--- time expires and goes to the next one.
+-- ARGV[1], for every script: the queue's timing and the log's length, set by the client (tests
+-- scale the times): "lease_ms claim_ms mailbox_ms history_ms log_length".
+--
+-- Waiting: each waiter blocks (BLPOP, outside Lua) on its own mailbox and on the mailbox of the
+-- one just before it in the queue, or at the head, of the holders; whoever leaves pushes its own
+-- mailbox. The next live waiter is granted the lock in the script that frees it (a claim window
+-- of CLAIM); it claims the grant in its next wait step. A waiter whose lease in the queue (LEASE,
+-- renewed by its heartbeat) ran out is dead: it is skipped and dropped, never granted. A grant
+-- not claimed in time lapses and goes to the next one. A granted waiter that watched someone
+-- else than the caller is named in the reply, and the caller pushes its mailbox.
+--
+-- Bounded work: no script removes, grants or reports more than BUDGET entries, whatever the
+-- queue holds. What is left is reported (the reply's `more`), and the caller calls again at once:
+-- the rest is amortised over calls, and no call can stall the server for its other clients.
 
-local LEASE_MS = 3000  -- a waiter that missed its heartbeats this long is gone
-local CLAIM_MS = 2000  -- a grant not claimed this long goes to the next waiter
-local MAILBOX_MS = 10000
-local REAP = 16        -- dead entries removed per call (amortised)
+local BUDGET = 100
 
-local K_LOCK, K_FENCE, K_INFO, K_Q, K_W, K_WL, K_H, K_HI, K_LIMIT, K_SLOTS, K_MB = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11
+local CFG = {}
+for n in string.gmatch(ARGV[1], '%d+') do CFG[#CFG + 1] = tonumber(n) end
+local LEASE, CLAIM, MAILBOX, HISTORY, LOG_LENGTH = CFG[1], CFG[2], CFG[3], CFG[4], CFG[5]
 
-local WAITER_FIELDS = {'t', 'm', 'h', 'p', 'u', 'c', 's', 'ttl'}
-local HOLDER_FIELDS = {'t', 'm', 'h', 'p', 'u', 'c', 's', 'f', 'ttl', 'slot', 'k', 'kp', 'kw'}
+local WAITER_FIELDS = {'t', 'm', 'h', 'p', 'u', 'c', 's', 'ttl', 'o', 'mh', 'wt', 'g'}
+local HOLDER_FIELDS = {'t', 'm', 'h', 'p', 'u', 'c', 's', 'f', 'ttl', 'slot', 'k', 'kp', 'kw', 'js', 'lu', 'lg', 'x'}
 
 local t = redis.call('TIME')
 local NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local NOW_US = t[1] .. string.format('%06d', tonumber(t[2]))
 
+local WORK = 0        -- entries removed, granted or reported so far
+local MORE = false    -- the budget ran out with work left: the caller calls again
+local PUSH = {}       -- ids whose mailboxes the caller pushes after the script
+local CALLER = ''     -- the caller's id
+
+local function spend()
+  if WORK >= BUDGET then
+    MORE = true
+    return false
+  end
+  WORK = WORK + 1
+  return true
+end
+
 local function id_of(token)
   return string.sub(token, 1, 16)
+end
+
+-- The reply of every script: {code, more (0/1), {ids to push}, payload...}.
+local function reply(code, ...)
+  return {code, MORE and 1 or 0, PUSH, ...}
 end
 
 local function fields(id, names)
@@ -46,55 +78,149 @@ local function fields(id, names)
 end
 
 local function check_types()
-  local kind = redis.call('TYPE', KEYS[K_LOCK])['ok']
+  local kind = redis.call('TYPE', K.lock)['ok']
   if kind ~= 'none' and kind ~= 'string' then
-    return redis.error_reply('WRONGTYPE ' .. KEYS[K_LOCK] .. ' holds a ' .. kind .. ', not an rlock lock')
+    return redis.error_reply('WRONGTYPE ' .. K.lock .. ' holds a ' .. kind .. ', not an rlock lock')
   end
   return nil
 end
 
--- The next fencing token. A missing counter starts from the server's clock in microseconds: above
--- every value it can have handed out before a restart that lost it.
+-- Appends one event to the lock's history (capped at LOG_LENGTH; 0: no history). ev: field list.
+local function event(kind, ev)
+  if LOG_LENGTH == 0 then return end
+  local args = {'XADD', K.log, 'MAXLEN', LOG_LENGTH, '*', 'e', kind}
+  for i = 1, #ev, 2 do
+    if ev[i + 1] and ev[i + 1] ~= '' then
+      args[#args + 1] = ev[i]
+      args[#args + 1] = ev[i + 1]
+    end
+  end
+  redis.call(unpack(args))
+  redis.call('PEXPIRE', K.log, HISTORY)
+end
+
+-- The next fencing token. A missing counter (never used, idle past HISTORY, or lost to a restart)
+-- starts from the server's clock in microseconds: above every value it handed out before.
 local function next_fence()
-  redis.call('SET', KEYS[K_FENCE], NOW_US, 'NX')
-  local fence = redis.pcall('INCR', KEYS[K_FENCE])
+  redis.call('SET', K.fence, NOW_US, 'NX')
+  local fence = redis.pcall('INCR', K.fence)
   -- Another program's data (a hash, a word): say which of the lock's keys it is.
   if type(fence) == 'table' and fence.err then error(redis.error_reply('RLOCKFOREIGN fence')) end
+  redis.call('PEXPIRE', K.fence, HISTORY)
   return fence
 end
 
 local function wake(mailbox)
   redis.call('LPUSH', mailbox, '1')
   redis.call('LTRIM', mailbox, 0, 0)
-  redis.call('PEXPIRE', mailbox, MAILBOX_MS)
+  redis.call('PEXPIRE', mailbox, MAILBOX)
 end
 
 local function remove_waiter(id)
-  redis.call('ZREM', KEYS[K_Q], id)
-  redis.call('ZREM', KEYS[K_WL], id)
-  redis.call('HDEL', KEYS[K_W], unpack(fields(id, WAITER_FIELDS)))
+  redis.call('ZREM', K.q, id)
+  redis.call('ZREM', K.wl, id)
+  redis.call('ZREM', K.sq, id)
+  redis.call('HDEL', K.w, unpack(fields(id, WAITER_FIELDS)))
+end
+
+local function semaphore_limit()
+  return tonumber(redis.call('HGET', K.sem, 'limit') or '1')
+end
+
+local function take_slot(limit)
+  local given = redis.call('ZPOPMIN', K.free)
+  if given[1] then return given[1] end
+  local n = redis.call('HINCRBY', K.sem, 'next', 1)
+  if n <= limit then return tostring(n) end
+  return ''
 end
 
 local function remove_holder(id)
-  redis.call('ZREM', KEYS[K_H], id)
-  local slot = redis.call('HGET', KEYS[K_HI], id .. '.slot')
-  if slot and slot ~= '' then redis.call('HDEL', KEYS[K_SLOTS], slot) end
-  redis.call('HDEL', KEYS[K_HI], unpack(fields(id, HOLDER_FIELDS)))
+  redis.call('ZREM', K.h, id)
+  local slot = redis.call('HGET', K.hi, id .. '.slot')
+  if slot and slot ~= '' then redis.call('ZADD', K.free, slot, slot) end
+  redis.call('HDEL', K.hi, unpack(fields(id, HOLDER_FIELDS)))
 end
 
+local function holder_event(kind, id, extra)
+  local v = redis.call('HMGET', K.hi, id .. '.h', id .. '.p', id .. '.u', id .. '.c', id .. '.f', id .. '.s')
+  local ev = {'h', v[1], 'p', v[2], 'u', v[3], 'c', v[4], 'f', v[5], 'id', id}
+  if v[6] then ev[#ev + 1] = 'd'; ev[#ev + 1] = tostring(NOW - tonumber(v[6])) end
+  for _, x in ipairs(extra or {}) do ev[#ev + 1] = x end
+  event(kind, ev)
+end
+
+-- The exclusive holder whose lease ran out without a release (it died, or was cut off): its
+-- lock is handed on; the history says so. `info` outlives the lock for that.
+local function note_expired()
+  if redis.call('EXISTS', K.lock) == 1 then return end
+  local v = redis.call('HMGET', K.info, 'id', 'host', 'pid', 'user', 'cmd', 'fence', 'since', 'exp', 'claimed', 'lg')
+  if not v[1] then return end
+  if v[9] == '1' and v[10] ~= '1' then
+    local held = ''
+    if v[7] and v[8] then held = tostring(tonumber(v[8]) - tonumber(v[7])) end
+    event('expired', {'h', v[2], 'p', v[3], 'u', v[4], 'c', v[5], 'f', v[6], 'd', held, 'id', v[1]})
+  end
+  redis.call('DEL', K.info)
+end
+
+-- Removes dead entries, at most the budget: waiters whose lease ran out, holders whose lease ran
+-- out (a claimed one's end goes into the history), and notices nobody came for.
 local function reap()
-  for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[K_WL], '-inf', NOW, 'LIMIT', 0, REAP)) do
+  if WORK >= BUDGET then MORE = true return end
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', K.wl, '-inf', NOW, 'LIMIT', 0, BUDGET - WORK)) do
+    spend()
     remove_waiter(id)
   end
-  for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[K_H], '-inf', NOW, 'LIMIT', 0, REAP)) do
+  if WORK >= BUDGET then MORE = true return end
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', K.h, '-inf', NOW, 'LIMIT', 0, BUDGET - WORK)) do
+    spend()
+    local v = redis.call('HMGET', K.hi, id .. '.k', id .. '.lg')
+    if v[1] == '1' and v[2] ~= '1' then holder_event('expired', id) end
     remove_holder(id)
+  end
+  if WORK >= BUDGET then MORE = true return end
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', K.gone, '-inf', NOW, 'LIMIT', 0, BUDGET - WORK)) do
+    spend()
+    redis.call('ZREM', K.gone, id)
+    redis.call('HDEL', K.w, id .. '.g')
   end
 end
 
 -- The semaphore's N stays only while someone holds or waits.
 local function tidy_limit()
-  if redis.call('ZCARD', KEYS[K_H]) == 0 and redis.call('ZCARD', KEYS[K_Q]) == 0 then
-    redis.call('DEL', KEYS[K_LIMIT])
+  if redis.call('ZCARD', K.h) == 0 and redis.call('ZCARD', K.q) == 0 then
+    redis.call('DEL', K.sem, K.free)
+  end
+end
+
+-- Every structure expires when nothing in it can matter any more: the holders' after the last
+-- lease, the queue's after the last waiter's lease; nothing stays behind an unused lock.
+local function set_expiries()
+  local margin = LEASE + CLAIM
+  local held = redis.call('ZRANGE', K.h, -1, -1, 'WITHSCORES')[2]
+  local waited = redis.call('ZRANGE', K.wl, -1, -1, 'WITHSCORES')[2]
+  local notice = redis.call('ZRANGE', K.gone, -1, -1, 'WITHSCORES')[2]
+  if held then
+    local at = tonumber(held) + margin
+    redis.call('PEXPIREAT', K.h, at)
+    redis.call('PEXPIREAT', K.hi, at)
+  end
+  local queue_end = waited and tonumber(waited) + margin or nil
+  if queue_end then
+    redis.call('PEXPIREAT', K.q, queue_end)
+    redis.call('PEXPIREAT', K.wl, queue_end)
+    redis.call('PEXPIREAT', K.sq, queue_end)
+  end
+  local w_end = queue_end
+  if notice and (not w_end or tonumber(notice) > w_end) then w_end = tonumber(notice) end
+  if w_end then redis.call('PEXPIREAT', K.w, w_end) end
+  if notice then redis.call('PEXPIREAT', K.gone, tonumber(notice)) end
+  local sem_end = held and tonumber(held) + margin or nil
+  if queue_end and (not sem_end or queue_end > sem_end) then sem_end = queue_end end
+  if sem_end then
+    redis.call('PEXPIREAT', K.sem, sem_end)
+    redis.call('PEXPIREAT', K.free, sem_end)
   end
 end
 
@@ -103,14 +229,15 @@ end
 local function check_mode(mode, limit)
   -- Dead holders and waiters first: a semaphore whose holders all died is no semaphore any more.
   reap()
+  note_expired()
   tidy_limit()
-  local stored = redis.call('GET', KEYS[K_LIMIT])
+  local stored = redis.call('HGET', K.sem, 'limit')
   if mode == 'n' then
     if stored and tonumber(stored) ~= limit then
       return redis.error_reply('RLOCKLIMIT ' .. stored .. ' ' .. limit)
     end
-    if not stored and (redis.call('GET', KEYS[K_LOCK]) or redis.call('ZCARD', KEYS[K_H]) > 0 or
-                       redis.call('ZCARD', KEYS[K_Q]) > 0) then
+    if not stored and (redis.call('EXISTS', K.lock) == 1 or redis.call('ZCARD', K.h) > 0 or
+                       redis.call('ZCARD', K.q) > 0) then
       return redis.error_reply('RLOCKLIMIT 1 ' .. limit)
     end
   elseif stored then
@@ -121,65 +248,80 @@ end
 
 -- Whether a contender of this kind could hold the lock now (the queue aside).
 local function can_take(mode, limit)
-  if mode == 'n' then return redis.call('ZCARD', KEYS[K_H]) < limit end
-  if redis.call('GET', KEYS[K_LOCK]) then return false end
-  return mode == 's' or redis.call('ZCARD', KEYS[K_H]) == 0
+  if mode == 'n' then return redis.call('ZCARD', K.h) < limit end
+  if redis.call('EXISTS', K.lock) == 1 then return false end
+  return mode == 's' or redis.call('ZCARD', K.h) == 0
 end
 
-local function free_slot(limit)
-  for slot = 1, limit do
-    if redis.call('HEXISTS', KEYS[K_SLOTS], slot) == 0 then return slot end
+-- The lease to set: the TTL, or longer when --min-hold keeps the lock until linger_until.
+local function lease_ms(ttl, linger_until)
+  local px = tonumber(ttl)
+  if linger_until and linger_until ~= '' and tonumber(linger_until) - NOW > px then
+    px = tonumber(linger_until) - NOW
   end
-  return ''
+  return px
 end
 
--- Gives the lock to contender d (t m h p u c ttl): for its TTL when it takes it itself (claimed),
--- for the claim window when it is granted to a waiter. Returns fence, slot.
+-- Gives the lock to contender d (t m h p u c ttl o mh js): for its lease when it takes it itself
+-- (claimed), for the claim window when it is granted to a waiter. Returns fence, slot.
 local function grant(id, d, claimed, limit)
   local fence = next_fence()
-  local px = claimed and tonumber(d.ttl) or CLAIM_MS
+  local linger_until = ''
+  if d.mh and tonumber(d.mh) > 0 then linger_until = tostring(NOW + tonumber(d.mh)) end
+  local px = claimed and lease_ms(d.ttl, linger_until) or CLAIM
+  local preemptible = string.find(d.o or '', 'e', 1, true) and '1' or '0'
   local slot = ''
   if d.m == 'x' then
-    redis.call('SET', KEYS[K_LOCK], d.t, 'PX', px)
-    redis.call('DEL', KEYS[K_INFO])
-    redis.call('HSET', KEYS[K_INFO], 'id', id, 'host', d.h, 'pid', d.p, 'user', d.u, 'cmd', d.c, 'since', NOW,
-               'fence', fence, 'ttl', d.ttl, 'claimed', claimed and 1 or 0)
-    redis.call('PEXPIRE', KEYS[K_INFO], px)
+    note_expired()
+    redis.call('SET', K.lock, d.t, 'PX', px)
+    redis.call('DEL', K.info)
+    redis.call('HSET', K.info, 'id', id, 'host', d.h, 'pid', d.p, 'user', d.u, 'cmd', d.c, 'since', NOW,
+               'fence', fence, 'ttl', d.ttl, 'claimed', claimed and 1 or 0, 'exp', NOW + px, 'lu', linger_until,
+               'pe', preemptible, 'js', d.js or NOW)
+    redis.call('PEXPIRE', K.info, px + HISTORY)
   else
     if d.m == 'n' then
-      slot = free_slot(limit)
-      redis.call('HSET', KEYS[K_SLOTS], slot, id)
-      redis.call('SET', KEYS[K_LIMIT], limit)
+      redis.call('HSET', K.sem, 'limit', limit)
+      slot = take_slot(limit)
     end
-    redis.call('ZADD', KEYS[K_H], NOW + px, id)
-    redis.call('HSET', KEYS[K_HI], id .. '.t', d.t, id .. '.m', d.m, id .. '.h', d.h, id .. '.p', d.p,
+    redis.call('ZADD', K.h, NOW + px, id)
+    redis.call('HSET', K.hi, id .. '.t', d.t, id .. '.m', d.m, id .. '.h', d.h, id .. '.p', d.p,
                id .. '.u', d.u, id .. '.c', d.c, id .. '.s', NOW, id .. '.f', fence, id .. '.ttl', d.ttl,
-               id .. '.slot', slot, id .. '.k', claimed and 1 or 0)
+               id .. '.slot', slot, id .. '.k', claimed and 1 or 0, id .. '.js', d.js or NOW,
+               id .. '.lu', linger_until)
   end
   return fence, slot
 end
 
 local function load_waiter(id)
-  local v = redis.call('HMGET', KEYS[K_W], unpack(fields(id, WAITER_FIELDS)))
-  return {t = v[1], m = v[2], h = v[3], p = v[4], u = v[5], c = v[6], s = v[7], ttl = v[8]}
+  local v = redis.call('HMGET', K.w, unpack(fields(id, WAITER_FIELDS)))
+  return {t = v[1], m = v[2], h = v[3], p = v[4], u = v[5], c = v[6], js = v[7], ttl = v[8], o = v[9], mh = v[10],
+          wt = v[11]}
 end
 
--- Grants the lock to the waiters at the head of the queue that can have it now: one exclusive
--- waiter, or a run of shared ones, or as many semaphore waiters as there are free slots.
+-- Grants the lock to the live waiters at the head of the queue that can have it now: one
+-- exclusive waiter, or a run of shared ones, or as many semaphore waiters as there are free
+-- slots. Dead waiters at the head are dropped on the way, never granted.
 local function advance()
   reap()
-  local limit = tonumber(redis.call('GET', KEYS[K_LIMIT]) or '1')
+  local limit = semaphore_limit()
   while true do
-    local head = redis.call('ZRANGE', KEYS[K_Q], 0, 0)
+    local head = redis.call('ZRANGE', K.q, 0, 0)
     if #head == 0 then break end
     local id = head[1]
-    local d = load_waiter(id)
-    if not d.t then
-      remove_waiter(id)  -- half-written entry: drop it
+    local lease = redis.call('ZSCORE', K.wl, id)
+    local d = nil
+    if lease and tonumber(lease) > NOW then d = load_waiter(id) end
+    if not d or not d.t then
+      if not spend() then break end
+      remove_waiter(id)  -- dead (its lease ran out), or half-written: drop it
     else
       if not can_take(d.m, limit) then break end
+      if not spend() then break end
       remove_waiter(id)
       grant(id, d, false, limit)
+      -- It sleeps on someone else's mailbox (a waiter dropped since): the caller wakes it.
+      if d.wt ~= CALLER and id ~= CALLER then PUSH[#PUSH + 1] = id end
       if d.m == 'x' then break end
     end
   end
@@ -189,80 +331,142 @@ end
 -- Whether contender (token, id, mode) holds the lock, and its fence, slot and claim state.
 local function held_by(token, id, mode)
   if mode == 'x' then
-    if redis.call('GET', KEYS[K_LOCK]) ~= token then return false end
-    local v = redis.call('HMGET', KEYS[K_INFO], 'fence', 'claimed')
+    if redis.call('GET', K.lock) ~= token then return false end
+    local v = redis.call('HMGET', K.info, 'fence', 'claimed')
     return true, tonumber(v[1] or '0'), '', v[2] == '1'
   end
-  if not redis.call('ZSCORE', KEYS[K_H], id) then return false end
-  local v = redis.call('HMGET', KEYS[K_HI], id .. '.t', id .. '.f', id .. '.slot', id .. '.k')
+  local expiry = redis.call('ZSCORE', K.h, id)
+  if not expiry or tonumber(expiry) <= NOW then return false end
+  local v = redis.call('HMGET', K.hi, id .. '.t', id .. '.f', id .. '.slot', id .. '.k')
   if v[1] ~= token then return false end
   return true, tonumber(v[2] or '0'), v[3] or '', v[4] == '1'
 end
 
 -- The kind of hold token has ('x', or the mode of a shared or semaphore hold), or nil.
 local function hold_kind(token, id)
-  if redis.call('GET', KEYS[K_LOCK]) == token then return 'x' end
-  if redis.call('ZSCORE', KEYS[K_H], id) and redis.call('HGET', KEYS[K_HI], id .. '.t') == token then
-    return redis.call('HGET', KEYS[K_HI], id .. '.m')
+  if redis.call('GET', K.lock) == token then return 'x' end
+  local expiry = redis.call('ZSCORE', K.h, id)
+  if expiry and tonumber(expiry) > NOW and redis.call('HGET', K.hi, id .. '.t') == token then
+    return redis.call('HGET', K.hi, id .. '.m')
   end
   return nil
 end
 
--- Turns a grant into a hold for the contender's full TTL.
-local function claim(id, mode, ttl)
+-- Turns a grant into a hold for the contender's full lease; the history records the acquisition.
+local function claim(id, mode, ttl, d)
+  local js
   if mode == 'x' then
-    redis.call('PEXPIRE', KEYS[K_LOCK], ttl)
-    redis.call('HSET', KEYS[K_INFO], 'claimed', 1)
-    redis.call('PEXPIRE', KEYS[K_INFO], ttl)
+    local v = redis.call('HMGET', K.info, 'lu', 'js', 'fence')
+    local px = lease_ms(ttl, v[1])
+    js = v[2]
+    redis.call('PEXPIRE', K.lock, px)
+    redis.call('HSET', K.info, 'claimed', 1, 'exp', NOW + px)
+    redis.call('PEXPIRE', K.info, px + HISTORY)
+    event('acquired', {'h', d.h, 'p', d.p, 'u', d.u, 'c', d.c, 'f', v[3], 'w', js and tostring(NOW - tonumber(js)) or '',
+                       'id', id})
   else
-    redis.call('ZADD', KEYS[K_H], 'XX', NOW + tonumber(ttl), id)
-    redis.call('HSET', KEYS[K_HI], id .. '.k', 1)
+    local v = redis.call('HMGET', K.hi, id .. '.lu', id .. '.js', id .. '.f')
+    js = v[2]
+    redis.call('ZADD', K.h, 'XX', NOW + lease_ms(ttl, v[1]), id)
+    redis.call('HSET', K.hi, id .. '.k', 1)
+    event('acquired', {'h', d.h, 'p', d.p, 'u', d.u, 'c', d.c, 'f', v[3], 'w', js and tostring(NOW - tonumber(js)) or '',
+                       'id', id})
     -- Whoever waits behind it may be granted too (a run of shared waiters, free slots) or must
     -- now watch every holder: wake it.
-    wake(KEYS[K_MB])
+    wake(K.mb)
   end
 end
 
-local function enqueue(id, d)
-  local last = redis.call('ZRANGE', KEYS[K_Q], -1, -1, 'WITHSCORES')
-  local score = tonumber(NOW_US)
-  if last[2] and tonumber(last[2]) >= score then score = tonumber(last[2]) + 1 end
-  redis.call('ZADD', KEYS[K_Q], score, id)
-  redis.call('ZADD', KEYS[K_WL], NOW + LEASE_MS, id)
-  redis.call('HSET', KEYS[K_W], id .. '.t', d.t, id .. '.m', d.m, id .. '.h', d.h, id .. '.p', d.p, id .. '.u', d.u,
-             id .. '.c', d.c, id .. '.s', NOW, id .. '.ttl', d.ttl)
+-- Tells the superseded waiter id to leave (it reads the notice at its next step; the caller
+-- pushes its mailbox so that this is at once).
+local function supersede(id, by)
+  local d = load_waiter(id)
+  remove_waiter(id)
+  redis.call('HSET', K.w, id .. '.g', by)
+  redis.call('ZADD', K.gone, NOW + 4 * LEASE, id)
+  event('superseded', {'h', d.h, 'p', d.p, 'u', d.u, 'c', d.c, 'w', d.js and tostring(NOW - tonumber(d.js)) or '',
+                       'by', by, 'id', id})
+  PUSH[#PUSH + 1] = id
 end
 
--- What a waiter needs to go on waiting: {3, position, queue length, since (server ms), now,
--- holder host, pid, cmd, holder since, then the ids whose mailboxes to watch}.
+-- Who a contender is, for notices and the history: "host\tpid\tuser\tcmd".
+local function who(d)
+  return (d.h or '') .. '\t' .. (d.p or '') .. '\t' .. (d.u or '') .. '\t' .. (d.c or '')
+end
+
+-- A place in the queue: in arrival order, or with preempt at the front (behind earlier
+-- preemptors). A superseding waiter replaces the older superseding ones.
+local function enqueue(id, d, preempt)
+  local score
+  if preempt then
+    local last = redis.call('ZREVRANGEBYSCORE', K.q, '(0', '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    score = tonumber(NOW_US) - 4e15
+    if last[2] and tonumber(last[2]) >= score then score = tonumber(last[2]) + 1 end
+  else
+    local last = redis.call('ZRANGE', K.q, -1, -1, 'WITHSCORES')
+    score = tonumber(NOW_US)
+    if last[2] and tonumber(last[2]) >= score then score = tonumber(last[2]) + 1 end
+  end
+  if string.find(d.o or '', 's', 1, true) then
+    for _, old in ipairs(redis.call('ZRANGE', K.sq, 0, BUDGET - 1)) do
+      if not spend() then break end
+      supersede(old, who(d))
+    end
+    redis.call('ZADD', K.sq, score, id)
+  end
+  redis.call('ZADD', K.q, score, id)
+  redis.call('ZADD', K.wl, NOW + LEASE, id)
+  redis.call('HSET', K.w, id .. '.t', d.t, id .. '.m', d.m, id .. '.h', d.h, id .. '.p', d.p, id .. '.u', d.u,
+             id .. '.c', d.c, id .. '.s', NOW, id .. '.ttl', d.ttl, id .. '.o', d.o or '', id .. '.mh', d.mh or '0')
+end
+
+-- The holder as the others see it: host, pid, cmd, since, lingering (0/1), ms until its lease
+-- (or the earliest of the shared ones) ends, or -1.
+local function holder_view()
+  if redis.call('EXISTS', K.lock) == 1 then
+    local v = redis.call('HMGET', K.info, 'host', 'pid', 'cmd', 'since', 'lg')
+    return v[1] or '', v[2] or '', v[3] or '', v[4] or '', v[5] == '1' and 1 or 0, redis.call('PTTL', K.lock)
+  end
+  local first = redis.call('ZRANGE', K.h, 0, 0, 'WITHSCORES')
+  if first[1] then
+    local id = first[1]
+    local v = redis.call('HMGET', K.hi, id .. '.h', id .. '.p', id .. '.c', id .. '.s', id .. '.lg')
+    return v[1] or '', v[2] or '', v[3] or '', v[4] or '', v[5] == '1' and 1 or 0,
+           math.max(0, math.floor(tonumber(first[2]) - NOW))
+  end
+  return '', '', '', '', 0, -1
+end
+
+-- What a waiter needs to go on waiting: {3, more, push, position, queue length, since (server
+-- ms), now, holder host, pid, cmd, holder since, lingering, ms left of the holder's lease (-1:
+-- none; the head waits no longer than that), then the ids whose mailboxes to watch}. The watched
+-- id is recorded, so that a grant after it was dropped pushes the waiter's own mailbox.
 local function waiting(id)
-  local rank = redis.call('ZRANK', KEYS[K_Q], id)
-  local out = {3, rank + 1, redis.call('ZCARD', KEYS[K_Q]), redis.call('HGET', KEYS[K_W], id .. '.s') or '', NOW}
-  local info = redis.call('HMGET', KEYS[K_INFO], 'id', 'host', 'pid', 'cmd', 'since')
-  local first = redis.call('ZRANGE', KEYS[K_H], 0, 0)
+  local rank = redis.call('ZRANK', K.q, id)
   local watch = {}
+  local host, pid, cmd, since, lingering, left = holder_view()
   if rank > 0 then
-    watch[1] = redis.call('ZRANGE', KEYS[K_Q], rank - 1, rank - 1)[1]
+    watch[1] = redis.call('ZRANGE', K.q, rank - 1, rank - 1)[1]
+    left = -1
   else
-    if info[1] then watch[#watch + 1] = info[1] end
-    for _, h in ipairs(redis.call('ZRANGE', KEYS[K_H], 0, 63)) do watch[#watch + 1] = h end
+    local holder = redis.call('EXISTS', K.lock) == 1 and redis.call('HGET', K.info, 'id')
+    if holder then watch[#watch + 1] = holder end
+    for _, h in ipairs(redis.call('ZRANGE', K.h, 0, 63)) do watch[#watch + 1] = h end
   end
-  if info[2] then
-    out[6], out[7], out[8], out[9] = info[2], info[3], info[4], info[5]
-  elseif first[1] then
-    local v = redis.call('HMGET', KEYS[K_HI], first[1] .. '.h', first[1] .. '.p', first[1] .. '.c', first[1] .. '.s')
-    out[6], out[7], out[8], out[9] = v[1] or '', v[2] or '', v[3] or '', v[4] or ''
-  else
-    out[6], out[7], out[8], out[9] = '', '', '', ''
-  end
-  for _, w in ipairs(watch) do out[#out + 1] = w end
+  redis.call('HSET', K.w, id .. '.wt', watch[1] or '')
+  local out = {3, MORE and 1 or 0, PUSH, rank + 1, redis.call('ZCARD', K.q), redis.call('HGET', K.w, id .. '.s') or '',
+               NOW, host, pid, cmd, since, lingering, left}
+  for _, x in ipairs(watch) do out[#out + 1] = x end
   return out
 end
 
--- The contender described by ARGV[1..8]: token ttl host pid user cmd mode limit.
+-- The contender described by ARGV[2..11]: token ttl host pid user cmd mode limit options
+-- min_hold_ms. Options: q (join the queue if it cannot be taken now), s (supersede), p
+-- (preempt), e (preemptible), r (Redlock's phase 1: the acquisition is recorded by phase 2).
 local function contender()
-  return {t = ARGV[1], ttl = ARGV[2], h = ARGV[3], p = ARGV[4], u = ARGV[5], c = ARGV[6], m = ARGV[7]},
-         tonumber(ARGV[8])
+  return {t = ARGV[2], ttl = ARGV[3], h = ARGV[4], p = ARGV[5], u = ARGV[6], c = ARGV[7], m = ARGV[8], o = ARGV[10],
+          mh = ARGV[11]},
+         tonumber(ARGV[9])
 end
 
 -- What acquire and wait start with: the contender, its id and limit, once the lock's keys hold
@@ -271,6 +475,23 @@ local function prologue()
   local bad = check_types()
   if bad then return nil, nil, nil, bad end
   local d, limit = contender()
+  CALLER = id_of(d.t)
   bad = check_mode(d.m, limit)
-  return d, id_of(d.t), limit, bad
+  return d, CALLER, limit, bad
+end
+
+-- Asks the exclusive holder to stop for the preemptor d, if it gave --preemptible. A lingering
+-- hold ends at once. Returns whether the holder was asked (or is gone).
+local function preempt(d)
+  local v = redis.call('HMGET', K.info, 'id', 'pe', 'pb', 'lg')
+  if redis.call('EXISTS', K.lock) == 0 or v[2] ~= '1' then return false end
+  if v[4] == '1' then
+    redis.call('DEL', K.lock, K.info)
+    return true
+  end
+  if not v[3] or v[3] == '' then
+    redis.call('HSET', K.info, 'pb', who(d))
+    PUSH[#PUSH + 1] = v[1]
+  end
+  return true
 end

@@ -1,15 +1,56 @@
--- Gives the lock back only if the token still holds it, and hands it to the next waiter.
--- KEYS: the lock's keys. ARGV: token. Returns 1 when released, 0 when the token no longer holds
--- the lock.
-local token = ARGV[1]
+-- Gives the lock back only if the token still holds it, and hands it to the next waiter. With
+-- --min-hold, a hold released before its time lingers (no process behind it) until then.
+-- KEYS: the lock's keys. ARGV: cfg, token, the command's exit status ('' if none), then who the
+-- caller is (host pid user cmd fence), for the history when the token no longer holds the lock.
+-- Returns {1, more, push} when released (or left lingering), {0, more, push} when the token no
+-- longer holds the lock.
+local token, status = ARGV[2], ARGV[3]
 local id = id_of(token)
+CALLER = id
 local kind = hold_kind(token, id)
-if not kind then return 0 end
+if not kind then
+  event('lost', {'h', ARGV[4], 'p', ARGV[5], 'u', ARGV[6], 'c', ARGV[7], 'f', ARGV[8], 'x', status, 'id', id})
+  return reply(0)
+end
+
+local v
 if kind == 'x' then
-  redis.call('DEL', KEYS[K_LOCK], KEYS[K_INFO])
+  v = redis.call('HMGET', K.info, 'host', 'pid', 'user', 'cmd', 'fence', 'since', 'lu', 'pb')
+else
+  v = redis.call('HMGET', K.hi, id .. '.h', id .. '.p', id .. '.u', id .. '.c', id .. '.f', id .. '.s', id .. '.lu',
+                 id .. '.pb')
+end
+local held = v[6] and tostring(NOW - tonumber(v[6])) or ''
+local ev = {'h', v[1], 'p', v[2], 'u', v[3], 'c', v[4], 'f', v[5], 'd', held, 'x', status, 'id', id}
+local preempted = v[8] and v[8] ~= ''
+if preempted then
+  ev[#ev + 1] = 'by'
+  ev[#ev + 1] = v[8]
+  event('preempted', ev)
+else
+  event('released', ev)
+end
+
+local linger_until = tonumber(v[7] or '')
+if linger_until and linger_until > NOW and not preempted then
+  if kind == 'x' then
+    redis.call('SET', K.lock, '~' .. id, 'PX', linger_until - NOW)
+    redis.call('HSET', K.info, 'lg', 1, 'exp', linger_until)
+    redis.call('PEXPIRE', K.info, linger_until - NOW + HISTORY)
+  else
+    redis.call('HSET', K.hi, id .. '.t', '~' .. id, id .. '.lg', 1)
+    redis.call('ZADD', K.h, 'XX', linger_until, id)
+  end
+  set_expiries()
+  return reply(1)
+end
+
+if kind == 'x' then
+  redis.call('DEL', K.lock, K.info)
 else
   remove_holder(id)
 end
-wake(KEYS[K_MB])
+wake(K.mb)
 advance()
-return 1
+set_expiries()
+return reply(1)

@@ -1,25 +1,37 @@
--- One step of a waiter, run right after its BLPOP wakes or times out (the heartbeat): claims the
--- lock if it was granted, else renews the waiter's lease in the queue (joining it again at the
--- end if a failover or a restart lost it), hands the lock on if its holder is gone, and says
--- whom to watch next.
--- KEYS: the lock's keys. ARGV: token ttl_ms host pid user cmd mode limit.
--- Returns {1, fence, slot} when the lock is ours now, else the waiting reply of common.lua.
+-- One step of a waiter, run right after its BLPOP wakes or times out (the heartbeat): leaves if
+-- it was superseded, claims the lock if it was granted, else renews the waiter's lease in the
+-- queue (joining it again at the end if a failover or a restart lost it), hands the lock on if its
+-- holder is gone, and says whom to watch next.
+-- KEYS: the lock's keys. ARGV: cfg, then the contender (as for acquire).
+-- Returns {1, more, push, fence, slot} when the lock is ours now; {5, more, push, reason, by} when
+-- the waiter must leave (reason "superseded", by "host\tpid\tuser\tcmd"); {4, more, push} when
+-- the budget ran out (call again); else the waiting reply of common.lua.
 local d, id, limit, bad = prologue()
 if bad then return bad end
 
+local by = redis.call('HGET', K.w, id .. '.g')
+if by then
+  redis.call('HDEL', K.w, id .. '.g')
+  redis.call('ZREM', K.gone, id)
+  set_expiries()
+  return reply(5, 'superseded', by)
+end
+
 local ours, fence, slot, claimed = held_by(d.t, id, d.m)
 if not ours then
-  if redis.call('ZSCORE', KEYS[K_Q], id) then
-    redis.call('ZADD', KEYS[K_WL], NOW + LEASE_MS, id)
+  if redis.call('ZSCORE', K.q, id) then
+    redis.call('ZADD', K.wl, NOW + LEASE, id)
   else
-    if d.m == 'n' then redis.call('SET', KEYS[K_LIMIT], limit) end
-    enqueue(id, d)
+    enqueue(id, d, false)
   end
   advance()
   ours, fence, slot, claimed = held_by(d.t, id, d.m)
 end
 if ours then
-  if not claimed then claim(id, d.m, d.ttl) end
-  return {1, fence, slot}
+  if not claimed then claim(id, d.m, d.ttl, d) end
+  set_expiries()
+  return reply(1, fence, slot)
 end
+set_expiries()
+if MORE then return reply(4) end
 return waiting(id)

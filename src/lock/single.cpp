@@ -1,0 +1,95 @@
+// The backend of one Redis: a server, a Sentinel-managed master, or a Cluster.
+#include "lock/backend.hpp"
+
+#include "error.hpp"
+#include "exit_code.hpp"
+#include "lock/server.hpp"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+
+namespace rlock::lock {
+
+namespace {
+
+class SingleBackend final : public Backend {
+public:
+  SingleBackend(const Servers& servers, Timing timing)
+      : Backend(timing),
+        m_client(std::make_unique<redis::Client>(servers.urls.front(), servers.timeouts, servers.tls)),
+        m_node(*m_client) {}
+
+  bool quorum() const override { return false; }
+  std::string display() const override { return m_client->url().display(); }
+  redis::Client* single() override { return m_client.get(); }
+  void set_interrupt(int fd, std::function<bool()> on_ready) override {
+    m_client->set_interrupt(fd, std::move(on_ready));
+  }
+  void cap_waits(std::optional<util::BootClock::time_point> cap) override { m_client->cap_waits(cap); }
+  bool confirm_master() override { return m_client->confirm_master(); }
+  void learn_nodes() override { m_client->learn_nodes(); }
+
+  Attempt try_acquire(const LockName& name, const Contender& c, bool queue,
+                      const std::vector<std::string>& enclosing) override {
+    return lock::try_acquire(m_node, name, timing(), c, queue, enclosing);
+  }
+  Attempt wait_turn(const LockName& name, const Contender& c, const std::vector<std::string>& watch,
+                    util::Millis heartbeat) override {
+    return lock::wait_turn(m_node, name, timing(), c, watch, heartbeat);
+  }
+  void cancel(const LockName& name, const std::string& token, bool timed_out) override {
+    lock::cancel(m_node, name, timing(), token, timed_out);
+  }
+  Released release(const LockName& name, const std::string& token, const Ending& ending) override {
+    return lock::release(m_node, name, timing(), token, ending) ? Released::released : Released::not_held;
+  }
+  std::optional<Extension> extend(const LockName& name, const std::string& token, std::optional<util::Millis> ttl,
+                                  util::Millis, int64_t, const std::optional<KeeperInfo>& keeper) override {
+    return lock::extend(m_node, name, timing(), token, ttl, keeper);
+  }
+  ForcedRelease force_release(const LockName& name) override { return lock::force_release(m_node, name, timing()); }
+  LockState inspect(const LockName& name, int most) override { return lock::inspect(m_node, name, most); }
+  std::vector<std::string> scan_keys(const std::string& prefix, const std::string& pattern) override {
+    return lock::scan_keys(m_node, prefix, pattern);
+  }
+  std::vector<std::string> scan_logs(const std::string& prefix, const std::string& pattern) override {
+    return lock::scan_keys(m_node, prefix, pattern, true);
+  }
+  std::vector<Event> read_log(const LockName& name, size_t count, const std::string& after) override {
+    redis::Reply r = m_client->call(log_range(name, count, after));
+    if (r.is_error()) {
+      if (r.error_code() == "WRONGTYPE") throw foreign_data(name.log_key());
+      check_reply(r, name);
+    }
+    std::vector<Event> events = parse_events(r, name.key);
+    if (after.empty()) std::reverse(events.begin(), events.end());
+    return events;
+  }
+  void confirm_replicas(const LockName& name, int n, util::Millis timeout) override {
+    lock::confirm_replicas(m_node, name, n, timeout);
+  }
+
+  void check_eviction_before(bool strict) override {
+    if (strict) {
+      check_eviction(m_client->call(info_memory()), m_client->url().display(), true);
+    } else {
+      m_client->set_greeting(info_memory());
+    }
+  }
+  void check_eviction_after(bool strict) override {
+    if (!strict) check_eviction(m_client->greeting_reply(), m_client->url().display(), false);
+  }
+
+private:
+  std::unique_ptr<redis::Client> m_client;
+  ClientNode m_node;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> single_backend(const Servers& servers, Timing timing) {
+  return std::make_unique<SingleBackend>(servers, timing);
+}
+
+}  // namespace rlock::lock

@@ -1,0 +1,42 @@
+#pragma once
+
+#include "lock/backend.hpp"
+#include "lock/lease.hpp"
+#include "lock/name.hpp"
+#include "util/duration.hpp"
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace rlock::lock {
+
+// How long and how to wait for a lock (run and acquire).
+struct WaitLimits {
+  std::optional<util::Millis> wait;  // nullopt: for ever; 0: not at all (-n)
+  int wait_replicas = 0;             // WAIT for this many replicas after acquiring
+  util::Millis wait_timeout{1'000};
+};
+
+// What take_lock needs of its caller while it waits.
+struct WaitHooks {
+  // Sleeps for the given time; false to give up (a signal arrived).
+  std::function<bool(util::Millis)> pause;
+  // Whether a signal has ended the wait (checked after a Redis call was cut short).
+  std::function<bool()> interrupted;
+  // Each answer while the lock is busy or queued, with the time waited so far (a progress line).
+  std::function<void(const Attempt&, util::Millis)> progress;
+};
+
+// Takes the lock, waiting in its queue (FIFO, woken at once on release, a heartbeat at least
+// every Timing::heartbeat) for at most limits.wait; with -n, only when it is free and nobody
+// waits. Server blips after the first answer are waited out with backoff, never reported as busy.
+// Leaves the queue whenever it gives up. Returns the last attempt: acquired, reentered, busy when
+// the wait ran out or a signal ended it, or superseded when a newer request took its place.
+// A Redlock quorum has no queue: a busy lock is tried again after a random delay while the wait
+// lasts (and a lock that nobody holds on a majority a few times even with -n).
+Attempt take_lock(Backend& backend, const LockName& name, const WaitLimits& limits, const Contender& contender,
+                  const std::vector<std::string>& enclosing_tokens, const WaitHooks& hooks);
+
+}  // namespace rlock::lock
