@@ -146,6 +146,7 @@ private:
   void check_clock(const lock::Extension& extension, Clock::time_point now);
   void begin_stop(const std::string& why, bool lost);
   void on_preempted(const lock::Holder& by);
+  void on_guard_silent();
   void follow_job_stop(int sig);
   void give_terminal_back();
   int finish();
@@ -236,8 +237,12 @@ int Supervisor::run() {
   m_token = m_contender.token;
   m_backend->check_eviction_before(m_options.take.strict);
   // The guard starts now, while the lock is being taken (its start overlaps the round trip),
-  // unless the lock may be re-entered, where the command runs in rlock's place instead.
-  if (enclosing.empty()) m_guard.emplace();
+  // unless the lock may be re-entered, where the command runs in rlock's place instead. A tree
+  // that could not be followed is refused before the lock is taken.
+  if (enclosing.empty()) {
+    m_guard.emplace();
+    m_guard->check_reach();
+  }
 
   lock::Attempt attempt;
   {
@@ -306,14 +311,13 @@ void Supervisor::start_child(const lock::Attempt& attempt, std::vector<lock::Hol
   spec.sigpipe_default = proc::sigpipe_was_default();
   try {
     if (!m_guard) m_guard.emplace();
-    m_guard->spawn(spec);
+    m_guard->spawn(spec, m_schedule->kill_at());
   } catch (const Error&) {
     release_quietly();
     throw;
   }
   m_started = true;
   m_terminal = m_guard->took_terminal();
-  m_guard->set_deadline(m_schedule->kill_at());
   m_renewing = true;
   if (m_options.max_hold) m_max_hold_at = attempt.sent_at + *m_options.max_hold;
   if (m_options.preemptible && m_backend->single()) {
@@ -334,6 +338,9 @@ std::optional<Clock::time_point> Supervisor::next_wake() const {
   }
   if (m_max_hold_at && !m_stopping) consider(*m_max_hold_at);
   if (m_watch && !m_stopping) consider(m_watch->wake());
+  if (m_guard) {
+    if (auto check = m_guard->check_at()) consider(*check);
+  }
   return wake;
 }
 
@@ -348,6 +355,9 @@ void Supervisor::supervise() {
     for (const proc::GuardEvent& e : m_guard->take_events()) on_guard_event(e);
     if (m_guard->done()) break;
 
+    // The kill deadline passed and the guard did not report the tree gone: it is stopped or
+    // starved. rlock continues it and kills the tree itself.
+    if (m_guard->enforce()) on_guard_silent();
     // Woken by a --preempt request: the renewal says who asked.
     if (m_watch && !m_stopping && m_watch->step() && m_renewing) renew();
     auto now = Clock::now();
@@ -367,7 +377,14 @@ void Supervisor::drain_signals() {
 }
 
 void Supervisor::on_signal(int signo) {
-  if (signo == SIGCHLD) return;  // the guard reports on the tree; it reaps, rlock reaps the guard
+  if (signo == SIGCHLD) {
+    // The guard reports on the tree; it reaps, rlock reaps the guard. A stopped guard could not
+    // keep its deadline: it is continued at once.
+    if (m_guard && m_guard->continue_if_stopped()) {
+      log::warning("the guard process that watches the command was stopped; rlock continued it");
+    }
+    return;
+  }
   if (!m_guard || m_guard->child() < 0) {
     // Still waiting for the lock: job control stops rlock itself; the others end the wait.
     if (is_job_control_stop(signo)) {
@@ -498,6 +515,23 @@ void Supervisor::begin_stop(const std::string& why, bool lost) {
   log::verbose("sending {} to the command's processes, SIGKILL in {}", proc::signal_name(m_options.stop_signal),
                util::format_duration(std::chrono::duration_cast<Millis>(kill_at - now)));
   m_guard->stop(m_options.stop_signal, kill_at);
+}
+
+void Supervisor::on_guard_silent() {
+  if (!m_stopping) {
+    // The lease's deadline passed with the command running: whatever the guard did, the lock is
+    // not known to be ours any more.
+    m_lost = true;
+    m_renewing = false;
+    m_stopping = true;
+    log::error(fmt::format("lost the lock {}: its lease ran out before rlock could renew it, and the guard did not "
+                           "stop the command in time (it was stopped or starved): rlock killed the command's "
+                           "processes itself",
+                           m_name.key));
+    return;
+  }
+  log::warning("the guard did not stop the command by its deadline (it was stopped or starved): rlock killed the "
+               "command's processes itself");
 }
 
 void Supervisor::on_preempted(const lock::Holder& by) {

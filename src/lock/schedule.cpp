@@ -15,10 +15,14 @@ void Schedule::renewed(Clock::time_point sent_at) {
   m_deadline.renewed(sent_at);
   m_last_sent = sent_at;
   m_next_renewal = sent_at + validity::renew_interval(m_ttl);
+  m_failures = 0;
 }
 
 void Schedule::failed(Clock::time_point now) {
-  m_next_renewal = std::min(now + validity::retry_interval(m_ttl), std::max(now, stop_at()));
+  // A blip (a dropped connection, a failover) is retried at once, then often: whatever part of
+  // the budget an outage leaves is used.
+  Millis pause = m_failures++ == 0 ? Millis(0) : validity::retry_interval(m_ttl);
+  m_next_renewal = std::min(now + pause, std::max(now, stop_at()));
 }
 
 Millis Schedule::attempt_budget(Clock::time_point now) const {

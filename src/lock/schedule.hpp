@@ -21,7 +21,8 @@ public:
 
   // A renewal sent at sent_at succeeded.
   void renewed(Clock::time_point sent_at);
-  // A renewal attempt that started at `started` failed (or did not count): retry soon.
+  // A renewal attempt failed (or did not count): retry at once the first time, then every
+  // retry_interval.
   void failed(Clock::time_point now);
 
   Clock::time_point next_renewal() const { return m_next_renewal; }
@@ -48,6 +49,7 @@ private:
   Deadline m_deadline;
   Clock::time_point m_last_sent;
   Clock::time_point m_next_renewal;
+  int m_failures = 0;  // failed attempts since the last renewal
 };
 
 }  // namespace rlock::lock

@@ -4,6 +4,12 @@
 // The guard process shares rlock's memory, thread-local storage included, while both run; it
 // must not write errno behind rlock's back, so it calls the kernel directly. Returns the
 // kernel's result: -errno on failure.
+//
+// The rules of the code that runs in the guard (and in the child before it execs), marked
+// RLOCK_GUARD_CODE: raw system calls only; no errno, no other thread-local or locked state of
+// libc; no allocation (the stack and static buffers only); no sanitizer instrumentation (its
+// runtime keeps per-thread state); nothing that can block but ppoll and wait4.
+#define RLOCK_GUARD_CODE __attribute__((no_sanitize("address", "undefined"), noinline))
 
 #include <sys/syscall.h>
 

@@ -74,15 +74,23 @@ TEST(Schedule, AttemptsNeverUseUpTheTimeBeforeTheStop) {
   }
 }
 
-TEST(Schedule, AFailedAttemptIsRetriedSoonButNotPastTheStop) {
+TEST(Schedule, AFailedAttemptIsRetriedAtOnceThenOftenButNotPastTheStop) {
   FakeClock clock;
   Schedule s(clock.now, 3s, 1s, 2s);
   clock.now = s.next_renewal();
+  // A blip costs nothing: the first retry goes at once, the next ones every retry_interval.
+  s.failed(clock.now);
+  EXPECT_EQ(s.next_renewal(), clock.now);
   s.failed(clock.now);
   EXPECT_EQ(s.next_renewal() - clock.now, validity::retry_interval(3s));
   clock.now = s.stop_at() - 1ms;
   s.failed(clock.now);
   EXPECT_LE(s.next_renewal(), s.stop_at());
+  // A success starts over: the next failure is retried at once again.
+  s.renewed(clock.now);
+  clock.now = s.next_renewal();
+  s.failed(clock.now);
+  EXPECT_EQ(s.next_renewal(), clock.now);
 }
 
 TEST(Schedule, ExpectedTtlLeftCountsFromTheLastRenewal) {

@@ -41,7 +41,8 @@ TEST(Validity, KillAlwaysLandsBeforeTheDeadline) {
 
 TEST(Validity, Intervals) {
   EXPECT_EQ(validity::renew_interval(30s), Millis(10'000));
-  EXPECT_EQ(validity::retry_interval(30s), Millis(1'000));
+  EXPECT_EQ(validity::retry_interval(30s), Millis(250));
+  EXPECT_EQ(validity::retry_interval(3s), Millis(50));
   EXPECT_EQ(validity::retry_interval(Millis(100)), Millis(10));
   EXPECT_EQ(validity::max_kill_after(30s), Millis(15'000 - 302 - 100));
   EXPECT_EQ(validity::max_kill_after(3s), Millis(1'500 - 32 - 100));

@@ -56,6 +56,12 @@ class Driver:
         self.deadline = time.monotonic() + args.timeout
         pid, fd = os.forkpty()
         if pid == 0:
+            # As a terminal emulator starts a shell: every signal at its default action. The
+            # driver itself may have been started with SIGINT and SIGQUIT ignored (a background
+            # job of a non-interactive shell), which exec would pass on, and ^C would do nothing.
+            for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU,
+                        signal.SIGPIPE, signal.SIGXFSZ):
+                signal.signal(sig, signal.SIG_DFL)
             try:
                 os.execvp(args.cmd[0], args.cmd)
             except OSError as e:

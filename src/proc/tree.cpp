@@ -1,0 +1,198 @@
+#include "tree.hpp"
+
+#include "proc/raw_syscall.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+
+namespace rlock::proc {
+
+namespace {
+
+RLOCK_GUARD_CODE long raw_kill(long pid, long sig) { return sys::call(SYS_kill, pid, sig); }
+
+RLOCK_GUARD_CODE long raw_reap() {
+  int status = 0;
+  long r = sys::call(SYS_wait4, -1, reinterpret_cast<long>(&status), WNOHANG, 0);
+  return r > 0 ? r : 0;
+}
+
+const Kernel k_raw_kernel{"/proc", raw_kill, raw_reap};
+
+// Appends the decimal digits of value to out.
+RLOCK_GUARD_CODE char* put_number(char* out, long value) {
+  char digits[24];
+  int n = 0;
+  do {
+    digits[n++] = static_cast<char>('0' + value % 10);
+    value /= 10;
+  } while (value > 0);
+  while (n > 0) *out++ = digits[--n];
+  return out;
+}
+
+RLOCK_GUARD_CODE char* put_text(char* out, const char* text) {
+  while (*text) *out++ = *text++;
+  return out;
+}
+
+// Whether process pid is alive and not a zombie (a zombie can be signalled, but is dead).
+RLOCK_GUARD_CODE bool alive(const char* proc, long pid) {
+  char path[160];
+  char* end = put_text(path, proc);
+  end = put_text(end, "/");
+  end = put_number(end, pid);
+  end = put_text(end, "/stat");
+  *end = '\0';
+  long fd = sys::call(SYS_openat, AT_FDCWD, reinterpret_cast<long>(path), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buffer[512];
+  long n = sys::call(SYS_read, fd, reinterpret_cast<long>(buffer), sizeof buffer);
+  sys::call(SYS_close, fd);
+  if (n <= 0) return false;
+  // "pid (comm) S ...": the state follows the last ')'; comm may hold ')' itself.
+  long close = -1;
+  for (long i = 0; i < n; ++i) {
+    if (buffer[i] == ')') close = i;
+  }
+  if (close < 0 || close + 2 >= n) return false;
+  char state = buffer[close + 2];
+  return state != 'Z' && state != 'X' && state != 'x';
+}
+
+// Appends the live children of every thread of pid to pids (up to capacity); returns the new
+// count. Zombies are left out: they have no children (theirs went to the subreaper), and they
+// would only take the place of live processes.
+RLOCK_GUARD_CODE long add_children(const char* proc, long pid, long* pids, long count, long capacity) {
+  char path[160];
+  char* end = put_text(path, proc);
+  end = put_text(end, "/");
+  end = put_number(end, pid);
+  char* task_end = put_text(end, "/task");
+  *task_end = '\0';
+  long dir = sys::call(SYS_openat, AT_FDCWD, reinterpret_cast<long>(path), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return count;
+  char entries[1024];
+  for (;;) {
+    long n = sys::call(SYS_getdents64, dir, reinterpret_cast<long>(entries), sizeof entries);
+    if (n <= 0) break;
+    for (long at = 0; at < n;) {
+      // struct linux_dirent64: u64 ino, s64 off, u16 reclen, u8 type, char name[]
+      // d_reclen, little-endian on the architectures with raw system calls (a fork elsewhere).
+      long reclen = static_cast<unsigned char>(entries[at + 16]) | (static_cast<unsigned char>(entries[at + 17]) << 8);
+      if (reclen <= 0) break;
+      const char* name = entries + at + 19;
+      at += reclen;
+      if (name[0] < '0' || name[0] > '9') continue;
+      char file[224];
+      char* f = put_text(file, path);
+      *f++ = '/';
+      f = put_text(f, name);
+      f = put_text(f, "/children");
+      *f = '\0';
+      long fd = sys::call(SYS_openat, AT_FDCWD, reinterpret_cast<long>(file), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) continue;
+      char list[4096];
+      long value = -1;
+      for (;;) {
+        long got = sys::call(SYS_read, fd, reinterpret_cast<long>(list), sizeof list);
+        if (got <= 0) break;
+        for (long i = 0; i < got; ++i) {
+          char c = list[i];
+          if (c >= '0' && c <= '9') {
+            value = (value < 0 ? 0 : value * 10) + (c - '0');
+          } else if (value >= 0) {
+            if (count < capacity && alive(proc, value)) pids[count++] = value;
+            value = -1;
+          }
+        }
+      }
+      if (value >= 0 && count < capacity && alive(proc, value)) pids[count++] = value;
+      sys::call(SYS_close, fd);
+    }
+  }
+  sys::call(SYS_close, dir);
+  return count;
+}
+
+RLOCK_GUARD_CODE void pause_briefly() {
+  struct {
+    long sec, nsec;
+  } one_ms{0, 1'000'000};
+  sys::call(SYS_nanosleep, reinterpret_cast<long>(&one_ms), 0);
+}
+
+}  // namespace
+
+const Kernel& raw_kernel() { return k_raw_kernel; }
+
+RLOCK_GUARD_CODE long signal_pass(const Kernel& kernel, pid_t root, int sig) {
+  long pids[k_pass_capacity];  // on the stack: rlock and the guard share every static
+  long count = add_children(kernel.proc, root, pids, 0, k_pass_capacity);
+  for (long i = 0; i < count; ++i) count = add_children(kernel.proc, pids[i], pids, count, k_pass_capacity);
+  long signalled = 0;
+  for (long i = 0; i < count; ++i) {
+    if (kernel.kill(pids[i], sig) == 0) ++signalled;
+  }
+  return signalled;
+}
+
+RLOCK_GUARD_CODE long kill_descendants(const Kernel& kernel, pid_t root) {
+  long total = 0;
+  for (long round = 0;; ++round) {
+    long n = signal_pass(kernel, root, SIGKILL);
+    total += n;
+    // The orphans of the killed come to the subreaper: reap them, so that the next pass sees
+    // only what is still alive.
+    while (kernel.reap() > 0) {
+    }
+    if (n == 0) break;
+    // A process in uninterruptible sleep dies when it wakes: look again, without spinning.
+    if (round >= 8) pause_briefly();
+  }
+  return total;
+}
+
+RLOCK_GUARD_CODE long signal_cgroup(const Kernel& kernel, int procs_fd, int sig) {
+  char list[4096];
+  long offset = 0;
+  long value = -1;
+  long signalled = 0;
+  for (;;) {
+    long got = sys::call(SYS_pread64, procs_fd, reinterpret_cast<long>(list), sizeof list, offset);
+    if (got <= 0) break;
+    offset += got;
+    for (long i = 0; i < got; ++i) {
+      char c = list[i];
+      if (c >= '0' && c <= '9') {
+        value = (value < 0 ? 0 : value * 10) + (c - '0');
+      } else if (value >= 0) {
+        if (kernel.kill(value, sig) == 0) ++signalled;
+        value = -1;
+      }
+    }
+  }
+  if (value >= 0 && kernel.kill(value, sig) == 0) ++signalled;
+  return signalled;
+}
+
+RLOCK_GUARD_CODE bool proc_is_ours(const char* proc) {
+  char path[160];
+  char* end = put_text(path, proc);
+  end = put_text(end, "/self");
+  *end = '\0';
+  char target[32];
+  long n = sys::call(SYS_readlinkat, AT_FDCWD, reinterpret_cast<long>(path), reinterpret_cast<long>(target),
+                     sizeof target - 1);
+  if (n <= 0) return false;
+  long pid = 0;
+  for (long i = 0; i < n; ++i) {
+    if (target[i] < '0' || target[i] > '9') return false;
+    pid = pid * 10 + (target[i] - '0');
+  }
+  return pid == sys::call(SYS_getpid);
+}
+
+}  // namespace rlock::proc
