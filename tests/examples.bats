@@ -265,7 +265,7 @@ doc_start() {
       ;;
     redlock[123])
       for i in 1 2 3; do
-        SRV_PASS=$PASSWORD srv_start "redlock$i" --requirepass "$PASSWORD" || fail "could not start Redlock master $i"
+        SRV_PASS=$PASSWORD srv_start "redlock$i" --requirepass "$PASSWORD" --appendonly yes --appendfsync no || fail "could not start Redlock master $i"
         DOC_TO[redlock$i]=127.0.0.1:$SRV_PORT
         DOC_FLUSH+=("$auth redis-cli -p $SRV_PORT flushall")
       done

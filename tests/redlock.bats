@@ -319,7 +319,9 @@ CONTEND
       ((round % 2)) && mcli "$i" set 'rlock:{k}:fence' "$round" >/dev/null
     done
     echo "round $round: restarted $picked" >>"$T/rounds"
-    rlock run k "${U[@]}" -- sh -c 'echo "$RLOCK_FENCE"' >>"$T/fences" 2>>"$T/run.err" ||
+    # A master restarted empty counts again once it has run a TTL (1s here).
+    sleep 1.1
+    rlock run k -t 1s "${U[@]}" -- sh -c 'echo "$RLOCK_FENCE"' >>"$T/fences" 2>>"$T/run.err" ||
       fail "round $round: run failed: $(cat "$T/run.err")"
   done
   assert_equal "$(wc -l <"$T/fences")" "$rounds"
@@ -660,9 +662,10 @@ SCRIPT
   require_jq
   export TLS_DIR=$T/certs
   tls_make_certs "$TLS_DIR" || fail "could not make the test certificates"
-  tls_start server
+  # With appendonly, a new master counts at once (one younger than a TTL without it does not).
+  tls_start server --appendonly yes --appendfsync no
   local tls_url=$RLOCK_TLS_URL
-  redis_start_unix
+  redis_start_unix --appendonly yes --appendfsync no
   unset RLOCK_URL
   local unix_url=unix://$REDIS_SOCKET
   masters_start 1
@@ -814,4 +817,31 @@ SCRIPT
   run --separate-stderr rlock run k -n "${U[@]}" -- touch "$T/ran"
   [[ $status -eq 69 ]] || fail "with -n: expected 69, got $status: '$stderr'"
   assert free_everywhere k
+}
+
+@test "one server named twice is refused (78) and nothing is left taken on it" {
+  masters_start 3
+  run --separate-stderr rlock run k -u "$(m_url 1)" -u "redis://localhost:${M_PORT[1]}" -u "$(m_url 2)" -- touch "$T/ran"
+  assert_error_exit 78
+  [[ $stderr == *"one server"* ]] || fail "the error does not say the two URLs are one server: '$stderr'"
+  assert_file_not_exists "$T/ran"
+  assert_equal "$(mcli 1 exists 'rlock:{k}') $(mcli 2 exists 'rlock:{k}')" "0 0"
+}
+
+@test "a master restarted empty less than a TTL ago does not count: a majority without it, or 69 naming it" {
+  masters_start 3
+  m_restart 1
+  m_restart 2
+  # m1 and m2 started empty just now, without appendonly: they may have lost a lock that another
+  # holder still has, so only m3 counts. No majority: 69, not busy, and nothing left taken.
+  run --separate-stderr rlock run k -n -t 30s "${U[@]}" -- touch "$T/ran"
+  assert_error_exit 69
+  [[ $stderr == *"$(m_url 1)"*"started"* ]] || fail "the error does not say m1 is too young: '$stderr'"
+  assert_file_not_exists "$T/ran"
+  assert_equal "$(mcli 1 exists 'rlock:{k}') $(mcli 2 exists 'rlock:{k}') $(mcli 3 exists 'rlock:{k}')" "0 0 0"
+  # Once they have run a TTL, they count again.
+  sleep 1.1
+  run --separate-stderr rlock run k -n -t 1s "${U[@]}" -- touch "$T/ran"
+  assert_success
+  assert_file_exists "$T/ran"
 }

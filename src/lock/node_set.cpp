@@ -11,7 +11,20 @@ namespace rlock::lock {
 
 ClientNodeSet::ClientNodeSet(const std::vector<redis::Url>& urls, redis::Timeouts per_node,
                              const redis::TlsOptions& tls) {
-  for (const redis::Url& url : urls) m_members.push_back(std::make_unique<redis::Client>(url, per_node, tls));
+  for (const redis::Url& url : urls) {
+    m_members.push_back(std::make_unique<redis::Client>(url, per_node, tls));
+    // Every connection says who it reached: its run_id (one server named twice, a restart),
+    // uptime and persistence (a young master), whether it is a Cluster node, and its eviction
+    // policy. No round trip of its own.
+    m_members.back()->set_greeting(info_member());
+  }
+}
+
+std::optional<MasterIdentity> ClientNodeSet::identity(size_t i) const {
+  std::optional<redis::Reply> info = m_members[i]->greeting_reply();
+  if (!info || info->type != redis::Reply::Type::string) return std::nullopt;
+  ServerFacts f = parse_info(info->str);
+  return MasterIdentity{f.run_id, f.uptime_s, f.aof.value_or(false)};
 }
 
 void ClientNodeSet::set_interrupt(int fd, std::function<bool()> on_ready) {

@@ -19,6 +19,7 @@ public:
 
   size_t size() const override { return m_members.size(); }
   std::string name(size_t i) const override { return m_members[i]->url().display(); }
+  std::optional<MasterIdentity> identity(size_t i) const override;
   std::vector<NodeAnswer> eval_all(const redis::Script& script, const std::vector<std::string>& keys,
                                    const std::vector<std::vector<std::string>>& args,
                                    const std::vector<bool>& which) override;

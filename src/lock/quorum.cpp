@@ -3,6 +3,7 @@
 #include "exit_code.hpp"
 #include "lock/scripts.hpp"
 #include "lock/validity.hpp"
+#include "util/duration.hpp"
 #include "util/text.hpp"
 
 #include <fmt/core.h>
@@ -72,6 +73,38 @@ std::vector<std::vector<std::string>> with_config(const Timing& timing, std::vec
 
 Quorum::Quorum(NodeSet& nodes, Timing timing, Now now) : m_nodes(nodes), m_timing(timing), m_now(std::move(now)) {}
 
+std::optional<std::string> Quorum::discount_young(size_t i, util::Millis ttl) const {
+  std::optional<MasterIdentity> id = m_nodes.identity(i);
+  if (!id || !id->uptime_s || id->persistent || *id->uptime_s * 1000 >= ttl.count()) return std::nullopt;
+  return fmt::format("{}: started {}s ago, less than the TTL ({}), without appendonly: it may have lost a lock that "
+                     "another holder still has, so it counts only once it has run a TTL",
+                     m_nodes.name(i), *id->uptime_s, util::format_duration(ttl));
+}
+
+std::optional<std::string> Quorum::discount_restarted(size_t i) const {
+  if (i >= m_run_ids.size() || m_run_ids[i].empty()) return std::nullopt;
+  std::optional<MasterIdentity> id = m_nodes.identity(i);
+  if (!id || id->run_id.empty() || id->run_id == m_run_ids[i]) return std::nullopt;
+  return fmt::format("{}: restarted since the lock was taken (its run_id changed): it may have lost it, so it does "
+                     "not count for this hold",
+                     m_nodes.name(i));
+}
+
+void Quorum::refuse_duplicates(const LockName& name, const std::string& token) {
+  std::map<std::string, size_t> seen;
+  for (size_t i = 0; i < m_nodes.size(); ++i) {
+    std::optional<MasterIdentity> id = m_nodes.identity(i);
+    if (!id || id->run_id.empty()) continue;
+    auto [it, added] = seen.try_emplace(id->run_id, i);
+    if (added) continue;
+    release(name, token, {}, true);
+    throw Error(exit_code::k_config,
+                fmt::format("{} and {} are one server (run_id {}): a Redlock quorum needs independent masters, each "
+                            "named once",
+                            m_nodes.name(it->second), m_nodes.name(i), util::printable(id->run_id)));
+  }
+}
+
 util::Millis Quorum::validity(util::BootClock::time_point sent_at, util::Millis ttl) const {
   auto elapsed = std::chrono::duration_cast<util::Millis>(m_now() - sent_at);
   return ttl - elapsed - validity::drift(ttl);
@@ -98,7 +131,8 @@ Quorum::Acquisition Quorum::acquire(const LockName& name, const Contender& conte
       throw *answers[i].error;
     }
   }
-  size_t answered = 0, granted = 0;
+  refuse_duplicates(name, contender.token);
+  size_t answered = 0, granted = 0, young = 0;
   int64_t highest = 0;
   std::map<std::string, size_t> holders;  // who holds it where we were refused: host pid since
   std::map<int64_t, size_t> reentered;    // re-entry: fence -> masters
@@ -111,8 +145,13 @@ Quorum::Acquisition Quorum::acquire(const LockName& name, const Contender& conte
     switch (reply->code) {
       case 1:
         took[i] = 1;
-        ++granted;
         highest = std::max(highest, e.empty() ? 0 : number_of(e[0]));
+        if (std::optional<std::string> why = discount_young(i, contender.ttl)) {
+          out.failures.push_back(*why);
+          ++young;
+        } else {
+          ++granted;
+        }
         break;
       case 2:
         if (e.size() > 2) {
@@ -162,6 +201,10 @@ Quorum::Acquisition Quorum::acquire(const LockName& name, const Contender& conte
       }
     }
     if (merged >= majority() && validity(sent_at, contender.ttl) > util::Millis(0)) {
+      m_run_ids.assign(n, std::string());
+      for (size_t i = 0; i < n; ++i) {
+        if (std::optional<MasterIdentity> id = m_nodes.identity(i)) m_run_ids[i] = id->run_id;
+      }
       out.attempt.outcome = Attempt::Outcome::acquired;
       out.attempt.fence = highest;
       out.attempt.sent_at = sent_at;
@@ -176,7 +219,9 @@ Quorum::Acquisition Quorum::acquire(const LockName& name, const Contender& conte
   // have taken it after all). The caller retries after a random delay, never blocked by this.
   release(name, contender.token, {}, true);
   out.attempt.outcome = Attempt::Outcome::busy;
-  out.unavailable = answered < majority();
+  // Young masters answered, but their answer does not count: without enough others, that is an
+  // outage (69), never "busy".
+  out.unavailable = answered - young < majority();
   for (const auto& [who, count] : holders) out.majority_busy = out.majority_busy || count >= majority();
   out.attempt.queue_length = 0;
   return out;
@@ -202,6 +247,11 @@ Quorum::Extended Quorum::extend(const LockName& name, const std::string& token, 
   for (size_t i = 0; i < n; ++i) {
     std::optional<ScriptReply> reply = usable(answers[i], m_nodes.name(i), name, out.failures);
     if (!reply) continue;
+    if (std::optional<std::string> restarted = discount_restarted(i)) {
+      out.failures.push_back(*restarted);
+      missing[i] = reply->code == 0;  // set again with the fence, but not counted
+      continue;
+    }
     if (reply->code == 0) {
       ++lost;
       missing[i] = true;
@@ -220,7 +270,7 @@ Quorum::Extended Quorum::extend(const LockName& name, const std::string& token, 
     out.extension = Extension{least_left, new_ttl, std::nullopt};
     // A master that lost the key (it restarted) gets it back, but only with the fence merge, so
     // that no later holder's INCR there can fall below this hold's fence.
-    if (lost > 0 && fence > 0) {
+    if (fence > 0 && std::find(missing.begin(), missing.end(), true) != missing.end()) {
       m_nodes.eval_all(scripts::k_merge, keys,
                        with_config(m_timing.quiet(), {token, std::to_string(fence), std::to_string(new_ttl.count()), "1"},
                                    n),
@@ -247,6 +297,11 @@ Quorum::Releases Quorum::release(const LockName& name, const std::string& token,
     std::optional<ScriptReply> reply = usable(answers[i], m_nodes.name(i), name, out.failures);
     if (!reply) continue;
     ++out.answered;
+    if (std::optional<std::string> restarted = discount_restarted(i)) {
+      out.failures.push_back(*restarted);
+      ++out.discounted;
+      continue;
+    }
     if (reply->code == 1) ++out.held;
   }
   return out;
@@ -254,7 +309,7 @@ Quorum::Releases Quorum::release(const LockName& name, const std::string& token,
 
 Released Quorum::verdict(const Releases& r) const {
   if (r.held >= majority()) return Released::released;
-  if (r.answered - r.held >= majority()) return Released::not_held;
+  if (r.answered - r.discounted - r.held >= majority()) return Released::not_held;
   if (r.answered < majority()) no_majority(r.failures, m_nodes.size(), majority());
   return Released::unknown;
 }

@@ -17,6 +17,13 @@
 
 namespace rlock::lock {
 
+// What a master says of itself (its INFO, sent with the greeting of every connection).
+struct MasterIdentity {
+  std::string run_id;              // changes at every start: a restart shows
+  std::optional<int64_t> uptime_s;
+  bool persistent = false;         // appendonly: its locks survive a restart (given appendfsync always)
+};
+
 // One node's answer to a request sent to several at once: its reply, or why it has none (down,
 // timed out, refused).
 struct NodeAnswer {
@@ -33,6 +40,9 @@ public:
   virtual size_t size() const = 0;
   // How a node is named in messages (its URL without a password).
   virtual std::string name(size_t i) const = 0;
+  // What node i said of itself on its current connection; nullopt when it said nothing (not
+  // connected yet, or INFO refused by an ACL).
+  virtual std::optional<MasterIdentity> identity(size_t i) const = 0;
   // Runs script with keys and args[i] on each node i where which[i]; the answers in node order
   // (empty for nodes not asked).
   virtual std::vector<NodeAnswer> eval_all(const redis::Script& script, const std::vector<std::string>& keys,
@@ -57,6 +67,12 @@ public:
 // majority W_A while it held the lock there. Two majorities share a master m; B's acquire ran
 // there only after A's lock there ended, so after A's write-back: B's INCR on m gives more than
 // T_A, and T_B, the largest of B's INCRs, is more than T_A.
+//
+// Masters are told apart by their run_id: one server named twice (two URLs, one server) is
+// refused, as it would count twice. A master counts towards a majority only if it kept its
+// locks: at an acquisition, one that started less than a TTL ago without persistence may have
+// lost a lock another holder still has (antirez's delayed restart, done by the client); during a
+// hold, one whose run_id changed since the acquisition restarted and may have lost this one.
 class Quorum {
 public:
   using Now = std::function<util::BootClock::time_point()>;
@@ -94,6 +110,7 @@ public:
   struct Releases {
     size_t held = 0;      // masters where the token still held the lock
     size_t answered = 0;  // masters that answered at all
+    size_t discounted = 0;  // of them, masters restarted since the acquisition: their answer proves nothing
     std::vector<std::string> failures;
   };
   // Releases on every master; `ending` goes into the history (quiet: none, for the leftovers of
@@ -113,9 +130,17 @@ public:
   util::Millis validity(util::BootClock::time_point sent_at, util::Millis ttl) const;
 
 private:
+  // The reason master i's answer does not count, if it does not: for an acquisition of ttl
+  // (young), or during the hold (restarted).
+  std::optional<std::string> discount_young(size_t i, util::Millis ttl) const;
+  std::optional<std::string> discount_restarted(size_t i) const;
+  // Throws Error 78 when two answering masters are one server.
+  void refuse_duplicates(const LockName& name, const std::string& token) ;
+
   NodeSet& m_nodes;
   Timing m_timing;
   Now m_now;
+  std::vector<std::string> m_run_ids;  // each master's run_id when the lock was taken ("" unknown)
 };
 
 }  // namespace rlock::lock

@@ -239,12 +239,11 @@ void QuorumBackend::check_eviction_before(bool strict) {
   // A quorum's members also tell whether they are Cluster nodes (refused: node_set.cpp).
   for (size_t i = 0; i < m_nodes.size(); ++i) {
     redis::Client& c = m_nodes.member(i);
+    // Every member's greeting is INFO already (lock/node_set.cpp).
     if (strict) {
       redis::Reply info = c.call(info_member());
       if (is_cluster_node(info)) throw cluster_member_error(c.url().display());
       check_eviction(info, c.url().display(), true);
-    } else {
-      c.set_greeting(info_member());
     }
   }
 }

@@ -24,6 +24,8 @@ ServerFacts parse_info(const std::string& text) {
     else if (name == "role") f.role = value;
     else if (name == "redis_mode") f.cluster = f.cluster || value == "cluster";
     else if (name == "cluster_enabled") f.cluster = f.cluster || value == "1";
+    else if (name == "run_id") f.run_id = value;
+    else if (name == "uptime_in_seconds" && util::parse_int(value, 0, INT64_MAX, n)) f.uptime_s = n;
   }
   return f;
 }

@@ -17,6 +17,8 @@ struct ServerFacts {
   std::optional<bool> aof;           // appendonly
   std::string role;                  // master, slave
   bool cluster = false;              // a Redis Cluster node (redis_mode:cluster)
+  std::string run_id;                // changes at every start of the server
+  std::optional<int64_t> uptime_s;   // seconds since it started
 };
 
 // Parses the text of an INFO reply (any sections).

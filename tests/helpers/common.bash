@@ -278,14 +278,14 @@ redis_start_auth() {
   redis_start --requirepass "$1"
 }
 
-# redis_start_unix: a server listening only on a unix socket; exports REDIS_SOCKET and
-# RLOCK_URL=unix://SOCKET.
+# redis_start_unix [REDIS ARGS...]: a server listening only on a unix socket; exports
+# REDIS_SOCKET and RLOCK_URL=unix://SOCKET.
 redis_start_unix() {
   REDIS_DIR=$(mktemp -d /tmp/rlock-test.XXXXXX)
   export REDIS_DIR
   export REDIS_SOCKET=$REDIS_DIR/redis.sock
   redis-server --port 0 --unixsocket "$REDIS_SOCKET" --unixsocketperm 700 --save '' --appendonly no \
-    --dir "$REDIS_DIR" --daemonize no --logfile "$REDIS_DIR/redis.log" </dev/null >/dev/null 2>&1 3>&- &
+    --dir "$REDIS_DIR" --daemonize no --logfile "$REDIS_DIR/redis.log" "$@" </dev/null >/dev/null 2>&1 3>&- &
   export REDIS_PID=$!
   disown "$REDIS_PID" 2>/dev/null || true
   echo "$REDIS_PID" >>"$BATS_TEST_TMPDIR/.bg_pids"

@@ -18,7 +18,9 @@ U=()
 masters_start() {
   local n=$1 i
   for i in $(seq 1 "$n"); do
-    srv_start "m$i" || fail "could not start master m$i"
+    # With appendonly, a master counts at once: one started less than a TTL ago without it does
+    # not (it may have lost a lock in a restart). m_restart starts them again without it.
+    srv_start "m$i" --appendonly yes --appendfsync no || fail "could not start master m$i"
     M_PORT[i]=$SRV_PORT
     M_PID[i]=$SRV_PID
   done

@@ -12,6 +12,7 @@ using rlock::Error;
 using rlock::lock::Attempt;
 using rlock::lock::Contender;
 using rlock::lock::LockName;
+using rlock::lock::MasterIdentity;
 using rlock::lock::NodeAnswer;
 using rlock::lock::NodeSet;
 using rlock::lock::Quorum;
@@ -50,9 +51,13 @@ public:
     Millis delay{0};                  // how long the whole exchange takes (the slowest counts)
   };
 
-  ScriptedNodes(size_t n, FakeClock& clock) : m_n(n), m_clock(clock) {}
+  ScriptedNodes(size_t n, FakeClock& clock) : m_n(n), m_clock(clock) {
+    // Distinct servers that have run for long and keep nothing on disk, unless a test says.
+    for (size_t i = 0; i < n; ++i) identities.push_back(MasterIdentity{"run" + std::to_string(i), 3600, false});
+  }
   size_t size() const override { return m_n; }
   std::string name(size_t i) const override { return "m" + std::to_string(i); }
+  std::optional<MasterIdentity> identity(size_t i) const override { return identities[i]; }
   std::vector<NodeAnswer> eval_all(const Script& script, const std::vector<std::string>&,
                                    const std::vector<std::vector<std::string>>& args,
                                    const std::vector<bool>& which) override {
@@ -76,6 +81,7 @@ public:
 
   std::map<std::string, std::vector<Behaviour>> behaviours;
   std::map<std::string, std::vector<std::pair<size_t, std::vector<std::string>>>> calls;
+  std::vector<std::optional<MasterIdentity>> identities;
 
 private:
   size_t m_n;
@@ -254,6 +260,11 @@ public:
   explicit ModelNodes(size_t n) : masters(n) {}
   size_t size() const override { return masters.size(); }
   std::string name(size_t i) const override { return "m" + std::to_string(i); }
+  // Each master keeps its run_id across restarts here (the model's restarts test the fence, not
+  // the run_id rules, which have tests of their own).
+  std::optional<MasterIdentity> identity(size_t i) const override {
+    return MasterIdentity{"run" + std::to_string(i), 3600, false};
+  }
   std::vector<NodeAnswer> eval_all(const Script& script, const std::vector<std::string>&,
                                    const std::vector<std::vector<std::string>>& args,
                                    const std::vector<bool>& which) override {
@@ -355,4 +366,52 @@ TEST(Quorum, AReleaseProvesOnlyWhatAMajoritySays) {
       EXPECT_THROW(q.verdict(r), Error);
     }
   }
+}
+
+TEST(Quorum, OneServerNamedTwiceIsRefusedAndNothingIsLeftTaken) {
+  FakeClock clock;
+  ScriptedNodes nodes(3, clock);
+  nodes.identities[2] = nodes.identities[0];  // redis://127.0.0.1:P and redis://localhost:P
+  Quorum q(nodes, rlock::lock::Timing{}, [&] { return clock.now; });
+  try {
+    q.acquire(k_name, contender(), {});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 78);
+    EXPECT_NE(std::string(e.what()).find("m0 and m2 are one server"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(nodes_called(nodes, "release").size(), 3u);
+}
+
+TEST(Quorum, AMasterYoungerThanTheTtlWithoutPersistenceDoesNotCount) {
+  // 3 masters; m1 and m2 just restarted empty (they may have lost another holder's lock): only
+  // m0 counts, no majority.
+  FakeClock clock;
+  ScriptedNodes nodes(3, clock);
+  nodes.identities[1] = MasterIdentity{"new1", 2, false};
+  nodes.identities[2] = MasterIdentity{"new2", 2, false};
+  Quorum q(nodes, rlock::lock::Timing{}, [&] { return clock.now; });
+  Quorum::Acquisition a = q.acquire(k_name, contender(10s), {});
+  EXPECT_EQ(a.attempt.outcome, Attempt::Outcome::busy);
+  EXPECT_EQ(nodes_called(nodes, "release").size(), 3u);
+  // Once they have run a TTL, or with appendonly, they count.
+  nodes.identities[1] = MasterIdentity{"new1", 10, false};
+  nodes.identities[2] = MasterIdentity{"new2", 2, true};
+  EXPECT_EQ(q.acquire(k_name, contender(10s), {}).attempt.outcome, Attempt::Outcome::acquired);
+}
+
+TEST(Quorum, AMasterRestartedDuringTheHoldNoLongerCounts) {
+  FakeClock clock;
+  ScriptedNodes nodes(3, clock);
+  Quorum q(nodes, rlock::lock::Timing{}, [&] { return clock.now; });
+  ASSERT_EQ(q.acquire(k_name, contender(), {}).attempt.outcome, Attempt::Outcome::acquired);
+  // m1 and m2 restarted (new run_ids). Their answers count neither way: m1's "not held" proves
+  // no loss, m2's "extended" (it was set again) proves no renewal.
+  nodes.identities[1] = MasterIdentity{"again1", 1, false};
+  nodes.identities[2] = MasterIdentity{"again2", 1, false};
+  Reply extended = answer(1, {integer(5000), integer(10000), text("")});
+  nodes.behaviours["extend"] = {{extended}, {answer(0)}, {extended}};
+  EXPECT_EQ(q.extend(k_name, contender().token, std::nullopt, 10s, 42).outcome, Quorum::Renewal::failed);
+  nodes.behaviours["release"] = {{answer(1)}, {answer(0)}, {answer(0)}};
+  EXPECT_EQ(q.verdict(q.release(k_name, contender().token, {})), rlock::lock::Released::unknown);
 }
