@@ -112,8 +112,8 @@ on_replica() {
   run --separate-stderr rlock run k --config "$T/rlock.toml" -- touch "$T/ran"
   assert_error_exit 69
   assert_file_not_exist "$T/ran"
-  # The command line wins.
-  run --separate-stderr rlock run k --config "$T/rlock.toml" --wait-replicas 1 -- true
+  # The command line wins (a loaded machine may take longer than 200ms to acknowledge).
+  run --separate-stderr rlock run k --config "$T/rlock.toml" --wait-replicas 1 --wait-timeout 10s -- true
   assert_success
 }
 
