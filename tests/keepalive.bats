@@ -224,6 +224,35 @@ SCRIPT
   kill -KILL "$script_pid"
 }
 
+@test "a /tmp/rlock-UID that another user created first is skipped for a directory in the home" {
+  [[ $(id -u) == 0 ]] || skip "needs root to act as another user"
+  id nobody >/dev/null 2>&1 || skip "no user nobody"
+  local uid squat other home
+  uid=$(id -u nobody)
+  squat=/tmp/rlock-$uid
+  [[ ! -e $squat ]] || skip "$squat exists already"
+  # Root (another user, for nobody) squats nobody's /tmp directory; cron sets no XDG_RUNTIME_DIR.
+  mkdir -m 777 "$squat"
+  other=$(mktemp -d /tmp/rlock-other.XXXXXX)
+  home=$other/home
+  mkdir -p "$home"
+  chown nobody "$home"
+  chmod 755 "$other"
+  cp "$(readlink -f "$RLOCK_BIN")" "$other/rlock"
+  chmod 755 "$other/rlock"
+  run bash -c 'cd / && setpriv --reuid=nobody --regid=nogroup --clear-groups env -u XDG_RUNTIME_DIR HOME="$1" \
+    RLOCK_URL="$RLOCK_URL" RLOCKTEST_MARK="$RLOCKTEST_MARK" sh -c '"'"'tok=$("$0" acquire k --keepalive -t 2s) &&
+    ls "$HOME/.rlock" && sleep 3 && RLOCK_TOKEN=$tok "$0" release k && echo released'"'"' "$2/rlock"' _ "$home" "$other"
+  local squatted
+  squatted=$(ls -A "$squat")
+  rm -rf "$squat" "$other"
+  assert_success
+  assert_line --regexp '^[0-9a-f]{16}\.keeper$'
+  assert_line released
+  assert_equal "$squatted" ""
+  assert lock_free k
+}
+
 @test "200 keepalive acquire/release cycles leave no keeper, descriptor or state file behind" {
   local before after cycles
   cycles=$(scaled 200)

@@ -24,10 +24,12 @@
 #include <unistd.h>
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <pwd.h>
 #include <exception>
 #include <map>
 
@@ -44,12 +46,21 @@ int64_t wall_ms() {
   return static_cast<int64_t>(tv.tv_sec) * 1000 + tv.tv_usec / 1000;
 }
 
-// The state directories to look in: the preferred one first.
+// The state directories to look in, the preferred one first: the session's runtime directory,
+// then /tmp/rlock-UID (cron sets no XDG_RUNTIME_DIR), then one in the home directory, which no
+// other user can create first (another user may squat /tmp/rlock-UID: then it is skipped).
 std::vector<std::string> candidate_dirs() {
   std::vector<std::string> dirs;
   const char* xdg = std::getenv("XDG_RUNTIME_DIR");
   if (xdg && *xdg == '/') dirs.push_back(std::string(xdg) + "/rlock");
   dirs.push_back(fmt::format("/tmp/rlock-{}", ::getuid()));
+  std::string home;
+  if (const char* h = std::getenv("HOME"); h && *h == '/') {
+    home = h;
+  } else if (const passwd* pw = ::getpwuid(::getuid()); pw && pw->pw_dir && *pw->pw_dir == '/') {
+    home = pw->pw_dir;
+  }
+  if (!home.empty()) dirs.push_back(home + "/.rlock");
   return dirs;
 }
 
@@ -382,17 +393,20 @@ void close_from(int first) {
 }  // namespace
 
 std::string state_dir(bool create) {
-  std::string dir = candidate_dirs().front();
-  if (create && ::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    throw Error(exit_code::k_system, fmt::format("cannot create the keeper state directory {}: {}", dir,
-                                                 std::strerror(errno)));
+  std::vector<std::string> dirs = candidate_dirs();
+  std::vector<std::string> refused;
+  for (const std::string& dir : dirs) {
+    if (create && ::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+      refused.push_back(fmt::format("{}: {}", dir, std::strerror(errno)));
+      continue;
+    }
+    std::string why;
+    if (safe_dir(dir, &why)) return dir;
+    if (create) refused.push_back(fmt::format("{}: {}", dir, why));
   }
-  std::string why;
-  if (!safe_dir(dir, &why)) {
-    if (!create && errno == ENOENT) return {};
-    throw Error(exit_code::k_system, fmt::format("the keeper state directory {} is not safe to use: {}", dir, why));
-  }
-  return dir;
+  if (!create) return {};
+  throw Error(exit_code::k_system,
+              fmt::format("no keeper state directory is safe to use ({})", fmt::join(refused, "; ")));
 }
 
 std::optional<State> read_state(const std::string& id) {
