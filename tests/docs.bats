@@ -13,7 +13,7 @@ setup() {
     : "${RLOCK_BIN:=$RLOCK_SOURCE_DIR/build/rlock}"
     MAN_PAGE=man/rlock.1
     COMPLETIONS=(completions/rlock.bash completions/_rlock completions/rlock.fish)
-    SUBCOMMANDS=(run acquire release extend status list)
+    SUBCOMMANDS=(run acquire release extend status list log)
     EXIT_CODES=(0 1 64 65 69 70 71 75 76 77 78 126 127)
 }
 
@@ -103,6 +103,10 @@ check_help() {
 
 @test "list --help options are in the man page and completions" {
     check_help list
+}
+
+@test "log --help options are in the man page and completions" {
+    check_help log
 }
 
 @test "every subcommand is in the man page and completions" {
