@@ -16,14 +16,14 @@ _rlock_options()
     # The global options, accepted before or after the command name.
     local -a common=(-h --help -V --version -u --url --node-timeout --connect-timeout
         --io-timeout --prefix --password-file --cacert --cert --key --insecure
-        --sentinel-user --sentinel-password-file --config --syslog -q --quiet -v --verbose)
+        --sentinel-user --sentinel-password-file --config --syslog --log-length -q --quiet -v --verbose)
     local -a taking=(-t --ttl -w --wait --timeout -n --no-wait --nb --nonblock
         -E --conflict-exit-code --wait-replicas --wait-timeout --strict --limit
-        -s --shared -x --exclusive)
+        -s --shared -x --exclusive --min-hold --supersede --preempt)
     case $1 in
         run)
             printf '%s\n' "${common[@]}" "${taking[@]}" -c --command --signal --kill-after \
-                --lost-exit-code --max-hold --leftovers
+                --lost-exit-code --max-hold --leftovers --preemptible
             ;;
         acquire)
             printf '%s\n' "${common[@]}" "${taking[@]}" --token-file --json --keepalive --pid \
@@ -38,6 +38,9 @@ _rlock_options()
         status | list)
             printf '%s\n' "${common[@]}" --json
             ;;
+        log)
+            printf '%s\n' "${common[@]}" -n --lines --json -f --follow
+            ;;
         *)
             printf '%s\n' "${common[@]}"
             ;;
@@ -46,7 +49,7 @@ _rlock_options()
 
 # Succeeds if option word $1 takes the next word as its value: a long option
 # written without "=", or a cluster of short options ending in one that takes
-# a value ("-qu URL").
+# a value ("-qu URL"). $2: the subcommand so far (log's -n takes a value).
 _rlock_takes_value()
 {
     case $1 in
@@ -58,7 +61,8 @@ _rlock_takes_value()
         --sentinel-user | --sentinel-password-file | \
         --ttl | --wait | --conflict-exit-code | --wait-replicas | --wait-timeout | --limit | \
         --command | --signal | --kill-after | --lost-exit-code | \
-        --max-hold | --leftovers | --token-file | --token-env | --pid | --keeper-log)
+        --max-hold | --leftovers | --token-file | --token-env | --pid | --keeper-log | \
+        --min-hold | --log-length | --lines)
             return 0
             ;;
         --*)
@@ -71,6 +75,7 @@ _rlock_takes_value()
                 c=${1:i:1}
                 case $c in
                     [utwEc]) ((i == ${#1} - 1)) && return 0 || return 1 ;;
+                    n) [[ ${2-} == log ]] && { ((i == ${#1} - 1)) && return 0 || return 1; } ;;
                 esac
             done
             ;;
@@ -215,7 +220,7 @@ _rlock()
         fi
         if [[ $w == -?* ]]; then
             _rlock_server_option "$w" "${words[i + 1]}"
-            if _rlock_takes_value "$w"; then
+            if _rlock_takes_value "$w" "$sub"; then
                 ((i + 1 == cword)) && valopt=$w
                 ((i++))
             fi
@@ -289,12 +294,19 @@ _rlock()
                 compopt -o nospace 2>/dev/null
                 ;;
             ttl | wait | timeout | node-timeout | connect-timeout | io-timeout | \
-            kill-after | max-hold | wait-timeout | -*[tw])
+            kill-after | max-hold | min-hold | wait-timeout | -*[tw])
                 _rlock_reply -W '500ms 1s 5s 30s 1m 5m 30m 1h' -- "$vcur"
                 ;;
             limit)
                 # A number of holders, 1 or more.
                 _rlock_reply -W '2 3 4 5 8 10' -- "$vcur"
+                ;;
+            log-length)
+                # Events kept per lock; 0 turns the history off.
+                _rlock_reply -W '0 100 1000 10000' -- "$vcur"
+                ;;
+            lines | -n)
+                _rlock_reply -W '10 20 50 100' -- "$vcur"
                 ;;
             *)
                 # --prefix, --command, --sentinel-user, exit codes,
@@ -309,14 +321,14 @@ _rlock()
         if [[ $cur == -* ]]; then
             _rlock_reply -W "$(_rlock_options '')" -- "$cur"
         else
-            _rlock_reply -W 'run acquire release extend status list' -- "$cur"
+            _rlock_reply -W 'run acquire release extend status list log' -- "$cur"
         fi
     elif [[ $cur == -* ]]; then
         local opts
         opts=$(_rlock_options "$sub")
         [[ $sub == run ]] && ((key_seen)) && opts+=$'\n--'
         _rlock_reply -W "$opts" -- "$cur"
-    elif [[ $sub == status ]] || { [[ $sub == run || $sub == release || $sub == extend ]] && ((!nargs)); }; then
+    elif [[ $sub == status || $sub == log ]] || { [[ $sub == run || $sub == release || $sub == extend ]] && ((!nargs)); }; then
         # KEY: the locks held now on the server the line selects. (list's
         # PATTERN is free text.)
         local name want q

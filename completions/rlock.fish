@@ -9,7 +9,7 @@ function __rlock_takes_value
         --password-file --cacert --cert --key --sentinel-user --sentinel-password-file \
         --config --ttl --wait --conflict-exit-code --wait-replicas --wait-timeout \
         --limit --command --signal --kill-after --lost-exit-code --max-hold --leftovers \
-        --token-file --token-env --pid --keeper-log
+        --token-file --token-env --pid --keeper-log --min-hold --log-length --lines
     or string match -qr -- '^-[hVqvnsx]*[utwEc]$' $argv[1]
 end
 
@@ -53,6 +53,8 @@ function __rlock_parse_tokens
         end
         if string match -q -- '-?*' $t
             __rlock_takes_value $t; and set skip 1
+            # log's -n takes the number of events.
+            test "$sub" = log; and string match -qr -- '^-[hVqvf]*n$' $t; and set skip 1
             continue
         end
         if test -z "$sub"
@@ -113,12 +115,12 @@ function __rlock_in_child
     __rlock_child_start >/dev/null
 end
 
-# True where a lock name may go: any argument of status, the KEY of run,
-# release and extend.
+# True where a lock name may go: any argument of status and log, the KEY of
+# run, release and extend.
 function __rlock_wants_key
     set -l parsed (__rlock_parse)
     switch "$parsed[1]"
-        case status
+        case status log
             return 0
         case run release extend
             test $parsed[2] = 0
@@ -203,9 +205,10 @@ complete -c rlock -n __rlock_needs_subcommand -a release -d 'Give a lock back (t
 complete -c rlock -n __rlock_needs_subcommand -a extend -d 'Reset the TTL of a lock (token required)'
 complete -c rlock -n __rlock_needs_subcommand -a status -d 'Show who holds locks'
 complete -c rlock -n __rlock_needs_subcommand -a list -d 'List the locks under the prefix'
+complete -c rlock -n __rlock_needs_subcommand -a log -d 'Show the history of locks: who held, waited for, skipped or lost them'
 
 # Global options: before the subcommand, or after it with its own options.
-set -l __rlock_global '__rlock_needs_subcommand; or __rlock_using run acquire release extend status list'
+set -l __rlock_global '__rlock_needs_subcommand; or __rlock_using run acquire release extend status list log'
 complete -c rlock -n $__rlock_global -s h -l help -d 'Print help and exit'
 complete -c rlock -n $__rlock_global -s V -l version -d 'Print version and exit'
 complete -c rlock -n $__rlock_global -s u -l url -x -a 'redis:// rediss:// unix:// redis+sentinel://' -d 'Redis URL (once per master for a Redlock quorum)'
@@ -222,6 +225,7 @@ complete -c rlock -n $__rlock_global -l sentinel-user -x -d 'ACL user for the se
 complete -c rlock -n $__rlock_global -l sentinel-password-file -r -F -d 'Read the sentinel password from this file (first line)'
 complete -c rlock -n $__rlock_global -l config -r -F -d 'TOML configuration file'
 complete -c rlock -n $__rlock_global -l syslog -d 'Log acquired, busy, lost and released to syslog'
+complete -c rlock -n $__rlock_global -l log-length -x -a '0 100 1000 10000' -d 'Events of history kept per lock in Redis (0: none)'
 complete -c rlock -n $__rlock_global -s q -l quiet -d 'Print nothing but errors'
 complete -c rlock -n $__rlock_global -s v -l verbose -d 'Print a timestamped timeline on stderr'
 
@@ -239,6 +243,9 @@ complete -c rlock -n '__rlock_using run acquire' -l strict -d 'Refuse a server w
 complete -c rlock -n '__rlock_using run acquire' -l limit -x -a '2 3 4 5 8 10' -d 'A semaphore: up to N holders at once (all must agree on N)'
 complete -c rlock -n '__rlock_using run acquire' -s s -l shared -d 'A shared hold: many shared holders, or one exclusive'
 complete -c rlock -n '__rlock_using run acquire' -s x -l exclusive -d 'An exclusive hold (the default)'
+complete -c rlock -n '__rlock_using run acquire' -l min-hold -x -d 'Keep the lock until this long after it was taken (duration)'
+complete -c rlock -n '__rlock_using run acquire' -l supersede -d 'Newest wins: replace older waiters that also gave --supersede'
+complete -c rlock -n '__rlock_using run acquire' -l preempt -d 'Stop a --preemptible holder and be served next'
 
 # run only.
 complete -c rlock -n '__rlock_using run' -s c -l command -x -d 'Run this string with /bin/sh -c'
@@ -247,6 +254,7 @@ complete -c rlock -n '__rlock_using run' -l kill-after -x -d 'Send SIGKILL this 
 complete -c rlock -n '__rlock_using run' -l lost-exit-code -x -d 'Exit code when the lock was lost'
 complete -c rlock -n '__rlock_using run' -l max-hold -x -d 'Hold the lock at most this long'
 complete -c rlock -n '__rlock_using run' -l leftovers -x -a 'wait\t"Keep the lock until they exit" kill\t"End them"' -d 'What to do with processes the command leaves running'
+complete -c rlock -n '__rlock_using run' -l preemptible -d 'A --preempt request may stop the command; rlock then exits 75'
 complete -c rlock -n __rlock_in_child -x -a '(__rlock_complete_child)'
 
 # acquire --keepalive.
@@ -266,4 +274,8 @@ complete -c rlock -n '__rlock_using release' -l force -d 'Remove the lock withou
 complete -c rlock -n '__rlock_using extend' -s t -l ttl -x -d 'New TTL (default: the TTL the lock was last given)'
 
 # JSON output.
-complete -c rlock -n '__rlock_using acquire status list' -l json -d 'Print JSON'
+complete -c rlock -n '__rlock_using acquire status list log' -l json -d 'Print JSON'
+
+# log.
+complete -c rlock -n '__rlock_using log' -s n -l lines -x -a '10 20 50 100' -d 'The last N events'
+complete -c rlock -n '__rlock_using log' -s f -l follow -d 'Print new events as they come, until interrupted'

@@ -1,4 +1,4 @@
-# Install rules for the man page and shell completions, the CPack settings for the
+# Install rules for the man pages and shell completions, the CPack settings for the
 # Debian and RPM packages, and the source tarball. Included at the end of the
 # top-level CMakeLists.txt, after src/ has declared
 # install(TARGETS rlock RUNTIME DESTINATION bin).
@@ -10,29 +10,44 @@
 #                                       #    Debian package rpm)
 # or, to keep the build directory clean:
 #   cd build && cpack -G DEB -B /tmp/rlock-pkg
-# Both carry the same files: /usr/bin/rlock, the man page and three completions.
+# Both carry the same files: /usr/bin/rlock, the man pages rlock(1) and rlock(7) and three
+# completions.
 #
 # Source tarball, reproducible (the same tracked files give the same bytes):
 #   make -C build package_source        # -> build/rlock-<version>.tar.gz
 
 include(GNUInstallDirs)
 
-# --- Man page -----------------------------------------------------------------
-# Debian ships man pages gzip-compressed. -n leaves out the name and time stamp
-# so that the same source always gives the same bytes (reproducible builds).
+# --- Man pages ----------------------------------------------------------------
+# rlock(1), the reference, and rlock(7), the guarantees, data layout and notes, are written in
+# scdoc (man/*.scd; Debian package scdoc) and turned into roff here: build/man/rlock.1 and
+# build/man/rlock.7. They are dated SOURCE_DATE_EPOCH when it is set, else a fixed date, never
+# the time of the build. Debian ships man pages gzip-compressed; -n leaves out the name and time
+# stamp: the same source always gives the same bytes (reproducible builds).
+find_program(RLOCK_SCDOC scdoc REQUIRED)
 find_program(RLOCK_GZIP gzip REQUIRED)
-set(RLOCK_MAN_SOURCE ${PROJECT_SOURCE_DIR}/man/rlock.1)
-set(RLOCK_MAN_GZ ${PROJECT_BINARY_DIR}/man/rlock.1.gz)
-add_custom_command(
-  OUTPUT ${RLOCK_MAN_GZ}
-  COMMAND ${CMAKE_COMMAND} -E make_directory ${PROJECT_BINARY_DIR}/man
-  COMMAND ${CMAKE_COMMAND} -E copy ${RLOCK_MAN_SOURCE} ${PROJECT_BINARY_DIR}/man/rlock.1
-  COMMAND ${RLOCK_GZIP} -9 -n -f ${PROJECT_BINARY_DIR}/man/rlock.1
-  DEPENDS ${RLOCK_MAN_SOURCE}
-  COMMENT "Compressing man page rlock.1"
-  VERBATIM)
-add_custom_target(rlock_manpage ALL DEPENDS ${RLOCK_MAN_GZ})
-install(FILES ${RLOCK_MAN_GZ} DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+find_program(RLOCK_SH sh REQUIRED)
+if(DEFINED ENV{SOURCE_DATE_EPOCH})
+  set(RLOCK_MAN_EPOCH $ENV{SOURCE_DATE_EPOCH})
+else()
+  set(RLOCK_MAN_EPOCH 1795392000)  # 2026-11-23
+endif()
+set(RLOCK_MAN_PAGES)
+foreach(section 1 7)
+  set(source ${PROJECT_SOURCE_DIR}/man/rlock.${section}.scd)
+  set(page ${PROJECT_BINARY_DIR}/man/rlock.${section})
+  add_custom_command(
+    OUTPUT ${page} ${page}.gz
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${PROJECT_BINARY_DIR}/man
+    COMMAND ${RLOCK_SH} ${PROJECT_SOURCE_DIR}/man/scdoc-page ${source} ${page} ${RLOCK_MAN_EPOCH}
+    COMMAND ${RLOCK_GZIP} -9 -n -k -f ${page}
+    DEPENDS ${source} ${PROJECT_SOURCE_DIR}/man/scdoc-page
+    COMMENT "Generating man page rlock.${section} with scdoc"
+    VERBATIM)
+  list(APPEND RLOCK_MAN_PAGES ${page}.gz)
+  install(FILES ${page}.gz DESTINATION ${CMAKE_INSTALL_MANDIR}/man${section})
+endforeach()
+add_custom_target(rlock_manpage ALL DEPENDS ${RLOCK_MAN_PAGES})
 
 # --- Shell completions ------------------------------------------------------
 # The directories each shell searches by default on Debian (and most distros).
@@ -107,9 +122,9 @@ set(CPACK_RPM_PACKAGE_DESCRIPTION "${CPACK_PACKAGE_DESCRIPTION}")
 # CPACK_RPM_PACKAGE_SUGGESTS (its check for weak dependencies runs an rpm it
 # never looked up), so both tags go into the spec's preamble through
 # CPACK_RPM_SPEC_MORE_DEFINE, with two settings: _build_id_links none, no
-# /usr/lib/.build-id links to the binary (files outside the five below); and no
+# /usr/lib/.build-id links to the binary (files outside the six below); and no
 # __os_install_post, whose brp-* steps would strip the binary again and drop its
-# .comment section: CPack has stripped it and compressed the man page already,
+# .comment section: CPack has stripped it and compressed the man pages already,
 # and the RPM carries the same bytes as the .deb.
 if(CMAKE_SIZEOF_VOID_P EQUAL 8)
   set(RLOCK_RPM_SONAME_MARK "()(64bit)")
@@ -124,10 +139,10 @@ Suggests: redis
 # Installed where the package says, not relocatable: the shells and man look
 # for the completions and the page only under /usr.
 set(CPACK_PACKAGE_RELOCATABLE OFF)
-# Own only the five files, not the standard directories they go in (the
+# Own only the six files, not the standard directories they go in (the
 # distribution's filesystem package, or the shell's, owns those).
 set(CPACK_RPM_EXCLUDE_FROM_AUTO_FILELIST_ADDITION
-  /usr/share/man /usr/share/man/man1
+  /usr/share/man /usr/share/man/man1 /usr/share/man/man7
   /usr/share/bash-completion /usr/share/bash-completion/completions
   /usr/share/zsh /usr/share/zsh/vendor-completions
   /usr/share/fish /usr/share/fish/vendor_completions.d)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bats
 # The packages. `cpack -G DEB` in the build directory gives
-# rlock_<version>_<arch>.deb, which installs the binary, the man page and the
-# shell completions under /usr, and which `dpkg -r` removes again. `cpack -G RPM`
-# gives rlock-<version>-1.<arch>.rpm with the same five files, byte for byte, and
+# rlock_<version>_<arch>.deb, which installs the binary, the man pages rlock(1) and
+# rlock(7) and the shell completions under /usr, and which `dpkg -r` removes again.
+# `cpack -G RPM` gives rlock-<version>-1.<arch>.rpm with the same six files, byte for byte, and
 # its own dependencies (inspected with rpm -qp, not installed). `make
 # package_source` gives rlock-<version>.tar.gz, the same bytes every time for
 # the same tracked files.
@@ -130,13 +130,14 @@ require_rpm() {
   fi
 }
 
-# The five files both packages hold, sorted.
+# The six files both packages hold, sorted.
 package_files() {
   printf '%s\n' \
     /usr/bin/rlock \
     /usr/share/bash-completion/completions/rlock \
     /usr/share/fish/vendor_completions.d/rlock.fish \
     /usr/share/man/man1/rlock.1.gz \
+    /usr/share/man/man7/rlock.7.gz \
     /usr/share/zsh/vendor-completions/_rlock | LC_ALL=C sort
 }
 
@@ -178,7 +179,7 @@ package_files() {
   assert_output --partial "libssl3"
 }
 
-@test "the package holds exactly the binary, the man page and three completions, under /usr" {
+@test "the package holds exactly the binary, two man pages and three completions, under /usr" {
   require_package
   run bash -c "dpkg-deb --fsys-tarfile '$PKG_DEB' | tar -t | grep -v '/\$' | sort"
   assert_success
@@ -218,7 +219,7 @@ package_files() {
   assert_output "redis"
 }
 
-@test "the RPM holds the .deb's five files, byte for byte, with the same modes, owned by root" {
+@test "the RPM holds the .deb's six files, byte for byte, with the same modes, owned by root" {
   require_rpm
   require_package
   # Only the files: no directory the system owns, no /usr/lib/.build-id links.
@@ -236,35 +237,41 @@ package_files() {
   assert_output "${expected%$'\n'}"
 }
 
-@test "dpkg -i installs a working /usr/bin/rlock, the man page and the completions" {
+@test "dpkg -i installs a working /usr/bin/rlock, the man pages and the completions" {
   install_package
 
   run /usr/bin/rlock --version
   assert_success
   assert_line --index 0 "rlock $PKG_VERSION"
 
-  # Man page: gzip-compressed, reproducible (no name, no time stamp), and the
-  # same text as the source.
-  local page=/usr/share/man/man1/rlock.1.gz
+  # Man pages: gzip-compressed, reproducible (no name, no time stamp), and the
+  # same text as the build generated from man/*.scd with scdoc.
+  local page section
   if grep -qs '^path-exclude=/usr/share/man' /etc/dpkg/dpkg.cfg.d/*; then
     echo "# dpkg is set to drop /usr/share/man here; man page install not checked" >&3
   else
-    [[ -f $page ]] || fail "$page is missing"
-    run gzip -t "$page"
-    assert_success
-    run od -An -tx1 -j3 -N5 "$page"
-    assert_output --regexp '^ *00 00 00 00 00 *$'
-    if [[ -f $RLOCK_SOURCE_DIR/man/rlock.1 ]]; then
-      run cmp <(gzip -dc "$page") "$RLOCK_SOURCE_DIR/man/rlock.1"
+    for section in 1 7; do
+      page=/usr/share/man/man$section/rlock.$section.gz
+      [[ -f $page ]] || fail "$page is missing"
+      run gzip -t "$page"
       assert_success
-    fi
+      run od -An -tx1 -j3 -N5 "$page"
+      assert_output --regexp '^ *00 00 00 00 00 *$'
+      run cmp <(gzip -dc "$page") "$RLOCK_BUILD_DIR/man/rlock.$section"
+      assert_success
+      if command -v man >/dev/null; then
+        run man -w "$section" rlock
+        assert_success
+        assert_output "$page"
+      fi
+    done
     if command -v man >/dev/null; then
-      run man -w rlock
-      assert_success
-      assert_output "$page"
-      run env MANWIDTH=80 MAN_KEEP_FORMATTING= man -P cat rlock
+      run env MANWIDTH=80 MAN_KEEP_FORMATTING= man -P cat 1 rlock
       assert_success
       assert_output --partial "distributed lock for shell scripts"
+      run env MANWIDTH=80 MAN_KEEP_FORMATTING= man -P cat 7 rlock
+      assert_success
+      assert_output --partial "REDIS DATA LAYOUT"
     fi
   fi
 
@@ -303,7 +310,7 @@ package_files() {
   for f in "${lines[@]}"; do
     [[ -f $f ]] && files+=("$f")
   done
-  local expected=5
+  local expected=6
   if grep -qs '^path-exclude=/usr/share/man' /etc/dpkg/dpkg.cfg.d/*; then
     expected=4
   fi
