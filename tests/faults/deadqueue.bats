@@ -1,0 +1,146 @@
+#!/usr/bin/env bats
+# Queues full of dead waiters: a CI fleet's pending jobs SIGKILLed together must not make the
+# next live one wait, make `run -n` name a dead process, or let one script stall Redis for
+# every other client (each script does at most a constant amount of work; SLOWLOG witnesses it).
+#
+# Witness: the live waiter's critical section records when it starts (helpers/cs), measured
+# against the moment the lock was freed.
+
+load ../helpers/common
+load helpers/faults
+
+setup() {
+  faults_setup
+  redis_start
+}
+
+teardown() {
+  [[ -f $T/waiters.pgid ]] && kill -KILL -- "-$(cat "$T/waiters.pgid")" 2>/dev/null
+  common_teardown
+}
+
+# start_waiters N [RLOCK ARGS...]: N `rlock run k --wait 10m ARGS -- true` in one new process
+# group (its id in $T/waiters.pgid); returns once all N are in the queue.
+start_waiters() {
+  local n=$1
+  shift
+  setsid bash -c 'echo $$ >"$0"; for i in $(seq 1 "$1"); do "$2" run k --wait 10m "${@:3}" -- true 2>/dev/null & done; wait' \
+    "$T/waiters.pgid" "$n" "$RLOCK_BIN" "$@" </dev/null >/dev/null 2>&1 3>&- &
+  echo $! >>"$BATS_TEST_TMPDIR/.bg_pids"
+  wait_until -t 120 eval '[[ $(rcli zcard "rlock:{k}:q") -ge $n ]]' ||
+    fail "only $(rcli zcard 'rlock:{k}:q') of $n waiters queued"
+}
+
+kill_waiters() {
+  kill -KILL -- "-$(cat "$T/waiters.pgid")"
+  rm -f "$T/waiters.pgid"
+}
+
+# The lease of a waiter in the queue (3s) and the margin for a loaded machine.
+lease_lapsed() { sleep 4.5; }
+
+@test "300 waiters SIGKILLed together: -n names the live holder, and the live waiter behind them is served at once" {
+  local n tok t0 started
+  n=$(scaled 300)
+  acquire_token k
+  tok=$TOKEN
+  start_waiters "$n"
+  kill_waiters
+  bg live rlock run k --wait 60s -- "$CS" "$WLOG" live 0
+  lease_lapsed
+  # The dead are not the holder, nor ahead of anyone: -n is refused for the live holder only.
+  run --separate-stderr rlock run k -n -- touch "$T/ran"
+  assert_failure 75
+  [[ $stderr == *"(rlock acquire k); 1 waiting"* ]] || fail "-n does not name the live holder and waiter alone: '$stderr'"
+  assert_file_not_exists "$T/ran"
+  t0=$(mono_ns)
+  RLOCK_TOKEN=$tok run --separate-stderr rlock release k
+  assert_success
+  wait_cs live live 30
+  started=$(awk '$1 == "start" && $4 == "live" { print $2 }' "$WLOG")
+  # Served within 2s of the release (the dead cost a few bounded script calls, not a lease each).
+  (((started - t0) < 2000000000)) || fail "the live waiter started $(((started - t0) / 1000000))ms after the release"
+  bg_wait live 10
+  assert_equal "$BG_STATUS" 0
+  # Nothing of the dead stays behind.
+  wait_until -t 10 eval '[[ $(rcli zcard "rlock:{k}:q") == 0 && $(rcli exists "rlock:{k}:w") == 0 ]]' ||
+    fail "the queue kept $(rcli zcard 'rlock:{k}:q') entries"
+}
+
+@test "waiters SIGKILLed with the lock free: -n takes it once their leases lapse, and status agrees" {
+  local n tok
+  n=$(scaled 300)
+  acquire_token k
+  tok=$TOKEN
+  start_waiters "$n"
+  kill_waiters
+  # Released while the dead still have a lease: the head is granted, never claims it.
+  RLOCK_TOKEN=$tok run --separate-stderr rlock release k
+  assert_success
+  lease_lapsed
+  run --separate-stderr rlock status k --json
+  assert_equal "$(jq -r '.held, .queue_length' <<<"$output" | tr '\n' ' ')" "false 0 "
+  run --separate-stderr rlock run k -n -- "$CS" "$WLOG" taker 0
+  assert_success
+  assert_no_overlap
+}
+
+# fake_shared_waiters N: N shared waiters (FAKE_MODE=n: semaphore waiters) queued behind the holder, all with a live lease and
+# all dead (no process behind them), written as rlock's scripts write them (rlock(7), REDIS DATA
+# LAYOUT). Made in chunks, so that the test's own scripts stay short.
+fake_shared_waiters() {
+  local n=$1 from
+  for ((from = 1; from <= n; from += 1000)); do
+    rcli eval '
+      local t = redis.call("TIME")
+      local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+      local from, to = tonumber(ARGV[1]), tonumber(ARGV[2])
+      for i = from, to do
+        local id = string.format("%016x", 0x1000000 + i)
+        redis.call("ZADD", KEYS[1], tonumber(t[1]) * 1000000 - 60000000 + i, id)
+        redis.call("ZADD", KEYS[3], now + 3000, id)
+        redis.call("HSET", KEYS[2], id .. ".t", id .. string.rep("0", 32), id .. ".m", ARGV[3], id .. ".h", "dead",
+          id .. ".p", tostring(100000 + i), id .. ".u", "nobody", id .. ".c", "sleep", id .. ".s", tostring(now),
+          id .. ".ttl", "30000", id .. ".o", "q", id .. ".mh", "0")
+      end
+      return to' 3 'rlock:{k}:q' 'rlock:{k}:w' 'rlock:{k}:wl' "$from" "$((from + 999 < n ? from + 999 : n))" "${FAKE_MODE:-s}" >/dev/null
+  done
+}
+
+@test "10k dead shared waiters: every script stays under 5ms (SLOWLOG), and a writer behind them is served" {
+  local n tok
+  n=$(scaled 10000)
+  acquire_token k
+  tok=$TOKEN
+  fake_shared_waiters "$n"
+  assert_equal "$(rcli zcard 'rlock:{k}:q')" "$n"
+  rcli config set slowlog-log-slower-than 5000 >/dev/null
+  rcli slowlog reset >/dev/null
+  bg writer rlock run k --wait 2m -- "$CS" "$WLOG" writer 0
+  wait_until -t 10 eval '[[ $(rcli zcard "rlock:{k}:q") -gt $n ]]' || fail "the writer did not queue: $(bg_err writer)"
+  # The release grants the shared waiters at the head: at most a constant number per script.
+  RLOCK_TOKEN=$tok run --separate-stderr rlock release k
+  assert_success
+  # They never come; their grants lapse, and the writer is served.
+  wait_cs writer writer 90
+  bg_wait writer 10
+  assert_equal "$BG_STATUS" 0
+  local slow
+  slow=$(rcli slowlog get 128)
+  assert_equal "$(rcli slowlog len)" 0 || fail "scripts over 5ms: $slow"
+  assert_no_overlap
+}
+
+@test "--limit 1000 with 10k dead waiters: every script stays under 5ms, and a live waiter is served" {
+  local n tok
+  n=$(scaled 10000)
+  tok=$(rlock acquire k --limit 1000) || fail "could not take a slot"
+  FAKE_MODE=n fake_shared_waiters "$n"
+  rcli config set slowlog-log-slower-than 5000 >/dev/null
+  rcli slowlog reset >/dev/null
+  run --separate-stderr rlock run k --limit 1000 --wait 2m -- "$CS" "$WLOG" live 0
+  assert_success
+  assert_equal "$(rcli slowlog len)" 0 || fail "scripts over 5ms: $(rcli slowlog get 128)"
+  RLOCK_TOKEN=$tok run --separate-stderr rlock release k
+  assert_success
+}

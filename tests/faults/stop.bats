@@ -1,0 +1,153 @@
+#!/usr/bin/env bats
+# The stop of a holder cut off from Redis reaches its whole tree before the lease ends, whatever
+# else fails: a tree of thousands of processes (half of them in sessions of their own) with
+# rlock stopped, the guard stopped, rlock stopped the moment the command starts, and no /proc.
+#
+# Witnesses: the holder's critical section and the next holder's (helpers/cs) must not overlap;
+# the tree's working processes (helpers/tree) write timestamps, and none may be later than the
+# next holder's start. The next holder takes the lock when the lease has expired in Redis: the
+# whole first tree must have been killed by then (SIGKILL pending: it runs no code of its own
+# again), and be gone soon after.
+
+load ../helpers/common
+load helpers/faults
+
+setup() {
+  faults_setup
+  redis_start
+  export TREE=$FAULTS_HELPERS/tree
+}
+
+teardown() {
+  [[ -n ${holder_pid:-} ]] && kill -CONT "$holder_pid" 2>/dev/null
+  [[ -n ${guard:-} ]] && kill -CONT "$guard" 2>/dev/null
+  common_teardown
+}
+
+# holder_tree N [RLOCK ARGS...]: a background `rlock run k` whose command is a critical section
+# (label holder) beside a tree of N more processes; waits until all are registered.
+holder_tree() {
+  local n=$1
+  shift
+  bg holder rlock run k "$@" -- sh -c '"$4" "$5" holder 1000 & exec "$0" "$1" "$2" "$3"' \
+    "$TREE" "$n" "$T/ticks" "$T/ready" "$CS" "$WLOG"
+  wait_until -t 60 test -s "$T/ready" || fail "the tree did not start: $(bg_err holder)"
+  wait_cs holder holder
+}
+
+# The next holder, straight to Redis: waits for the lock, then its critical section checks that
+# nothing of the first tree is alive.
+next_holder() {
+  bg second rlock run k --wait 60s -- "$CS" "$WLOG" second 0
+  wait_cs second second 60
+  bg_wait second 10
+  assert_equal "$BG_STATUS" 0
+}
+
+# Whether the first tree worked after the next holder started: fails naming the late ticks.
+assert_tree_quiet() {
+  local second late
+  second=$(awk '$1 == "start" && $4 == "second" { print $2 }' "$WLOG")
+  late=$(awk -v s="$second" '$2 > s' "$T/ticks")
+  [[ -z $late ]] || fail "the first tree worked after the next holder started at $second: $late"
+  wait_until -t 10 eval '[[ $(tree_alive) == 0 ]]' || fail "$(tree_alive) processes of the first tree are alive"
+}
+
+# Processes of the first tree still alive.
+tree_alive() {
+  local p n=0
+  while read -r p; do
+    pid_alive "$p" && n=$((n + 1))
+  done <"$T/ready"
+  echo "$n"
+}
+
+@test "a tree of 2000 processes, half in their own sessions, rlock stopped: all gone before the next holder" {
+  local n
+  n=$(scaled 2000)
+  holder_tree "$n" -t 4s
+  kill -STOP "$holder_pid"
+  next_holder
+  assert_no_overlap
+  assert_tree_quiet
+  # Continued, rlock says what happened: the lock was lost (76).
+  kill -CONT "$holder_pid"
+  bg_wait holder 20
+  assert_equal "$BG_STATUS" 76
+}
+
+@test "the guard stopped (SIGSTOP) and the holder cut off: rlock stops the tree itself, continues the guard, 76" {
+  proxy_start p "$REDIS_PORT"
+  holder_tree 50 -t 3s -u "redis://127.0.0.1:$p_PORT"
+  guard=$(child_of "$holder_pid")
+  [[ -n $guard ]] || fail "rlock has no guard"
+  kill -STOP "$guard"
+  proxy_pause p
+  next_holder
+  assert_no_overlap
+  assert_tree_quiet
+  bg_wait holder 20
+  assert_equal "$BG_STATUS" 76
+  # The guard was continued and ended, not left stopped.
+  wait_until -t 5 pid_gone "$guard" || fail "the guard is still there: $(cat /proc/"$guard"/stat)"
+  proxy_resume p
+}
+
+@test "rlock stopped the moment the command starts: the guard's deadline is armed already" {
+  # The command's first act is to stop rlock (its grandparent: rlock -> guard -> command), so
+  # that rlock can send nothing once the command runs.
+  cat >"$T/first" <<'END'
+kill -STOP "$(ps -o ppid= -p "$PPID")"
+"$CS" "$WLOG" holder 1000 &
+exec "$TREE" 20 "$T/ticks" "$T/ready"
+END
+  T=$T bg holder rlock run k -t 3s -- sh "$T/first"
+  wait_until -t 30 test -s "$T/ready" || fail "the tree did not start: $(bg_err holder)"
+  [[ $(awk '{ print $3 }' /proc/"$holder_pid"/stat) == T ]] || fail "rlock is not stopped"
+  next_holder
+  assert_no_overlap
+  assert_tree_quiet
+  kill -CONT "$holder_pid"
+  bg_wait holder 20
+  assert_equal "$BG_STATUS" 76
+}
+
+@test "without /proc (a mount namespace without it), the tree is still followed: rlock stopped, all gone" {
+  command -v unshare >/dev/null || skip "no unshare"
+  unshare -m true 2>/dev/null || skip "cannot make a mount namespace here"
+  run --separate-stderr unshare -m --propagation private sh -c 'umount -l /proc && exec "$0" run k -- true' "$RLOCK_BIN"
+  if [[ $status -eq 71 ]]; then
+    # No cgroup v2 to follow the tree either: refused, clearly, with nothing taken.
+    [[ $stderr == *"/proc"* ]] || fail "the refusal does not say why: '$stderr'"
+    assert lock_free k
+    skip "no cgroup v2 here: run refuses without /proc (checked), the stop cannot be"
+  fi
+  assert_success
+  cat >"$T/first" <<END
+"$CS" "$WLOG" holder 1000 &
+exec "$TREE" 200 "$T/ticks" "$T/ready"
+END
+  bg holder unshare -m --propagation private sh -c \
+    'umount -l /proc && exec "$0" run k -t 4s -- sh "$1"' "$RLOCK_BIN" "$T/first"
+  wait_until -t 60 test -s "$T/ready" || fail "the tree did not start: $(bg_err holder)"
+  wait_cs holder holder
+  kill -STOP "$holder_pid"
+  next_holder
+  assert_no_overlap
+  assert_tree_quiet
+  kill -CONT "$holder_pid"
+  bg_wait holder 20
+  assert_equal "$BG_STATUS" 76
+}
+
+@test "without /proc and without a cgroup to follow the tree: run refuses (71) before taking the lock" {
+  command -v unshare >/dev/null || skip "no unshare"
+  unshare -m true 2>/dev/null || skip "cannot make a mount namespace here"
+  run --separate-stderr unshare -m --propagation private sh -c \
+    'umount -l /proc && mount -t tmpfs none /sys/fs/cgroup && exec "$0" run k -- touch "$1"' "$RLOCK_BIN" "$T/ran"
+  assert_error_exit 71
+  [[ $stderr == *"/proc"* && $stderr == *cgroup* ]] || fail "the refusal does not say why: '$stderr'"
+  assert_file_not_exists "$T/ran"
+  assert lock_free k
+  assert_equal "$(rcli exists 'rlock:{k}:log')" 0
+}
