@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # The man pages, as the build generates them from man/*.scd (build/man/rlock.1 and rlock.7),
 # and the shell completions cover every option the binary accepts; the pages lint clean;
-# rlock(1) documents every exit status and stays short (at most 1000 lines of roff).
+# rlock(1) documents every exit status and stays short (at most 1000 lines of roff); ARCHITECTURE.md
+# names every directory under src/.
 #
 # Environment: RLOCK_BIN (default $RLOCK_BUILD_DIR/rlock), RLOCK_BUILD_DIR (default
 # $RLOCK_SOURCE_DIR/build) and RLOCK_SOURCE_DIR (default: the parent of this file's directory).
@@ -210,4 +211,14 @@ check_help() {
         assert_success
         assert_output ''
     fi
+}
+
+@test "ARCHITECTURE.md names every directory under src/" {
+    local file=$RLOCK_SOURCE_DIR/ARCHITECTURE.md dir
+    local -a missing=()
+    [[ -r $file ]] || fail "ARCHITECTURE.md is missing"
+    while IFS= read -r dir; do
+        grep -qF -- "${dir#"$RLOCK_SOURCE_DIR"/}" "$file" || missing+=("${dir#"$RLOCK_SOURCE_DIR"/}")
+    done < <(find "$RLOCK_SOURCE_DIR/src" -mindepth 1 -type d | sort)
+    ((${#missing[@]} == 0)) || fail "$(printf '%s\n' "ARCHITECTURE.md does not name:" "${missing[@]}")"
 }
