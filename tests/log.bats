@@ -61,8 +61,8 @@ assert_bg_status() {
 }
 
 # every_event KEY: makes KEY's history hold, in this order: acquired busy released (acquire and
-# release), acquired released (a run that exits 3), acquired lost, acquired superseded acquired
-# released released (a holder, a superseded waiter, the one that superseded it), acquired
+# release), acquired released (a run that exits 3), acquired lost, acquired superseded released
+# acquired released (a holder, a superseded waiter, the one that superseded it), acquired
 # preempted acquired released (a preemptible holder and its preemptor), acquired expired
 # acquired released (a holder SIGKILLed, its lease run out, then taken by another).
 every_event() {
@@ -103,7 +103,7 @@ every_event() {
   assert_success
 }
 
-EVERY_EVENT="acquired busy released acquired released acquired lost acquired superseded acquired released released acquired preempted acquired released acquired expired acquired released"
+EVERY_EVENT="acquired busy released acquired released acquired lost acquired superseded released acquired released acquired preempted acquired released acquired expired acquired released"
 
 @test "log lists acquired, busy, released, lost, superseded, preempted and expired, oldest first" {
   redis_start
@@ -230,7 +230,8 @@ follow_test() {
   rlock run k -- sh -c 'exit 0'
   bg follow rlock log k --follow
   wait_until -t 10 grep -q 'released' "$T/follow.out" || fail "--follow did not print the history: $(bg_err follow)"
-  rlock run k -- sh -c 'exit 4'
+  run rlock run k -- sh -c 'exit 4'
+  assert_failure 4
   wait_until -t 10 grep -q 'exit 4' "$T/follow.out" || fail "--follow did not print the new event: $(bg_out follow)"
   ! bg_done follow || fail "--follow ended by itself: $(bg_err follow)"
   kill "-$1" "$follow_pid"
