@@ -118,7 +118,7 @@ EVERY_EVENT="acquired busy released acquired released acquired lost acquired sup
   user=${USER:-$(id -un)}
   # Every line: time, event, host, pid, user, and per event its fence, waited, held and exit.
   for i in "${!lines[@]}"; do
-    [[ ${lines[i]} =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z\ ([a-z]+)\ ([^ ]+)\ pid\ ([0-9]+)\ user\ ([^ ]+) ]] ||
+    [[ ${lines[i]} =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z\ ([a-z]+)\ ([^ ]+)\ pid\ ([0-9]+)\ user\ ([^ :]+) ]] ||
       fail "line $i has not time, event, host, pid and user: ${lines[i]}"
     assert_equal "${BASH_REMATCH[2]}" "$host"
     assert_equal "${BASH_REMATCH[4]}" "$user"
