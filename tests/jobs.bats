@@ -110,8 +110,10 @@ assert_bg_status() {
   local t0 i
   t0=$(now_ms)
   bg h0 "$T/on_host" h0 rlock run nightly -n --min-hold 5s -- "$T/job.sh" tick1-h0 0.3
-  # The job (0.3s) is over before the next host fires: the others find the hold lingering.
+  # The job (0.3s) is over, and h0 has let go, before the next host fires: the others find the
+  # hold lingering.
   wait_until -t 10 ended tick1-h0 || fail "h0's job did not run: $(bg_err h0)"
+  wait_until -t 10 is_lingering nightly || fail "h0's hold does not linger: $(status_json nightly); $(bg_err h0)"
   for i in 1 2 3; do
     sleep_until $((t0 + 600 * i))
     bg "h$i" "$T/on_host" "h$i" rlock run nightly -n --min-hold 5s -- "$T/job.sh" "tick1-h$i" 0.3

@@ -147,8 +147,9 @@ EVERY_EVENT="acquired busy released acquired released acquired lost acquired sup
   local line
   for line in "${lines[@]}"; do
     jq -e 'type == "object"' <<<"$line" >/dev/null || fail "not one JSON object: $line"
-    # Every field of the contract is there (the code adds time_ms, key and by; see the report).
-    assert_equal "$(jq -r --arg s "$SPEC_FIELDS" '($s | split(" ")) - keys | join(" ")' <<<"$line")" ""
+    # The contract's fields, and three more that the code adds: time_ms (the time as a number),
+    # key (which lock, for the merged log of every key) and by (who superseded or preempted).
+    assert_equal "$(jq -r 'keys | join(" ")' <<<"$line")" "$(printf '%s\n' $SPEC_FIELDS by key time_ms | sort | xargs)"
   done
   # Types and values.
   run jq -e -s '
@@ -156,7 +157,9 @@ EVERY_EVENT="acquired busy released acquired released acquired lost acquired sup
       (.host | type == "string") and (.user | type == "string") and (.event | type == "string"))
     and (.[0].event == "acquired" and (.[0].fence | type == "number") and .[0].waited_ms == 0)
     and (.[4].event == "released" and .[4].exit == 3 and .[4].held_ms >= 150 and .[4].cmd == "sh -c '"'"'sleep 0.2; exit 3'"'"'")
-    and (.[1].event == "busy" and .[1].exit == null)' <<<"$output"
+    and (.[1].event == "busy" and .[1].exit == null)
+    and (.[13].event == "preempted" and (.[13].by.pid | type == "number") and .[13].held_ms > 0)
+    and (.[8].event == "superseded" and (.[8].by.pid | type == "number"))' <<<"$output"
   assert_success
 }
 
