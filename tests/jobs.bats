@@ -79,7 +79,6 @@ ON_HOST
 
 # The labels of the critical sections that started, in order, one line.
 starts() { awk '$1 == "start" { printf "%s%s", sep, $3; sep = " " } END { print "" }' "$W"; }
-start_count() { awk '$1 == "start" { n++ } END { print n + 0 }' "$W"; }
 start_ms() { awk -v l="$1" '$1 == "start" && $3 == l { print $2; exit }' "$W"; }
 ended() { awk -v l="$1" '$1 == "end" && $3 == l { f = 1 } END { exit !f }' "$W"; }
 started() { awk -v l="$1" '$1 == "start" && $3 == l { f = 1 } END { exit !f }' "$W"; }
@@ -95,7 +94,8 @@ sleep_until() {
 status_state() { status_json "$1" | jq -r '.state // empty'; }
 is_lingering() { [[ $(status_state "$1") == lingering ]]; }
 
-# bg_status_is NAME CODE: NAME ended with exit status CODE (fails with its stderr otherwise).
+# assert_bg_status NAME CODE [SECONDS]: the background command NAME ends (within SECONDS,
+# default 30) with exit status CODE; else the test fails with its stderr.
 assert_bg_status() {
   bg_wait "$1" "${3:-30}"
   [[ $BG_STATUS == "$2" ]] || fail "$1 exited $BG_STATUS, not $2; stderr: $(bg_err "$1")"
@@ -303,8 +303,9 @@ tree_running() { [[ $(wc -l <"$T/pids" 2>/dev/null) -ge 4 ]] && grep -q '^old ' 
   assert_bg_status pre 0 15
   assert_bg_status queued 0 15
   # Every process of the old tree is gone.
-  local p
-  for p in $(cat "$T/pids"); do
+  local p pids
+  mapfile -t pids <"$T/pids"
+  for p in "${pids[@]}"; do
     ! kill -0 "$p" 2>/dev/null || fail "process $p of the preempted tree is still alive"
   done
   local new last_old queued_at
@@ -370,8 +371,9 @@ jobs_trio() {
   bg pre rlock run "$k-p" --preempt --wait 30s -- sh -c 'echo "new $(date +%s%3N)" >>"$W"'
   assert_bg_status pholder 75 15
   assert_bg_status pre 0 15
-  local p
-  for p in $(cat "$T/pids"); do
+  local p pids
+  mapfile -t pids <"$T/pids"
+  for p in "${pids[@]}"; do
     ! kill -0 "$p" 2>/dev/null || fail "process $p of the preempted tree is still alive"
   done
   local new last_old

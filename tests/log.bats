@@ -13,7 +13,7 @@ load helpers/queue
 BATS_TEST_TIMEOUT=120
 
 # The fields the contract gives every --json event.
-SPEC_FIELDS="cmd event exit fence held_ms host pid time user waited_ms"
+SPEC_FIELDS=(cmd event exit fence held_ms host pid time user waited_ms)
 
 setup_file() {
   repl_start
@@ -54,7 +54,8 @@ ON_HOST
   chmod +x "$T/on_host"
 }
 
-# assert_bg_status NAME CODE [SECONDS]
+# assert_bg_status NAME CODE [SECONDS]: the background command NAME ends (within SECONDS,
+# default 30) with exit status CODE; else the test fails with its stderr.
 assert_bg_status() {
   bg_wait "$1" "${3:-30}"
   [[ $BG_STATUS == "$2" ]] || fail "$1 exited $BG_STATUS, not $2; stderr: $(bg_err "$1")"
@@ -149,7 +150,7 @@ EVERY_EVENT="acquired busy released acquired released acquired lost acquired sup
     jq -e 'type == "object"' <<<"$line" >/dev/null || fail "not one JSON object: $line"
     # The contract's fields, and three more that the code adds: time_ms (the time as a number),
     # key (which lock, for the merged log of every key) and by (who superseded or preempted).
-    assert_equal "$(jq -r 'keys | join(" ")' <<<"$line")" "$(printf '%s\n' $SPEC_FIELDS by key time_ms | sort | xargs)"
+    assert_equal "$(jq -r 'keys | join(" ")' <<<"$line")" "$(printf '%s\n' "${SPEC_FIELDS[@]}" by key time_ms | sort | xargs)"
   done
   # Types and values.
   run jq -e -s '
