@@ -10,6 +10,11 @@ CALLER = id
 local kind = hold_kind(token, id)
 if not kind then
   event('lost', {'h', ARGV[4], 'p', ARGV[5], 'u', ARGV[6], 'c', ARGV[7], 'f', ARGV[8], 'x', status, 'id', id})
+  -- Its lock is gone (deleted, or expired with nobody after it) and its end is now in the
+  -- history: the next holder must not record it again as expired.
+  if redis.call('EXISTS', K.lock) == 0 and redis.call('HGET', K.info, 'id') == id then
+    redis.call('DEL', K.info)
+  end
   return reply(0)
 end
 

@@ -1,0 +1,421 @@
+#!/usr/bin/env bats
+# Jobs: --min-hold (a cron fleet runs a job once per tick), --supersede (the newest waiting
+# request wins), --preempt / --preemptible (a preemptor stops a preemptible holder's whole tree
+# and is served next). Each on a single server, and on Sentinel and Cluster (min-hold on Redlock
+# too).
+#
+# The critical sections witness themselves: they append lines with wall-clock milliseconds to
+# $W (see write_job). "Hosts" are processes in their own UTS namespace (unshare -u) with their
+# own host name, so rlock records them as different machines.
+#
+# One Sentinel topology, one Cluster and three Redlock masters for the whole file (setup_file);
+# the single-server tests start their own server.
+
+load helpers/common
+load helpers/servers
+load faults/helpers/faults
+load helpers/queue
+
+BATS_TEST_TIMEOUT=120
+
+setup_file() {
+  repl_start
+  sentinels_start 3
+  cluster_start 3
+  local i urls=()
+  for i in 1 2 3; do
+    srv_start "m$i" || fail "could not start Redlock master m$i"
+    urls+=("redis://127.0.0.1:$SRV_PORT")
+  done
+  export JOBS_REDLOCK_URLS="${urls[*]}"
+}
+
+teardown_file() {
+  servers_teardown_file
+}
+
+setup() {
+  queue_setup
+  export T W=$T/witness
+  : >"$W"
+  write_job
+}
+
+teardown() {
+  common_teardown
+}
+
+# write_job: $T/job.sh LABEL SECONDS, a critical section that appends "start MS LABEL HOST PID"
+# to $W, works SECONDS, then appends "end MS LABEL".
+write_job() {
+  cat >"$T/job.sh" <<'JOB'
+#!/bin/sh
+echo "start $(date +%s%3N) $1 $(hostname) $$" >>"$W"
+sleep "$2"
+echo "end $(date +%s%3N) $1" >>"$W"
+JOB
+  chmod +x "$T/job.sh"
+}
+
+# stderr_has TEXT: the stderr of the last `run --separate-stderr` contains TEXT.
+stderr_has() {
+  [[ $stderr == *"$1"* ]] || fail "stderr does not contain '$1': '$stderr'"
+}
+
+# Whether unshare -u can give a process its own host name here (root, or user namespaces).
+can_unshare() {
+  unshare -u sh -c 'hostname rlock-probe && [ "$(hostname)" = rlock-probe ]' 2>/dev/null
+}
+
+# $T/on_host NAME CMD...: runs CMD in a UTS namespace of its own whose host name is NAME (a
+# script, so that bg can start it).
+write_on_host() {
+  cat >"$T/on_host" <<'ON_HOST'
+#!/bin/sh
+exec unshare -u sh -c 'hostname "$1" && shift && exec "$@"' sh "$@"
+ON_HOST
+  chmod +x "$T/on_host"
+}
+
+# The labels of the critical sections that started, in order, one line.
+starts() { awk '$1 == "start" { printf "%s%s", sep, $3; sep = " " } END { print "" }' "$W"; }
+start_ms() { awk -v l="$1" '$1 == "start" && $3 == l { print $2; exit }' "$W"; }
+ended() { awk -v l="$1" '$1 == "end" && $3 == l { f = 1 } END { exit !f }' "$W"; }
+started() { awk -v l="$1" '$1 == "start" && $3 == l { f = 1 } END { exit !f }' "$W"; }
+
+# sleep_until MS: sleeps until the wall clock reads MS (a now_ms value); at once if it has.
+sleep_until() {
+  local left=$(($1 - $(now_ms)))
+  ((left > 0)) && sleep "$(awk -v m="$left" 'BEGIN { printf "%.3f", m / 1000 }')"
+  return 0
+}
+
+# status_state KEY: the state field of `rlock status KEY --json`.
+status_state() { status_json "$1" | jq -r '.state // empty'; }
+is_lingering() { [[ $(status_state "$1") == lingering ]]; }
+
+# assert_bg_status NAME CODE [SECONDS]: the background command NAME ends (within SECONDS,
+# default 30) with exit status CODE; else the test fails with its stderr.
+assert_bg_status() {
+  bg_wait "$1" "${3:-30}"
+  [[ $BG_STATUS == "$2" ]] || fail "$1 exited $BG_STATUS, not $2; stderr: $(bg_err "$1")"
+}
+
+# --- min-hold ---------------------------------------------------------------------------------
+
+@test "min-hold: four hosts whose cron fires 0.6s apart run the job once per tick" {
+  can_unshare || fail "unshare -u does not work here: the test needs distinct host names"
+  redis_start
+  write_on_host
+  local t0 i
+  t0=$(now_ms)
+  bg h0 "$T/on_host" h0 rlock run nightly -n --min-hold 5s -- "$T/job.sh" tick1-h0 0.3
+  # The job (0.3s) is over, and h0 has let go, before the next host fires: the others find the
+  # hold lingering.
+  wait_until -t 10 ended tick1-h0 || fail "h0's job did not run: $(bg_err h0)"
+  wait_until -t 10 is_lingering nightly || fail "h0's hold does not linger: $(status_json nightly); $(bg_err h0)"
+  for i in 1 2 3; do
+    sleep_until $((t0 + 600 * i))
+    bg "h$i" "$T/on_host" "h$i" rlock run nightly -n --min-hold 5s -- "$T/job.sh" "tick1-h$i" 0.3
+  done
+  local fired
+  fired=$(elapsed_ms "$t0")
+  assert_bg_status h0 0
+  for i in 1 2 3; do
+    assert_bg_status "h$i" 75
+    grep -q 'lingering' "$T/h$i.err" || fail "h$i's stderr does not say lingering: $(bg_err "h$i")"
+    grep -qE 'until [0-9]{2}:[0-9]{2}:[0-9]{2} \([0-9.]+m?s left\)' "$T/h$i.err" ||
+      fail "h$i's stderr does not say until when: $(bg_err "h$i")"
+    grep -q 'taken by h0 ' "$T/h$i.err" || fail "h$i's stderr does not name host h0: $(bg_err "h$i")"
+  done
+  # All four fired inside the 5s hold: the test means something only then.
+  ((fired < 4500)) || fail "the four hosts took ${fired}ms to fire; the machine is too slow for the test"
+  assert_equal "$(starts)" "tick1-h0"
+  # The history saw the same: one acquisition, three refusals, from h1..h3.
+  run --separate-stderr rlock log nightly --json
+  assert_success
+  assert_equal "$(jq -r 'select(.event == "busy") | .host' <<<"$output" | sort | xargs)" "h1 h2 h3"
+  assert_equal "$(jq -r 'select(.event == "acquired") | .host' <<<"$output" | xargs)" "h0"
+  # The next tick, once the hold has ended: it runs once again, on whichever host fires first.
+  wait_until -t 10 lock_free nightly || fail "the hold did not end after --min-hold"
+  (($(elapsed_ms "$t0") >= 5000)) || fail "the hold ended $(elapsed_ms "$t0")ms after it was taken, before 5s"
+  bg n2 "$T/on_host" h2 rlock run nightly -n --min-hold 5s -- "$T/job.sh" tick2-h2 0.3
+  wait_until -t 10 ended tick2-h2 || fail "h2's job did not run at the next tick: $(bg_err n2)"
+  bg n3 "$T/on_host" h3 rlock run nightly -n --min-hold 5s -- "$T/job.sh" tick2-h3 0.3
+  assert_bg_status n2 0
+  assert_bg_status n3 75
+  assert_equal "$(starts)" "tick1-h0 tick2-h2"
+}
+
+@test "min-hold: an acquired hold lingers after release, shows in status, and release --force ends it" {
+  redis_start
+  acquire_token k --min-hold 20s
+  RLOCK_TOKEN=$TOKEN run --separate-stderr rlock release k
+  assert_success
+  # Lingering: held with no process behind it, for the rest of the 20s.
+  lock_held k
+  run --separate-stderr rlock status k
+  assert_success
+  assert_line --regexp '^k +lingering '
+  run --separate-stderr rlock status k --json
+  assert_success
+  assert_equal "$(jq -r .state <<<"$output")" lingering
+  local left
+  left=$(jq -r .ttl_ms <<<"$output")
+  ((left > 10000 && left <= 20000)) || fail "ttl_ms $left is not the time left of the 20s hold"
+  run --separate-stderr rlock run k -n -- true
+  assert_failure 75
+  assert_output ""
+  stderr_has lingering
+  # An admin ends it early.
+  run --separate-stderr rlock release k --force
+  assert_success
+  lock_free k
+  run --separate-stderr rlock status k
+  assert_failure 1
+  run --separate-stderr rlock run k -n -- true
+  assert_success
+}
+
+@test "min-hold: a waiter is served when the hold ends, not before" {
+  redis_start
+  local before
+  before=$(now_ms)
+  acquire_token k --min-hold 3s
+  RLOCK_TOKEN=$TOKEN rlock release k
+  is_lingering k || fail "the released hold does not linger: $(status_json k)"
+  bg waiter rlock run k --wait 30s -- sh -c 'echo "start $(date +%s%3N) waiter" >>"$W"'
+  assert_bg_status waiter 0 20
+  local served
+  served=$(start_ms waiter)
+  [[ -n $served ]] || fail "the waiter's command did not run"
+  # The hold was taken after $before and kept 3s; the waiter ran after that, and soon after.
+  ((served >= before + 3000)) || fail "the waiter ran $((served - before))ms after the acquisition, inside the 3s hold"
+  ((served <= before + 3000 + 5000)) || fail "the waiter ran $((served - before))ms after the acquisition"
+}
+
+@test "min-hold: with --limit 2 both slots linger; with --shared a writer waits for the hold" {
+  redis_start
+  local t1 t2
+  t1=$(rlock acquire sem --limit 2 --min-hold 3s) || fail "the first slot was refused"
+  t2=$(rlock acquire sem --limit 2 --min-hold 3s) || fail "the second slot was refused"
+  RLOCK_TOKEN=$t1 rlock release sem
+  RLOCK_TOKEN=$t2 rlock release sem
+  run --separate-stderr rlock acquire sem --limit 2 -n
+  assert_failure 75
+  stderr_has lingering
+  wait_until -t 10 ! rlock status sem || fail "the semaphore's holds did not end"
+  run --separate-stderr rlock acquire sem --limit 2 -n
+  assert_success
+
+  TOKEN=$(rlock acquire sh --shared --min-hold 3s) || fail "the shared hold was refused"
+  RLOCK_TOKEN=$TOKEN rlock release sh
+  run --separate-stderr rlock acquire sh -n
+  assert_failure 75
+  stderr_has lingering
+  run --separate-stderr rlock status sh --json
+  assert_success
+  assert_equal "$(jq -r .state <<<"$output")" lingering
+  wait_until -t 10 ! rlock status sh || fail "the shared hold did not end"
+  run --separate-stderr rlock acquire sh -n
+  assert_success
+}
+
+@test "min-hold: a bad duration is a usage error; one shorter than the run costs nothing" {
+  redis_start
+  run --separate-stderr rlock run k -n --min-hold 2y -- true
+  assert_usage_error
+  run --separate-stderr rlock acquire k --min-hold 2y
+  assert_usage_error
+  lock_free k
+  run --separate-stderr rlock run k -n --min-hold 200ms -- sleep 1
+  assert_success
+  run --separate-stderr rlock run k -n -- true
+  assert_success
+  assert_equal "$stderr" ""
+}
+
+# --- supersede --------------------------------------------------------------------------------
+
+@test "supersede: the newest waiter wins; older superseding waiters leave naming it; plain waiters keep their place" {
+  redis_start
+  bg holder rlock run s -- sh -c '"$0" holder 0; while [ ! -e "$1" ]; do sleep 0.05; done' "$T/job.sh" "$T/go"
+  wait_until -t 10 started holder || fail "the holder did not start: $(bg_err holder)"
+  enqueue w1 s 1 rlock run s --wait 60s --supersede -- "$T/job.sh" W1 0
+  enqueue plain s 2 rlock run s --wait 60s -- "$T/job.sh" PLAIN 0
+  # W2 replaces W1: the queue stays at 2 (PLAIN, W2).
+  bg w2 rlock run s --wait 60s --supersede -- "$T/job.sh" W2 0
+  assert_bg_status w1 75 10
+  grep -q "superseded" "$T/w1.err" || fail "W1 does not say it was superseded: $(bg_err w1)"
+  grep -qF "$(hostname) pid $w2_pid " "$T/w1.err" || fail "W1 does not name W2 (pid $w2_pid): $(bg_err w1)"
+  grep -qF "job.sh W2 0" "$T/w1.err" || fail "W1 does not name W2's command: $(bg_err w1)"
+  wait_until -t 10 queue_is s 2 || fail "W2 did not take a place: $(status_json s)"
+  local t3
+  t3=$(now_ms)
+  bg w3 rlock run s --wait 60s --supersede -- "$T/job.sh" W3 0
+  wait_until -t 10 bg_done w2 || fail "W2 still waits after W3 came: $(bg_err w2)"
+  (($(elapsed_ms "$t3") < 5000)) || fail "W2 left $(elapsed_ms "$t3")ms after W3 came"
+  assert_bg_status w2 75
+  grep -qF "pid $w3_pid " "$T/w2.err" || fail "W2 does not name W3 (pid $w3_pid): $(bg_err w2)"
+  grep -qF "job.sh W3 0" "$T/w2.err" || fail "W2 does not name W3's command: $(bg_err w2)"
+  wait_until -t 10 queue_is s 2 || fail "W3 did not take a place: $(status_json s)"
+  pid_alive "$plain_pid" || fail "the plain waiter left: $(bg_err plain)"
+  touch "$T/go"
+  assert_bg_status holder 0
+  assert_bg_status plain 0
+  assert_bg_status w3 0
+  assert_equal "$(starts)" "holder PLAIN W3"
+  run --separate-stderr rlock run s -n --supersede -- true
+  assert_usage_error
+}
+
+# --- preempt ----------------------------------------------------------------------------------
+
+# write_tree: $T/tree.sh, a preemptible holder's command: records its pid, starts three background
+# children that append "old MS" to $W every 50ms (each records its pid in $T/pids), and waits.
+write_tree() {
+  cat >"$T/tree.sh" <<'TREE'
+#!/bin/sh
+echo $$ >>"$T/pids"
+for i in 1 2 3; do
+  (while :; do echo "old $(date +%s%3N)" >>"$W"; sleep 0.05; done) &
+  echo $! >>"$T/pids"
+done
+wait
+TREE
+  chmod +x "$T/tree.sh"
+}
+
+tree_running() { [[ $(wc -l <"$T/pids" 2>/dev/null) -ge 4 ]] && grep -q '^old ' "$W"; }
+
+@test "preempt: a preemptible holder's whole tree is stopped, and the preemptor is served ahead of the queue" {
+  redis_start
+  write_tree
+  bg holder rlock run p --preemptible -- "$T/tree.sh"
+  wait_until -t 10 tree_running || fail "the holder's tree did not start: $(bg_err holder)"
+  enqueue queued p 1 rlock run p --wait 60s -- sh -c 'echo "queued $(date +%s%3N)" >>"$W"'
+  local asked
+  asked=$(now_ms)
+  bg pre rlock run p --preempt --wait 30s -- sh -c 'echo "new $(date +%s%3N)" >>"$W"'
+  assert_bg_status holder 75 15
+  grep -q -- "--preempt" "$T/holder.err" || fail "the holder does not say it was preempted: $(bg_err holder)"
+  grep -qF "pid $pre_pid " "$T/holder.err" || fail "the holder does not name the preemptor (pid $pre_pid): $(bg_err holder)"
+  assert_bg_status pre 0 15
+  assert_bg_status queued 0 15
+  # Every process of the old tree is gone.
+  local p pids
+  mapfile -t pids <"$T/pids"
+  for p in "${pids[@]}"; do
+    ! kill -0 "$p" 2>/dev/null || fail "process $p of the preempted tree is still alive"
+  done
+  local new last_old queued_at
+  new=$(awk '$1 == "new" { print $2 }' "$W")
+  queued_at=$(awk '$1 == "queued" { print $2 }' "$W")
+  last_old=$(awk '$1 == "old" { v = $2 } END { print v }' "$W")
+  [[ -n $new && -n $queued_at && -n $last_old ]] || fail "witness incomplete: $(cat "$W")"
+  ((last_old < new)) || fail "the old tree wrote at $last_old, after the preemptor started at $new"
+  ((new < queued_at)) || fail "the waiter queued first ran at $queued_at, before the preemptor at $new"
+  ((new - asked < 5000)) || fail "the preemptor started $((new - asked))ms after its request"
+  # The history says who preempted whom.
+  run --separate-stderr rlock log p --json
+  assert_success
+  assert_equal "$(jq -r 'select(.event == "preempted") | .pid' <<<"$output")" "$holder_pid"
+}
+
+@test "preempt: a holder without --preemptible is not stopped; --preempt --shared is a usage error" {
+  redis_start
+  bg holder rlock run p -- "$T/job.sh" holder 30
+  wait_until -t 10 started holder || fail "the holder did not start: $(bg_err holder)"
+  run --separate-stderr rlock run p --preempt -n -- "$T/job.sh" pre 0
+  assert_failure 75
+  run --separate-stderr rlock acquire p --preempt -n
+  assert_failure 75
+  pid_alive "$holder_pid" || fail "the holder was stopped: $(bg_err holder)"
+  ! ended holder || fail "the holder's job ended"
+  assert_equal "$(starts)" "holder"
+  run --separate-stderr rlock run p --preempt --shared -w 1 -- true
+  assert_usage_error
+  run --separate-stderr rlock acquire p --preempt --shared
+  assert_usage_error
+}
+
+# --- Sentinel, Cluster, Redlock ---------------------------------------------------------------
+
+# jobs_trio KEYBASE: min-hold, supersede and preempt, briefly, on whatever RLOCK_URL names.
+jobs_trio() {
+  local k=$1
+  # min-hold: the second run of the tick is refused, the hold lingers.
+  run --separate-stderr rlock run "$k-m" -n --min-hold 20s -- "$T/job.sh" m1 0
+  assert_success
+  run --separate-stderr rlock run "$k-m" -n --min-hold 20s -- "$T/job.sh" m2 0
+  assert_failure 75
+  stderr_has lingering
+  is_lingering "$k-m" || fail "status does not say lingering: $(status_json "$k-m")"
+  rlock release "$k-m" --force >/dev/null
+  # supersede
+  bg holder rlock run "$k-s" -- sh -c '"$0" sholder 0; while [ ! -e "$1" ]; do sleep 0.05; done' "$T/job.sh" "$T/go"
+  wait_until -t 10 started sholder || fail "the holder did not start: $(bg_err holder)"
+  enqueue w1 "$k-s" 1 rlock run "$k-s" --wait 60s --supersede -- "$T/job.sh" W1 0
+  bg w2 rlock run "$k-s" --wait 60s --supersede -- "$T/job.sh" W2 0
+  assert_bg_status w1 75 10
+  grep -qF "pid $w2_pid " "$T/w1.err" || fail "W1 does not name W2: $(bg_err w1)"
+  wait_until -t 10 queue_is "$k-s" 1 || fail "W2 did not take a place: $(status_json "$k-s")"
+  touch "$T/go"
+  assert_bg_status holder 0
+  assert_bg_status w2 0
+  # preempt
+  write_tree
+  : >"$T/pids"
+  bg pholder rlock run "$k-p" --preemptible -- "$T/tree.sh"
+  wait_until -t 10 tree_running || fail "the holder's tree did not start: $(bg_err pholder)"
+  bg pre rlock run "$k-p" --preempt --wait 30s -- sh -c 'echo "new $(date +%s%3N)" >>"$W"'
+  assert_bg_status pholder 75 15
+  assert_bg_status pre 0 15
+  local p pids
+  mapfile -t pids <"$T/pids"
+  for p in "${pids[@]}"; do
+    ! kill -0 "$p" 2>/dev/null || fail "process $p of the preempted tree is still alive"
+  done
+  local new last_old
+  new=$(awk '$1 == "new" { print $2 }' "$W")
+  last_old=$(awk '$1 == "old" { v = $2 } END { print v }' "$W")
+  ((last_old < new)) || fail "the old tree wrote at $last_old, after the preemptor started at $new"
+  assert_equal "$(starts)" "m1 sholder W2"
+}
+
+@test "Sentinel: min-hold, supersede and preempt" {
+  srv_cli "$MASTER_PORT" flushall >/dev/null
+  export RLOCK_URL=$SENTINEL_URL
+  jobs_trio sent
+}
+
+@test "Cluster: min-hold, supersede and preempt" {
+  cluster_ready || fail "the cluster is not ok"
+  cluster_flush
+  export RLOCK_URL=$CLUSTER_URL
+  jobs_trio clu
+}
+
+@test "Redlock: min-hold keeps the lock on a majority after the run" {
+  local urls=() u
+  for u in $JOBS_REDLOCK_URLS; do
+    srv_cli "${u##*:}" flushall >/dev/null
+    urls+=(-u "$u")
+  done
+  run --separate-stderr rlock run nightly "${urls[@]}" -n --min-hold 4s -- "$T/job.sh" r1 0
+  assert_success
+  local t0
+  t0=$(now_ms)
+  run --separate-stderr rlock run nightly "${urls[@]}" -n --min-hold 4s -- "$T/job.sh" r2 0
+  assert_failure 75
+  stderr_has lingering
+  local n=0
+  for u in $JOBS_REDLOCK_URLS; do
+    [[ $(srv_cli "${u##*:}" exists "rlock:{nightly}" | tr -d '\r') == 1 ]] && n=$((n + 1))
+  done
+  ((n >= 2)) || fail "the lingering hold is on $n of 3 masters"
+  # After the hold, the next tick runs.
+  wait_until -t 10 rlock run nightly "${urls[@]}" -n -- "$T/job.sh" r3 0 2>/dev/null ||
+    fail "the hold did not end"
+  assert_equal "$(starts)" "r1 r3"
+}

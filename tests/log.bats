@@ -1,0 +1,351 @@
+#!/usr/bin/env bats
+# rlock log: the history of a lock, written by the lock scripts into a capped stream per key
+# (PREFIX{KEY}:log): acquired, busy, released, lost, superseded, preempted, expired; oldest first,
+# the same from every host; -n, --json, --follow; several keys merged by time; --log-length caps
+# it (0: none); never a token or a password; read-only commands write nothing. On Sentinel and
+# Cluster too (one topology of each for the whole file).
+
+load helpers/common
+load helpers/servers
+load faults/helpers/faults
+load helpers/queue
+
+BATS_TEST_TIMEOUT=120
+
+# The fields the contract gives every --json event.
+SPEC_FIELDS=(cmd event exit fence held_ms host pid time user waited_ms)
+
+setup_file() {
+  repl_start
+  sentinels_start 3
+  cluster_start 3
+}
+
+teardown_file() {
+  servers_teardown_file
+}
+
+setup() {
+  queue_setup
+}
+
+teardown() {
+  common_teardown
+}
+
+log_key() { echo "rlock:{$1}:log"; }
+
+# stderr_has TEXT: the stderr of the last `run --separate-stderr` contains TEXT.
+stderr_has() {
+  [[ $stderr == *"$1"* ]] || fail "stderr does not contain '$1': '$stderr'"
+}
+
+# The events of `rlock log KEY --json`, one line, space separated.
+event_kinds() {
+  rlock log "$@" --json | jq -r .event | xargs
+}
+
+# $T/on_host NAME CMD...: CMD in a UTS namespace of its own whose host name is NAME.
+write_on_host() {
+  cat >"$T/on_host" <<'ON_HOST'
+#!/bin/sh
+exec unshare -u sh -c 'hostname "$1" && shift && exec "$@"' sh "$@"
+ON_HOST
+  chmod +x "$T/on_host"
+}
+
+# assert_bg_status NAME CODE [SECONDS]: the background command NAME ends (within SECONDS,
+# default 30) with exit status CODE; else the test fails with its stderr.
+assert_bg_status() {
+  bg_wait "$1" "${3:-30}"
+  [[ $BG_STATUS == "$2" ]] || fail "$1 exited $BG_STATUS, not $2; stderr: $(bg_err "$1")"
+}
+
+# every_event KEY: makes KEY's history hold, in this order: acquired busy released (acquire and
+# release), acquired released (a run that exits 3), acquired lost, acquired superseded released
+# acquired released (a holder, a superseded waiter, the one that superseded it), acquired
+# preempted acquired released (a preemptible holder and its preemptor), acquired expired
+# acquired released (a holder SIGKILLed, its lease run out, then taken by another).
+every_event() {
+  local k=$1 key
+  key=$(lock_key "$k")
+  acquire_token "$k"
+  run --separate-stderr rlock run "$k" -n -- true
+  assert_failure 75
+  RLOCK_TOKEN=$TOKEN rlock release "$k"
+  run --separate-stderr rlock run "$k" -- sh -c 'sleep 0.2; exit 3'
+  assert_failure 3
+  # lost: the lock is taken away from a running holder.
+  bg lost rlock run "$k" -t 3s -- sleep 30
+  wait_until -t 10 lock_held "$k" || fail "the holder did not take $k: $(bg_err lost)"
+  rcli del "$key" >/dev/null
+  assert_bg_status lost 76 20
+  # superseded
+  bg holder rlock run "$k" -- sh -c 'while [ ! -e "$0" ]; do sleep 0.05; done' "$T/go"
+  wait_until -t 10 lock_held "$k" || fail "the holder did not take $k: $(bg_err holder)"
+  enqueue w1 "$k" 1 rlock run "$k" --wait 60s --supersede -- true
+  bg w2 rlock run "$k" --wait 60s --supersede -- true
+  assert_bg_status w1 75 10
+  touch "$T/go"
+  assert_bg_status holder 0
+  assert_bg_status w2 0
+  # preempted
+  bg victim rlock run "$k" --preemptible -- sleep 30
+  wait_until -t 10 lock_held "$k" || fail "the preemptible holder did not take $k: $(bg_err victim)"
+  run --separate-stderr rlock run "$k" --preempt -w 30s -- true
+  assert_success
+  assert_bg_status victim 75 15
+  # expired: the holder dies (SIGKILL, no release); its lease ends; another takes the lock.
+  bg dead rlock run "$k" -t 2s -- sleep 30
+  wait_until -t 10 lock_held "$k" || fail "the holder did not take $k: $(bg_err dead)"
+  kill -KILL "$dead_pid"
+  wait_until -t 10 lock_free "$k" || fail "the dead holder's lease did not end"
+  run --separate-stderr rlock run "$k" -n -- true
+  assert_success
+}
+
+EVERY_EVENT="acquired busy released acquired released acquired lost acquired superseded released acquired released acquired preempted acquired released acquired expired acquired released"
+
+@test "log lists acquired, busy, released, lost, superseded, preempted and expired, oldest first" {
+  redis_start
+  every_event k
+  assert_equal "$(event_kinds k)" "$EVERY_EVENT"
+  run --separate-stderr rlock log k
+  assert_success
+  assert_equal "$stderr" ""
+  assert_equal "${#lines[@]}" 20
+  local host user i
+  host=$(hostname)
+  user=${USER:-$(id -un)}
+  # Every line: time, event, host, pid, user, and per event its fence, waited, held and exit.
+  for i in "${!lines[@]}"; do
+    [[ ${lines[i]} =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z\ ([a-z]+)\ ([^ ]+)\ pid\ ([0-9]+)\ user\ ([^ :]+) ]] ||
+      fail "line $i has not time, event, host, pid and user: ${lines[i]}"
+    assert_equal "${BASH_REMATCH[2]}" "$host"
+    assert_equal "${BASH_REMATCH[4]}" "$user"
+  done
+  assert_equal "$(printf '%s\n' "${lines[@]}" | awk '{ print $2 }' | xargs)" "$EVERY_EVENT"
+  [[ ${lines[0]} =~ \ fence\ [0-9]+\ waited\ [0-9.]+m?s ]] || fail "acquired without fence and waited: ${lines[0]}"
+  [[ ${lines[4]} =~ \ fence\ [0-9]+\ held\ [0-9.]+m?s\ exit\ 3: ]] || fail "released without held and exit: ${lines[4]}"
+  [[ ${lines[6]} =~ \ lost\ .*\ exit\ [0-9]+ ]] || fail "lost without the exit status: ${lines[6]}"
+  [[ ${lines[13]} =~ \ preempted\ .*\ held\ .*\ by\ .*pid\ [0-9]+ ]] || fail "preempted without held and by: ${lines[13]}"
+  [[ ${lines[17]} =~ \ expired\ .*pid\ $dead_pid\ .*held ]] || fail "expired does not name the dead holder: ${lines[17]}"
+  # Oldest first.
+  rlock log k --json | jq -r .time_ms | sort -c -n || fail "the events are not in time order"
+  # -n 2: the last two.
+  run --separate-stderr rlock log k -n 2
+  assert_success
+  assert_equal "${#lines[@]}" 2
+  assert_equal "$(printf '%s\n' "${lines[@]}")" "$(rlock log k | tail -n 2)"
+}
+
+@test "log --json: one object a line with the contract's fields and types" {
+  redis_start
+  every_event k
+  run --separate-stderr rlock log k --json
+  assert_success
+  assert_equal "${#lines[@]}" 20
+  local line
+  for line in "${lines[@]}"; do
+    jq -e 'type == "object"' <<<"$line" >/dev/null || fail "not one JSON object: $line"
+    # The contract's fields, and three more that the code adds: time_ms (the time as a number),
+    # key (which lock, for the merged log of every key) and by (who superseded or preempted).
+    assert_equal "$(jq -r 'keys | join(" ")' <<<"$line")" "$(printf '%s\n' "${SPEC_FIELDS[@]}" by key time_ms | sort | xargs)"
+  done
+  # Types and values.
+  run jq -e -s '
+    all(.[]; (.time | test("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+Z$")) and (.pid | type == "number") and
+      (.host | type == "string") and (.user | type == "string") and (.event | type == "string"))
+    and (.[0].event == "acquired" and (.[0].fence | type == "number") and .[0].waited_ms == 0)
+    and (.[4].event == "released" and .[4].exit == 3 and .[4].held_ms >= 150 and .[4].cmd == "sh -c '"'"'sleep 0.2; exit 3'"'"'")
+    and (.[1].event == "busy" and .[1].exit == null)
+    and (.[13].event == "preempted" and (.[13].by.pid | type == "number") and .[13].held_ms > 0)
+    and (.[8].event == "superseded" and (.[8].by.pid | type == "number"))' <<<"$output"
+  assert_success
+}
+
+@test "the log reads the same from every host, and --log-length caps it" {
+  unshare -u sh -c 'hostname probe' 2>/dev/null || fail "unshare -u does not work here"
+  redis_start
+  write_on_host
+  "$T/on_host" h1 rlock run k -- true
+  "$T/on_host" h2 rlock run k -- true
+  run "$T/on_host" h2 rlock run k -n -- true
+  assert_success
+  local from1 from2
+  from1=$("$T/on_host" h1 rlock log k)
+  from2=$("$T/on_host" h2 rlock log k --json)
+  assert_equal "$(jq -r .host <<<"$from2" | xargs)" "h1 h1 h2 h2 h2 h2"
+  assert_equal "$(awk '{ print $3 }' <<<"$from1" | xargs)" "h1 h1 h2 h2 h2 h2"
+  assert_equal "$("$T/on_host" h2 rlock log k)" "$from1"
+  # Capped: 20 runs (40 events) with --log-length 5 keep exactly 5 (XADD MAXLEN, not ~).
+  local i
+  for i in $(seq 1 20); do
+    rlock run capped --log-length 5 -- true || fail "run $i failed"
+  done
+  assert_equal "$(rcli xlen "$(log_key capped)")" 5
+  run --separate-stderr rlock log capped
+  assert_success
+  assert_equal "${#lines[@]}" 5
+  # The last five: the 18th release, then the 19th and 20th runs.
+  assert_equal "$(awk '{ print $2 }' <<<"$output" | xargs)" "released acquired released acquired released"
+}
+
+@test "--log-length 0 writes no history" {
+  redis_start
+  export RLOCK_LOG_LENGTH=0
+  rlock run k -- true
+  acquire_token k
+  run --separate-stderr rlock run k -n -- true
+  assert_failure 75
+  RLOCK_TOKEN=$TOKEN rlock release k
+  rlock run k --log-length 0 -- true
+  key_missing "$(log_key k)"
+  run --separate-stderr rlock log k
+  assert_success
+  assert_output ""
+  unset RLOCK_LOG_LENGTH
+  rlock run k -- true
+  key_exists "$(log_key k)"
+}
+
+@test "log without KEY merges the events of every key by time" {
+  redis_start
+  rlock run alpha -- true
+  rlock run bravo -- true
+  rlock run alpha -- true
+  rlock run charlie -- true
+  run --separate-stderr rlock log --json
+  assert_success
+  assert_equal "$(jq -r .key <<<"$output" | xargs)" "alpha alpha bravo bravo alpha alpha charlie charlie"
+  jq -r .time_ms <<<"$output" | sort -c -n || fail "not in time order: $output"
+  run --separate-stderr rlock log
+  assert_success
+  assert_equal "$(awk '{ print $2, $3 }' <<<"$output" | xargs)" \
+    "alpha acquired alpha released bravo acquired bravo released alpha acquired alpha released charlie acquired charlie released"
+  run --separate-stderr rlock log -n 2
+  assert_success
+  assert_equal "$(awk '{ print $2, $3 }' <<<"$output" | xargs)" "charlie acquired charlie released"
+}
+
+# follow_test SIGNAL CODE: `rlock log k --follow` prints the history, then a run that happens
+# after it started, and ends on SIGNAL with CODE, nothing on stderr, whole lines on stdout.
+follow_test() {
+  rlock run k -- sh -c 'exit 0'
+  bg follow rlock log k --follow
+  wait_until -t 10 grep -q 'released' "$T/follow.out" || fail "--follow did not print the history: $(bg_err follow)"
+  run rlock run k -- sh -c 'exit 4'
+  assert_failure 4
+  wait_until -t 10 grep -q 'exit 4' "$T/follow.out" || fail "--follow did not print the new event: $(bg_out follow)"
+  ! bg_done follow || fail "--follow ended by itself: $(bg_err follow)"
+  kill "-$1" "$follow_pid"
+  bg_wait follow 10
+  assert_equal "$BG_STATUS" "$2"
+  assert_equal "$(bg_err follow)" ""
+  assert_equal "$(awk '{ print $2 }' "$T/follow.out" | xargs)" "acquired released acquired released"
+  [[ $(tail -c 1 "$T/follow.out" | od -An -c | tr -d ' ') == '\n' ]] || fail "the output ends in the middle of a line"
+}
+
+@test "log --follow prints new events and stops on SIGINT" {
+  redis_start
+  follow_test INT 130
+}
+
+@test "log --follow stops on SIGTERM" {
+  redis_start
+  follow_test TERM 143
+}
+
+@test "the log never holds a token or a password" {
+  redis_start_auth 'pw-Sekrit-42'
+  local url="redis://:pw-Sekrit-42@127.0.0.1:$REDIS_PORT" tok run_tok
+  tok=$(rlock acquire k -u "$url" 2>/dev/null) || fail "acquire failed"
+  [[ $tok =~ $TOKEN_RE ]] || fail "acquire printed '$tok'"
+  rlock run k -u "$url" -n -- true 2>/dev/null && fail "the held lock was taken"
+  RLOCK_TOKEN=$tok rlock release k -u "$url" 2>/dev/null
+  run_tok=$(rlock run k -u "$url" -- sh -c 'echo "$RLOCK_TOKEN"' 2>/dev/null)
+  [[ $run_tok =~ $TOKEN_RE ]] || fail "run's child saw the token '$run_tok'"
+  RLOCK_PASSWORD='pw-Sekrit-42' rlock run k -- true
+  local raw
+  raw=$(rcli xrange "$(log_key k)" - +)
+  [[ $(grep -c -x 'acquired' <<<"$raw") == 3 ]] || fail "the log does not hold the three acquisitions: $raw"
+  [[ $raw != *pw-Sekrit-42* ]] || fail "the log holds the password: $raw"
+  [[ $raw != *Sekrit* ]] || fail "the log holds part of the password: $raw"
+  # Neither token, nor its secret part (the first 16 characters are the contender's public id).
+  local t
+  for t in "$tok" "$run_tok"; do
+    [[ $raw != *"$t"* ]] || fail "the log holds the token $t: $raw"
+    [[ $raw != *"${t:16}"* ]] || fail "the log holds the secret part of the token $t: $raw"
+  done
+  run --separate-stderr rlock log k --json
+  [[ $output != *"${tok:16}"* && $output != *Sekrit* ]] || fail "rlock log prints a secret: $output"
+}
+
+@test "status, list and log record nothing" {
+  redis_start
+  acquire_token k
+  rlock run other -- true
+  local before after
+  before=$(rcli xrange "$(log_key k)" - +; rcli xrange "$(log_key other)" - +)
+  rlock status k >/dev/null
+  rlock status k --json >/dev/null
+  rlock status >/dev/null
+  rlock list >/dev/null
+  rlock list --json >/dev/null
+  rlock log >/dev/null
+  rlock log k --json >/dev/null
+  rlock log other -n 1 >/dev/null
+  rlock status free-one >/dev/null || true
+  rlock log free-one >/dev/null
+  after=$(rcli xrange "$(log_key k)" - +; rcli xrange "$(log_key other)" - +)
+  assert_equal "$after" "$before"
+  key_missing "$(log_key free-one)"
+  assert_equal "$(rcli --scan --pattern '*:log' | sort | xargs)" "$(log_key k) $(log_key other)"
+}
+
+@test "Sentinel: the same log through the sentinels" {
+  srv_cli "$MASTER_PORT" flushall >/dev/null
+  export RLOCK_URL=$SENTINEL_URL
+  rlock run k -- true
+  run --separate-stderr rlock run k -- sh -c 'exit 2'
+  assert_failure 2
+  local tok
+  tok=$(rlock acquire k) || fail "acquire failed"
+  run --separate-stderr rlock run k -n -- true
+  assert_failure 75
+  RLOCK_TOKEN=$tok rlock release k
+  assert_equal "$(event_kinds k)" "acquired released acquired released acquired busy released"
+  assert_equal "$(rlock log k --json | jq -r .exit | xargs)" "null 0 null 2 null null null"
+  # It is the master's stream, and the replica has it too.
+  assert_equal "$(srv_cli "$MASTER_PORT" xlen "$(log_key k)" | tr -d '\r')" 7
+  wait_until -t 5 test "$(srv_cli "$REPLICA_PORT" xlen "$(log_key k)" | tr -d '\r')" = 7 ||
+    fail "the replica does not have the log"
+  assert_equal "$(rlock log k -u "redis://127.0.0.1:$MASTER_PORT")" "$(rlock log k)"
+}
+
+@test "Cluster: the same log through any node, and merged over the masters" {
+  cluster_ready || fail "the cluster is not ok"
+  cluster_flush
+  read -r P1 P2 P3 <<<"$CLUSTER_PORTS"
+  local k
+  for k in alpha bravo charlie delta echo foxtrot; do
+    rlock run "$k" -u "redis://127.0.0.1:$P1" -- true
+  done
+  # The log of a key lives with its lock (same hash slot).
+  [[ $(cluster_port_of "$(log_key alpha)") == $(cluster_port_of "$(lock_key alpha)") ]] ||
+    fail "the log of alpha is not on its lock's node"
+  local a b c
+  a=$(rlock log alpha -u "redis://127.0.0.1:$P1")
+  b=$(rlock log alpha -u "redis://127.0.0.1:$P2")
+  c=$(rlock log alpha -u "redis://127.0.0.1:$P3")
+  assert_equal "$(awk '{ print $2 }' <<<"$a" | xargs)" "acquired released"
+  assert_equal "$b" "$a"
+  assert_equal "$c" "$a"
+  # Without KEY: every master's streams, merged by time.
+  run --separate-stderr rlock log --json -u "redis://127.0.0.1:$P2"
+  assert_success
+  assert_equal "$(jq -r .key <<<"$output" | uniq | xargs)" "alpha bravo charlie delta echo foxtrot"
+  local nodes
+  nodes=$(for k in alpha bravo charlie delta echo foxtrot; do cluster_port_of "$(log_key "$k")"; done | sort -u | wc -l)
+  ((nodes >= 2)) || fail "the six logs are all on one master: the merge is not tested"
+}
