@@ -56,8 +56,8 @@ void open_syslog() {
   // Said once, on stderr (unless syslog is where every line goes): the events are not logged.
   if (!g_syslog_socket.warned && !g_syslog) {
     g_syslog_socket.warned = true;
-    write_line("rlock: warning: ", fmt::format("--syslog: cannot reach syslog at {}: {}; events are not logged",
-                                               path, std::strerror(err)));
+    write_line("rlock: warning: ",
+               fmt::format("--syslog: cannot reach syslog at {}: {}; events are not logged", path, std::strerror(err)));
   }
 }
 
@@ -73,9 +73,9 @@ void send_syslog(Severity severity, std::string_view message) {
   time_t now = ::time(nullptr);
   tm local{};
   localtime_r(&now, &local);
-  std::string line = fmt::format("<{}>{} {:2} {:02}:{:02}:{:02} rlock[{}]: {}", 8 + static_cast<int>(severity),
-                                 k_months[local.tm_mon], local.tm_mday, local.tm_hour, local.tm_min, local.tm_sec,
-                                 ::getpid(), util::printable(message));
+  std::string line =
+      fmt::format("<{}>{} {:2} {:02}:{:02}:{:02} rlock[{}]: {}", 8 + static_cast<int>(severity), k_months[local.tm_mon],
+                  local.tm_mday, local.tm_hour, local.tm_min, local.tm_sec, ::getpid(), util::printable(message));
   if (g_syslog_socket.dropped > 0) {
     line += fmt::format(" ({} earlier lines could not be sent to syslog)", g_syslog_socket.dropped);
   }
@@ -211,9 +211,9 @@ void verbose_line(std::string_view message) {
   gettimeofday(&now, nullptr);
   tm local{};
   localtime_r(&now.tv_sec, &local);
-  write_line(fmt::format("rlock: {:02}:{:02}:{:02}.{:03} ", local.tm_hour, local.tm_min, local.tm_sec,
-                         now.tv_usec / 1000),
-             message);
+  write_line(
+      fmt::format("rlock: {:02}:{:02}:{:02}.{:03} ", local.tm_hour, local.tm_min, local.tm_sec, now.tv_usec / 1000),
+      message);
 }
 
 void set_nonblocking() { g_queue.enabled = true; }
@@ -264,8 +264,8 @@ void drain() {
     }
     g_queue.lines.pop_front();
     if (g_queue.lines.empty() && g_queue.dropped > 0) {
-      std::string note = fmt::format("rlock: warning: {} lines of output were dropped: stderr was not being read\n",
-                                     g_queue.dropped);
+      std::string note =
+          fmt::format("rlock: warning: {} lines of output were dropped: stderr was not being read\n", g_queue.dropped);
       g_queue.dropped = 0;
       g_queue.bytes += note.size();
       g_queue.lines.push_back(std::move(note));

@@ -33,8 +33,10 @@ util::ClosedFds g_closed;
 int dispatch(Parsed& p, Raw& raw) {
   auto [path, required] = config_path(raw);
   layer_settings(p, path, required);
-  if (raw.verbose) log::set_level(log::Level::verbose);
-  else if (raw.quiet) log::set_level(log::Level::quiet);
+  if (raw.verbose)
+    log::set_level(log::Level::verbose);
+  else if (raw.quiet)
+    log::set_level(log::Level::quiet);
   if (raw.syslog) log::enable_syslog_events();
 
   const std::string& name = p.command_name;
@@ -101,7 +103,8 @@ std::vector<std::string> plain_options(std::initializer_list<CLI::App*> apps, co
   for (size_t i = from; i < to; ++i) {
     const std::string& word = args[i];
     if (word == "--") {
-      out.insert(out.end(), args.begin() + static_cast<std::ptrdiff_t>(i), args.begin() + static_cast<std::ptrdiff_t>(to));
+      out.insert(out.end(), args.begin() + static_cast<std::ptrdiff_t>(i),
+                 args.begin() + static_cast<std::ptrdiff_t>(to));
       break;
     }
     if (!is_option_word(word)) {
@@ -145,7 +148,8 @@ std::vector<std::string> split_run_command(CLI::App* app, CLI::App* run, const s
   for (size_t i = at + 1; i < args.size(); ++i) {
     const std::string& word = args[i];
     if (word == "--") {
-      if (!key_seen) usage("missing KEY before --: rlock run KEY [OPTIONS] [--] COMMAND [ARG...] (see rlock run --help)");
+      if (!key_seen)
+        usage("missing KEY before --: rlock run KEY [OPTIONS] [--] COMMAND [ARG...] (see rlock run --help)");
       child.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
       end = i;
       break;
@@ -214,8 +218,9 @@ int parse_and_run(int argc, char** argv) {
   app.set_version_flag("-V,--version", "rlock " RLOCK_VERSION);
   app.require_subcommand(1);
   app.allow_extras();
-  app.footer("Global options may come before or after the command name.\n"
-             "Run 'rlock COMMAND --help' for a command's options; 'man rlock' for the whole story.");
+  app.footer(
+      "Global options may come before or after the command name.\n"
+      "Run 'rlock COMMAND --help' for a command's options; 'man rlock' for the whole story.");
   add_common(p, &app, raw);
 
   std::vector<std::string> args(argv, argv + argc);
@@ -275,7 +280,8 @@ int parse_and_run(int argc, char** argv) {
     bool positional = std::find(after_dashes.begin(), after_dashes.end(), extras.front()) != after_dashes.end();
     extra_words(extras, p.command_name, raw, positional);
   }
-  if (!p.command || !p.command->parsed()) usage("no command given: use run, acquire, release, extend, status, list or log (see rlock --help)");
+  if (!p.command || !p.command->parsed())
+    usage("no command given: use run, acquire, release, extend, status, list or log (see rlock --help)");
   mark_given(p, raw);
   return dispatch(p, raw);
 }

@@ -111,8 +111,8 @@ std::vector<std::string> split_urls(const std::string& text) {
     for (size_t i = 0; i < word.size(); ++i) {
       if (word[i] != ',') continue;
       size_t scheme = word.find("://", i + 1);
-      bool next_url = scheme != std::string::npos &&
-                      word.find_first_not_of("abcdefghijklmnopqrstuvwxyz+", i + 1) == scheme;
+      bool next_url =
+          scheme != std::string::npos && word.find_first_not_of("abcdefghijklmnopqrstuvwxyz+", i + 1) == scheme;
       if (next_url) {
         out.push_back(word.substr(start, i - start));
         start = i + 1;
@@ -126,19 +126,20 @@ std::vector<std::string> split_urls(const std::string& text) {
 commands::TakeOptions take_options(Parsed& p, const Raw& raw) {
   commands::TakeOptions t;
   if (raw.flock_close) {
-    usage("-o is flock's option to close the lock's file descriptor: an rlock lock is a lease, not a descriptor, "
-          "and rlock run holds it until the command and the processes it leaves running end (see --leftovers)");
+    usage(
+        "-o is flock's option to close the lock's file descriptor: an rlock lock is a lease, not a descriptor, "
+        "and rlock run holds it until the command and the processes it leaves running end (see --leftovers)");
   }
   if (raw.flock_no_fork) {
-    usage("-F/--no-fork cannot work with rlock: a lease must be renewed, and the command stopped if it is lost, by "
-          "an rlock process that stays its parent");
+    usage(
+        "-F/--no-fork cannot work with rlock: a lease must be renewed, and the command stopped if it is lost, by "
+        "an rlock process that stays its parent");
   }
   check_key(raw.key);
   t.key = raw.key;
   t.ttl = duration_of(p, "ttl", raw.ttl, t.ttl, false);
   if (t.ttl < lock::validity::k_min_ttl) {
-    bad_setting(get(p, "ttl"),
-                fmt::format("must be at least {}", util::format_duration(lock::validity::k_min_ttl)));
+    bad_setting(get(p, "ttl"), fmt::format("must be at least {}", util::format_duration(lock::validity::k_min_ttl)));
   }
   if (raw.no_wait) {
     t.wait = Millis(0);
@@ -148,7 +149,8 @@ commands::TakeOptions take_options(Parsed& p, const Raw& raw) {
   t.conflict_exit_code = exit_code_setting(p, "conflict-exit-code", raw.conflict_exit_code, t.conflict_exit_code);
   if (Setting& s = get(p, "wait-replicas"); s.source != Source::unset) {
     long long n = 0;
-    if (!util::parse_int(raw.wait_replicas, 0, 1000, n)) bad_setting(s, fmt::format("'{}' is not a number of replicas", raw.wait_replicas));
+    if (!util::parse_int(raw.wait_replicas, 0, 1000, n))
+      bad_setting(s, fmt::format("'{}' is not a number of replicas", raw.wait_replicas));
     t.wait_replicas = static_cast<int>(n);
   }
   t.wait_timeout = duration_of(p, "wait-timeout", raw.wait_timeout, t.wait_timeout, false);
@@ -181,8 +183,9 @@ void check_quorum(const commands::ConnectOptions& c, const commands::TakeOptions
   if (c.urls.size() < 2) return;
   if (t.shared || t.limit > 1) usage("--shared and --limit are not available with several URLs (a Redlock quorum)");
   if (t.supersede || t.preempt || preemptible) {
-    usage("--supersede, --preempt and --preemptible need a queue, which a Redlock quorum (several URLs) does not "
-          "have");
+    usage(
+        "--supersede, --preempt and --preemptible need a queue, which a Redlock quorum (several URLs) does not "
+        "have");
   }
 }
 
@@ -199,8 +202,9 @@ std::string join_command(const std::vector<std::string>& argv) {
 commands::TokenSource token_source(Parsed& p, const Raw& raw) {
   commands::TokenSource t;
   if (raw.token_file_given && raw.token_file.empty()) {
-    usage("--token-file is empty (an unset variable?): give the file rlock acquire wrote the token to, or leave "
-          "the option out to read $RLOCK_TOKEN");
+    usage(
+        "--token-file is empty (an unset variable?): give the file rlock acquire wrote the token to, or leave "
+        "the option out to read $RLOCK_TOKEN");
   }
   t.file = raw.token_file;
   if (Setting& s = get(p, "token-env"); s.source != Source::unset) {
@@ -242,9 +246,9 @@ commands::ConnectOptions connect_options(Parsed& p, const Raw& raw) {
       parsed = redis::parse_url(texts[i]);
     } catch (const Error& e) {
       // Say how the text was read: several URLs make a Redlock quorum, and a stray space makes several.
-      std::string which = texts.size() > 1 ? fmt::format(" (read as {} URLs of a Redlock quorum; this is URL {})",
-                                                          texts.size(), i + 1)
-                                           : "";
+      std::string which =
+          texts.size() > 1 ? fmt::format(" (read as {} URLs of a Redlock quorum; this is URL {})", texts.size(), i + 1)
+                           : "";
       if (url.source == Source::unset || url.source == Source::argv) {
         throw Error(e.exit_code(), fmt::format("{}{}", e.what(), which));
       }
@@ -253,15 +257,17 @@ commands::ConnectOptions connect_options(Parsed& p, const Raw& raw) {
     if (parsed.endpoint.password.empty()) {
       parsed.endpoint.password = password_from_elsewhere(p, raw);
     } else if (url.source == Source::argv) {
-      log::warning("a password in a --url on the command line is visible to every user in ps; use "
-                   "--password-file, REDISCLI_AUTH or RLOCK_PASSWORD");
+      log::warning(
+          "a password in a --url on the command line is visible to every user in ps; use "
+          "--password-file, REDISCLI_AUTH or RLOCK_PASSWORD");
     }
     if (parsed.kind == redis::Url::Kind::sentinel) {
       parsed.sentinel_user = setting_text(p, "sentinel-user", raw.sentinel_user);
       parsed.sentinel_password = sentinel_password(p, raw);
       if (!parsed.sentinel_user.empty() && parsed.sentinel_password.empty()) {
-        log::warning("--sentinel-user is used only with a sentinel password (--sentinel-password-file or "
-                     "RLOCK_SENTINEL_PASSWORD)");
+        log::warning(
+            "--sentinel-user is used only with a sentinel password (--sentinel-password-file or "
+            "RLOCK_SENTINEL_PASSWORD)");
       }
     }
     c.urls.push_back(std::move(parsed));
@@ -344,9 +350,12 @@ commands::RunOptions run_options(Parsed& p, const Raw& raw) {
   if (Setting& s = get(p, "leftovers"); s.source != Source::unset) {
     std::string value = raw.leftovers;
     for (char& c : value) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (value == "wait") r.leftovers = commands::Leftovers::wait;
-    else if (value == "kill") r.leftovers = commands::Leftovers::kill;
-    else bad_setting(s, fmt::format("'{}' is neither wait nor kill", util::printable(raw.leftovers)));
+    if (value == "wait")
+      r.leftovers = commands::Leftovers::wait;
+    else if (value == "kill")
+      r.leftovers = commands::Leftovers::kill;
+    else
+      bad_setting(s, fmt::format("'{}' is neither wait nor kill", util::printable(raw.leftovers)));
   }
   r.preemptible = raw.preemptible;
   if (r.preemptible && (r.take.shared || r.take.limit > 1)) {
@@ -362,20 +371,20 @@ commands::RunOptions run_options(Parsed& p, const Raw& raw) {
     r.kill_after = duration_of(p, "kill-after", raw.kill_after, r.kill_after, true);
     if (r.kill_after > limit) {
       bad_setting(kill, fmt::format("{} is too long for a TTL of {}: the child could outlive the lock; use at most "
-                                     "{} or a longer --ttl",
-                                     util::format_duration(r.kill_after), util::format_duration(r.take.ttl),
-                                     util::format_duration(limit)));
+                                    "{} or a longer --ttl",
+                                    util::format_duration(r.kill_after), util::format_duration(r.take.ttl),
+                                    util::format_duration(limit)));
     }
   }
   return r;
 }
 
-
 commands::AcquireOptions acquire_options(Parsed& p, const Raw& raw, bool stdout_closed) {
   commands::AcquireOptions o;
   if (raw.token_file_given && raw.token_file.empty()) {
-    usage("--token-file is empty (an unset variable?): give the file to write the token to, or leave the option "
-          "out to print the token");
+    usage(
+        "--token-file is empty (an unset variable?): give the file to write the token to, or leave the option "
+        "out to print the token");
   }
   if (!raw.token_file.empty() && raw.json) usage("--token-file and --json exclude each other");
   o.take = take_options(p, raw);
@@ -401,7 +410,8 @@ commands::AcquireOptions acquire_options(Parsed& p, const Raw& raw, bool stdout_
       if (!n) bad_setting(sig, fmt::format("'{}' is not a signal name or number", util::printable(raw.signal)));
       o.signal = *n;
     }
-    if (get(p, "max-hold").source != Source::unset) o.max_hold = duration_of(p, "max-hold", raw.max_hold, Millis(0), false);
+    if (get(p, "max-hold").source != Source::unset)
+      o.max_hold = duration_of(p, "max-hold", raw.max_hold, Millis(0), false);
     o.keeper_log = setting_text(p, "keeper-log", raw.keeper_log);
   }
   return o;

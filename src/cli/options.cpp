@@ -56,7 +56,8 @@ void add_take(Parsed& p, CLI::App* app, Raw& raw) {
   setting(p, app, "-E,--conflict-exit-code", "conflict-exit-code", raw.conflict_exit_code,
           "exit code when the lock is busy (default 75)")
       ->type_name("N");
-  CLI::Option* shared = app->add_flag("-s,--shared", raw.shared, "a shared hold: many shared holders, or one exclusive");
+  CLI::Option* shared =
+      app->add_flag("-s,--shared", raw.shared, "a shared hold: many shared holders, or one exclusive");
   app->add_flag("-x,--exclusive", raw.exclusive, "an exclusive hold (the default)")->excludes(shared);
   setting(p, app, "--limit", "limit", raw.limit, "a semaphore: up to N holders at once; all must agree on N")
       ->type_name("N");
@@ -127,10 +128,11 @@ void add_common(Parsed& p, CLI::App* app, Raw& raw) {
   {
     // Repeatable: several URLs of independent masters make a Redlock quorum. The environment and
     // the config file give them as one text, space (or comma) separated.
-    CLI::Option* o = app->add_option("-u,--url", raw.urls,
-                                     "redis://[user[:pass]@]host[:port][/db], rediss://... (TLS), unix:///path.sock[?db=N] "
-                                     "or redis+sentinel://host:port[,host:port]/MASTER[/db] (default "
-                                     "redis://127.0.0.1:6379); several -u: a Redlock quorum of independent masters");
+    CLI::Option* o =
+        app->add_option("-u,--url", raw.urls,
+                        "redis://[user[:pass]@]host[:port][/db], rediss://... (TLS), unix:///path.sock[?db=N] "
+                        "or redis+sentinel://host:port[,host:port]/MASTER[/db] (default "
+                        "redis://127.0.0.1:6379); several -u: a Redlock quorum of independent masters");
     o->type_name("URL")->allow_extra_args(false);  // one URL per -u: the next word is not another
     register_setting(p, "url", o, &raw.url, nullptr);
   }

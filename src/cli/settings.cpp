@@ -22,13 +22,40 @@ namespace {
 std::string g_config_path;
 
 // Every key a config file may set: the long names of the settings, as on the command line.
-const std::vector<std::string> k_config_keys = {
-    "url",          "connect-timeout", "io-timeout",  "node-timeout",  "prefix",      "quiet",
-    "verbose",      "syslog",          "ttl",         "wait",          "conflict-exit-code",
-    "signal",       "kill-after",      "lost-exit-code", "max-hold",   "leftovers",   "strict",
-    "limit",        "token-env",       "cacert",      "cert",          "key",         "insecure",
-    "password-file", "wait-replicas",  "wait-timeout", "sentinel-user", "sentinel-password-file",
-    "keeper-log",   "min-hold",        "supersede",   "preempt",       "preemptible", "log-length"};
+const std::vector<std::string> k_config_keys = {"url",
+                                                "connect-timeout",
+                                                "io-timeout",
+                                                "node-timeout",
+                                                "prefix",
+                                                "quiet",
+                                                "verbose",
+                                                "syslog",
+                                                "ttl",
+                                                "wait",
+                                                "conflict-exit-code",
+                                                "signal",
+                                                "kill-after",
+                                                "lost-exit-code",
+                                                "max-hold",
+                                                "leftovers",
+                                                "strict",
+                                                "limit",
+                                                "token-env",
+                                                "cacert",
+                                                "cert",
+                                                "key",
+                                                "insecure",
+                                                "password-file",
+                                                "wait-replicas",
+                                                "wait-timeout",
+                                                "sentinel-user",
+                                                "sentinel-password-file",
+                                                "keeper-log",
+                                                "min-hold",
+                                                "supersede",
+                                                "preempt",
+                                                "preemptible",
+                                                "log-length"};
 
 bool parse_bool(const Setting& s, const std::string& text) {
   std::string v = text;
@@ -90,8 +117,10 @@ std::pair<std::string, bool> config_path(const Raw& raw) {
   const char* xdg = std::getenv("XDG_CONFIG_HOME");
   const char* home = std::getenv("HOME");
   std::string user_path;
-  if (xdg && *xdg) user_path = std::string(xdg) + "/rlock/config.toml";
-  else if (home && *home) user_path = std::string(home) + "/.config/rlock/config.toml";
+  if (xdg && *xdg)
+    user_path = std::string(xdg) + "/rlock/config.toml";
+  else if (home && *home)
+    user_path = std::string(home) + "/.config/rlock/config.toml";
   if (!user_path.empty() && ::access(user_path.c_str(), F_OK) == 0) return {user_path, false};
   return {"/etc/rlock/config.toml", false};
 }

@@ -62,13 +62,10 @@ int acquire(const AcquireOptions& options) {
   lock::Backend& locker = *backend;
   lock::LockName name = lock_name(options.connect, options.take.key);
   std::vector<lock::Hold> holds = enclosing_holds();
-  std::vector<std::string> enclosing =
-      lock::tokens_for(holds, name.lock_key());
+  std::vector<std::string> enclosing = lock::tokens_for(holds, name.lock_key());
   lock::Holder holder = this_holder(fmt::format("rlock acquire {}", options.take.key));
   // rlock exits at once: the process that keeps the lock is the one that called it (or --pid).
-  pid_t caller = options.watch_pid ? *options.watch_pid
-                 : options.keepalive ? proc::calling_process()
-                                     : ::getppid();
+  pid_t caller = options.watch_pid ? *options.watch_pid : options.keepalive ? proc::calling_process() : ::getppid();
   holder.pid = std::to_string(caller);
   // The watched process is opened before anything else: if it is gone, or its pid was reused,
   // no lock is taken for it.
@@ -85,13 +82,15 @@ int acquire(const AcquireOptions& options) {
   if (options.keepalive) {
     if (caller <= 1) throw Error(exit_code::k_usage, "--keepalive: the calling process is gone (give --pid PID)");
     watched.emplace(caller);
-    if (!options.watch_pid && parent_gone()) throw Error(exit_code::k_usage, "--keepalive: the calling process is gone");
+    if (!options.watch_pid && parent_gone())
+      throw Error(exit_code::k_usage, "--keepalive: the calling process is gone");
   }
   lock::Contender contender = make_contender(options.take, holder);
   std::string token = contender.token;
   if (options.stdout_closed && options.token_file.empty()) {
-    throw Error(exit_code::k_usage, "standard output is closed: there is nowhere to print the token (use "
-                                    "--token-file F)");
+    throw Error(exit_code::k_usage,
+                "standard output is closed: there is nowhere to print the token (use "
+                "--token-file F)");
   }
   locker.check_eviction_before(options.take.strict);
 
@@ -157,8 +156,9 @@ int acquire(const AcquireOptions& options) {
     try {
       locker.check_eviction_after(options.take.strict);
       if (watched) {
-        keeper::Spec spec{options.connect, name,    token,          options.take.ttl, a.sent_at,
-                          caller,          options.max_hold, options.signal, options.keeper_log, a.fence, holder};
+        keeper::Spec spec{
+            options.connect,    name,    token, options.take.ttl, a.sent_at, caller, options.max_hold, options.signal,
+            options.keeper_log, a.fence, holder};
         pid_t k = keeper::start(spec, *watched);
         log::verbose("keeper pid {} holds {} while pid {} lives", k, name.key, caller);
       }
@@ -173,9 +173,8 @@ int acquire(const AcquireOptions& options) {
       util::write_file_atomic(options.token_file, token + "\n", 0600);
     } else if (options.json) {
       print(fmt::format("{{\"key\":{},\"token\":{},\"fence\":{},\"ttl_ms\":{},\"reentered\":{},\"slot\":{}}}",
-                        util::json_quote(options.take.key), util::json_quote(token), a.fence,
-                        options.take.ttl.count(), a.outcome == lock::Attempt::Outcome::reentered,
-                        a.slot > 0 ? std::to_string(a.slot) : "null"));
+                        util::json_quote(options.take.key), util::json_quote(token), a.fence, options.take.ttl.count(),
+                        a.outcome == lock::Attempt::Outcome::reentered, a.slot > 0 ? std::to_string(a.slot) : "null"));
     } else {
       print(token);
     }
@@ -215,7 +214,8 @@ int release(const ReleaseOptions& options) {
                             r.holder.host, r.holder.pid, r.holder.command,
                             r.fence ? std::to_string(*r.fence) : std::string("?")));
     }
-    if (r.shared_holds > 0) log::info(fmt::format("removed {} shared or semaphore holds of {}", r.shared_holds, options.key));
+    if (r.shared_holds > 0)
+      log::info(fmt::format("removed {} shared or semaphore holds of {}", r.shared_holds, options.key));
     log::event(log::Severity::warning, "released {} by force (--force){}", options.key,
                r.holder.host.empty() ? ""
                                      : fmt::format(", held by {}@{} pid {} ({})", r.holder.user, r.holder.host,
@@ -238,7 +238,8 @@ int release(const ReleaseOptions& options) {
   lock::Ending ending{"", this_holder(fmt::format("rlock release {}", options.key)), 0};
   lock::Released released = locker.release(name, token, ending);
   if (released == lock::Released::unknown) {
-    log::warning(fmt::format("could not tell whether {} was still held: no majority of the masters agreed", options.key));
+    log::warning(
+        fmt::format("could not tell whether {} was still held: no majority of the masters agreed", options.key));
     return exit_code::k_ok;
   }
   if (released == lock::Released::not_held) {

@@ -49,9 +49,12 @@ bool dumb_terminal() {
 std::string ordinal(int n) {
   const char* suffix = "th";
   if (n % 100 < 11 || n % 100 > 13) {
-    if (n % 10 == 1) suffix = "st";
-    else if (n % 10 == 2) suffix = "nd";
-    else if (n % 10 == 3) suffix = "rd";
+    if (n % 10 == 1)
+      suffix = "st";
+    else if (n % 10 == 2)
+      suffix = "nd";
+    else if (n % 10 == 3)
+      suffix = "rd";
   }
   return fmt::format("{}{}", n, suffix);
 }
@@ -111,7 +114,8 @@ void write_stdout(const std::string& text) {
   while (left > 0) {
     ssize_t n = ::write(STDOUT_FILENO, data, left);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw Error(exit_code::k_system, fmt::format("cannot write to standard output: {}", std::strerror(errno)));
+    if (n <= 0)
+      throw Error(exit_code::k_system, fmt::format("cannot write to standard output: {}", std::strerror(errno)));
     data += n;
     left -= static_cast<size_t>(n);
   }
@@ -151,8 +155,10 @@ std::string superseded_message(const lock::LockName& name, const lock::Attempt& 
 }
 
 std::string busy_outcome(const lock::LockName& name, const lock::Attempt& attempt, const TakeOptions& options) {
-  if (!options.wait || options.wait->count() == 0) return fmt::format("{}; not waiting (-n)", busy_message(name, attempt));
-  return fmt::format("{}; gave up after {} (--wait)", busy_message(name, attempt), util::format_duration(*options.wait));
+  if (!options.wait || options.wait->count() == 0)
+    return fmt::format("{}; not waiting (-n)", busy_message(name, attempt));
+  return fmt::format("{}; gave up after {} (--wait)", busy_message(name, attempt),
+                     util::format_duration(*options.wait));
 }
 
 lock::Contender make_contender(const TakeOptions& options, const lock::Holder& holder) {
@@ -215,8 +221,7 @@ std::string read_token(const TokenSource& source) {
   const char* value = std::getenv(source.env.c_str());
   if (!value || !*value) {
     throw Error(exit_code::k_usage,
-                fmt::format("no token: set {} to the token printed by rlock acquire, or use --token-file",
-                            source.env));
+                fmt::format("no token: set {} to the token printed by rlock acquire, or use --token-file", source.env));
   }
   token = std::string(util::trim(value));
   if (!plausible_token(token)) {

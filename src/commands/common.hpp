@@ -43,7 +43,7 @@ public:
 
 private:
   const lock::LockName& m_name;
-  bool m_line;          // a terminal's rewritten line
+  bool m_line;  // a terminal's rewritten line
   bool m_shown = false;
   bool m_logged = false;
 };

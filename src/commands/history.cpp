@@ -33,7 +33,8 @@ public:
   // Prints the events; false when stdout is a closed pipe (`rlock log -f | head`): a normal end.
   bool print(const std::vector<lock::Event>& events) {
     std::string out;
-    for (const lock::Event& e : events) out += (m_json ? lock::event_json(e) : lock::format_event(e, m_with_key)) + "\n";
+    for (const lock::Event& e : events)
+      out += (m_json ? lock::event_json(e) : lock::format_event(e, m_with_key)) + "\n";
     if (out.empty()) return true;
     try {
       write_stdout(out);

@@ -117,9 +117,11 @@ std::optional<State> parse_state(const std::string& text) {
     v[line.substr(0, eq)] = value;
   }
   long long keeper = 0, keeper_start = 0, watched = 0, watched_start = 0, when = 0;
-  if (!util::parse_int(v["keeper"], 1, INT32_MAX, keeper) || !util::parse_int(v["keeper_start"], 0, INT64_MAX, keeper_start) ||
+  if (!util::parse_int(v["keeper"], 1, INT32_MAX, keeper) ||
+      !util::parse_int(v["keeper_start"], 0, INT64_MAX, keeper_start) ||
       !util::parse_int(v["watched"], 1, INT32_MAX, watched) ||
-      !util::parse_int(v["watched_start"], 0, INT64_MAX, watched_start) || !util::parse_int(v["when"], 0, INT64_MAX, when)) {
+      !util::parse_int(v["watched_start"], 0, INT64_MAX, watched_start) ||
+      !util::parse_int(v["when"], 0, INT64_MAX, when)) {
     return std::nullopt;
   }
   State s;
@@ -218,8 +220,8 @@ bool Keeper::renew() {
   try {
     bool confirmed = m_backend->confirm_master();
     auto sent_at = Clock::now();
-    std::optional<lock::Extension> e = m_backend->extend(m_spec.name, m_spec.token, m_spec.ttl, m_spec.ttl, m_spec.fence,
-                                                       lock::KeeperInfo{::getpid(), m_watched.pid()});
+    std::optional<lock::Extension> e = m_backend->extend(m_spec.name, m_spec.token, m_spec.ttl, m_spec.ttl,
+                                                         m_spec.fence, lock::KeeperInfo{::getpid(), m_watched.pid()});
     m_backend->cap_waits(std::nullopt);
     if (!e) return false;
     if (confirmed) {
@@ -249,8 +251,7 @@ void Keeper::release_leftovers() {
 
 int Keeper::lose(const std::string& reason) {
   log::error(fmt::format("lost the lock {}: {}", m_spec.name.key, reason));
-  log::event(log::Severity::err, "lost {} (kept alive for pid {}): {}", m_spec.name.key,
-             m_watched.pid(), reason);
+  log::event(log::Severity::err, "lost {} (kept alive for pid {}): {}", m_spec.name.key, m_watched.pid(), reason);
   save("lost", reason);
   // Never taken again: the process that relied on it is told, if it asked to be.
   if (m_spec.signal > 0 && !m_watched.ended()) ::kill(m_watched.pid(), m_spec.signal);
@@ -292,7 +293,7 @@ int Keeper::run(int armed) {
     auto sent_at = Clock::now();
     ok = m_backend
              ->extend(m_spec.name, m_spec.token, m_spec.ttl, m_spec.ttl, m_spec.fence,
-                     lock::KeeperInfo{::getpid(), m_watched.pid()})
+                      lock::KeeperInfo{::getpid(), m_watched.pid()})
              .has_value();
     if (ok) m_schedule.renewed(sent_at);
   } catch (const Error& e) {
@@ -494,8 +495,7 @@ std::optional<Ending> stop(const std::string& token, Millis wait) {
     // The keeper gives the lock back itself, so that it never renews a released lock.
     ::kill(s->keeper, SIGTERM);
     auto until = Clock::now() + wait;
-    while (Clock::now() < until && proc::process_alive(s->keeper) &&
-           proc::start_time(s->keeper) == s->keeper_start) {
+    while (Clock::now() < until && proc::process_alive(s->keeper) && proc::start_time(s->keeper) == s->keeper_start) {
       util::poll_until(nullptr, 0, Clock::now() + Millis(5));
     }
     s = read_path(*path);

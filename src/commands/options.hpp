@@ -23,9 +23,9 @@ struct TakeOptions {
   int conflict_exit_code = 75;
   int wait_replicas = 0;  // WAIT for this many replicas after acquiring
   util::Millis wait_timeout{1'000};
-  bool strict = false;  // refuse a server that may evict locks, instead of warning
-  bool shared = false;  // --shared
-  int limit = 1;        // --limit N: a semaphore of N holders when N > 1
+  bool strict = false;       // refuse a server that may evict locks, instead of warning
+  bool shared = false;       // --shared
+  int limit = 1;             // --limit N: a semaphore of N holders when N > 1
   util::Millis min_hold{0};  // --min-hold: the hold lingers until this long after it was taken
   bool supersede = false;    // --supersede: newest wins among the waiters that give it
   bool preempt = false;      // --preempt: stop a --preemptible holder and be served next
@@ -58,15 +58,15 @@ struct AcquireOptions {
   bool stdout_closed = false;  // the caller closed stdout: nowhere to print the token
   // --keepalive: a keeper renews the lock while the watched process lives, and releases it then.
   bool keepalive = false;
-  std::optional<pid_t> watch_pid;          // --pid; default: rlock's parent
-  int signal = 0;                          // --signal: to the watched process on loss (0: none)
-  std::optional<util::Millis> max_hold;    // --max-hold
-  std::string keeper_log;                  // --keeper-log: a file, or "syslog:"
+  std::optional<pid_t> watch_pid;        // --pid; default: rlock's parent
+  int signal = 0;                        // --signal: to the watched process on loss (0: none)
+  std::optional<util::Millis> max_hold;  // --max-hold
+  std::string keeper_log;                // --keeper-log: a file, or "syslog:"
 };
 
 // Where release and extend find the token: never argv.
 struct TokenSource {
-  std::string file;               // --token-file, wins when set
+  std::string file;                 // --token-file, wins when set
   std::string env = "RLOCK_TOKEN";  // --token-env
 };
 
@@ -101,7 +101,7 @@ struct LogOptions {
   std::vector<std::string> keys;  // empty: every lock under the prefix
   size_t count = 0;               // -n: the last N events (0: all that are kept)
   bool json = false;
-  bool follow = false;            // --follow: stream new events until interrupted
+  bool follow = false;  // --follow: stream new events until interrupted
 };
 
 }  // namespace rlock::commands

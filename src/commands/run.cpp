@@ -78,9 +78,8 @@ private:
   void start() {
     try {
       if (!m_connection) m_connection = m_client.open_sibling();
-      m_connection->start({{"BLPOP", m_mailbox,
-                            fmt::format("{}.{:03}", m_block.count() / 1000, m_block.count() % 1000)}},
-                          m_block);
+      m_connection->start(
+          {{"BLPOP", m_mailbox, fmt::format("{}.{:03}", m_block.count() / 1000, m_block.count() % 1000)}}, m_block);
       m_running = true;
     } catch (const Error& e) {
       failed(e.what());
@@ -159,7 +158,7 @@ private:
   std::unique_ptr<lock::Backend> m_backend;
   lock::LockName m_name;
   lock::Contender m_contender;
-  std::string m_token;  // m_contender.token
+  std::string m_token;     // m_contender.token
   bool m_started = false;  // the command was started
 
   std::optional<int> m_interrupted;  // a signal that made rlock give up waiting
@@ -172,14 +171,14 @@ private:
   std::optional<Clock::time_point> m_max_hold_at;
   bool m_renewing = false;
   bool m_stopping = false;
-  bool m_lost = false;   // ownership lost or abandoned: exit with --lost-exit-code
+  bool m_lost = false;  // ownership lost or abandoned: exit with --lost-exit-code
   bool m_guard_lost = false;
   bool m_learned_nodes = false;
-  int64_t m_fence = 0;  // this hold's fencing token (a quorum sets a restarted master again with it)
-  Clock::time_point m_began{};        // when run started
+  int64_t m_fence = 0;          // this hold's fencing token (a quorum sets a restarted master again with it)
+  Clock::time_point m_began{};  // when run started
   std::optional<Clock::time_point> m_acquired_at;
-  std::optional<MailboxWatch> m_watch;           // --preemptible
-  std::optional<lock::Holder> m_preempted_by;    // a --preempt request stopped the command
+  std::optional<MailboxWatch> m_watch;         // --preemptible
+  std::optional<lock::Holder> m_preempted_by;  // a --preempt request stopped the command
 };
 
 // --- waiting ---------------------------------------------------------------------------------
@@ -210,8 +209,8 @@ int Supervisor::interrupted_while_waiting() {
 void Supervisor::exec_nested(const lock::Attempt& attempt, const std::string& token) {
   // An enclosing run holds this lock and keeps renewing it: run the command in its place, inside
   // the enclosing tree, and leave the hold alone.
-  log::verbose("{} is already held by an enclosing run (fence {}): running the command under that hold",
-               m_name.key, attempt.fence);
+  log::verbose("{} is already held by an enclosing run (fence {}): running the command under that hold", m_name.key,
+               attempt.fence);
   log::flush(Clock::now() + std::chrono::seconds(1));
   ::setenv("RLOCK_KEY", m_options.take.key.c_str(), 1);
   ::setenv("RLOCK_TOKEN", token.c_str(), 1);
@@ -346,7 +345,9 @@ std::optional<Clock::time_point> Supervisor::next_wake() const {
 
 void Supervisor::supervise() {
   while (!m_guard->done()) {
-    pollfd fds[4] = {{m_signals.fd(), POLLIN, 0}, {m_guard->fd(), POLLIN, 0}, {log::pending_fd(), POLLOUT, 0},
+    pollfd fds[4] = {{m_signals.fd(), POLLIN, 0},
+                     {m_guard->fd(), POLLIN, 0},
+                     {log::pending_fd(), POLLOUT, 0},
                      m_watch && !m_stopping ? m_watch->pending() : pollfd{-1, 0, 0}};
     int n = util::poll_until(fds, 4, next_wake());
     if (n < 0) throw Error(exit_code::k_system, fmt::format("poll: {}", std::strerror(errno)));
@@ -419,27 +420,23 @@ void Supervisor::on_guard_event(const proc::GuardEvent& event) {
         m_guard->stop(m_options.stop_signal, std::min(Clock::now() + m_options.kill_after, m_schedule->kill_at()));
       }
       break;
-    case Kind::child_stopped:
-      follow_job_stop(event.value);
-      break;
-    case Kind::child_continued:
-      break;
+    case Kind::child_stopped: follow_job_stop(event.value); break;
+    case Kind::child_continued: break;
     case Kind::deadline_kill:
       // The loop did not stop the tree in time (it was blocked or stopped): the guard did.
       m_lost = true;
       m_renewing = false;
       m_stopping = true;
-      log::error(fmt::format("lost the lock {}: its lease ran out before rlock could renew it; the command's "
-                             "processes were killed",
-                             m_name.key));
+      log::error(
+          fmt::format("lost the lock {}: its lease ran out before rlock could renew it; the command's "
+                      "processes were killed",
+                      m_name.key));
       log::event(log::Severity::err,
                  "lost {} after holding it {}: the lease ran out before rlock could renew it; the command's "
                  "processes were killed",
                  m_name.key, held_for());
       break;
-    case Kind::tree_empty:
-      give_terminal_back();
-      break;
+    case Kind::tree_empty: give_terminal_back(); break;
     case Kind::guard_lost:
       m_guard_lost = true;
       give_terminal_back();
@@ -470,9 +467,10 @@ void Supervisor::renew() {
     }
     if (!confirmed) {
       m_schedule->failed(Clock::now());
-      log::verbose("renewal of {} not counted: no majority of the sentinels confirms the master; {} before the "
-                   "command must be stopped",
-                   m_name.key, util::format_duration(std::max(until(m_schedule->stop_at()), Millis(0))));
+      log::verbose(
+          "renewal of {} not counted: no majority of the sentinels confirms the master; {} before the "
+          "command must be stopped",
+          m_name.key, util::format_duration(std::max(until(m_schedule->stop_at()), Millis(0))));
       return;
     }
     check_clock(*extension, sent_at);
@@ -495,11 +493,11 @@ void Supervisor::check_clock(const lock::Extension& extension, Clock::time_point
   Millis expected = m_schedule->expected_ttl_left(now);
   Millis shortfall = expected - *extension.ttl_left_before;
   if (shortfall > lock::validity::drift(m_options.take.ttl) + Millis(100)) {
-    log::warning(fmt::format("the lease of {} had {} left on the server at renewal, {} shorter than it should have: "
-                             "the server's clock may have stepped forward (Redis keeps expiry times on its wall "
-                             "clock)",
-                             m_name.key, util::format_duration(*extension.ttl_left_before),
-                             util::format_duration(shortfall)));
+    log::warning(
+        fmt::format("the lease of {} had {} left on the server at renewal, {} shorter than it should have: "
+                    "the server's clock may have stepped forward (Redis keeps expiry times on its wall "
+                    "clock)",
+                    m_name.key, util::format_duration(*extension.ttl_left_before), util::format_duration(shortfall)));
   }
 }
 
@@ -524,14 +522,16 @@ void Supervisor::on_guard_silent() {
     m_lost = true;
     m_renewing = false;
     m_stopping = true;
-    log::error(fmt::format("lost the lock {}: its lease ran out before rlock could renew it, and the guard did not "
-                           "stop the command in time (it was stopped or starved): rlock killed the command's "
-                           "processes itself",
-                           m_name.key));
+    log::error(
+        fmt::format("lost the lock {}: its lease ran out before rlock could renew it, and the guard did not "
+                    "stop the command in time (it was stopped or starved): rlock killed the command's "
+                    "processes itself",
+                    m_name.key));
     return;
   }
-  log::warning("the guard did not stop the command by its deadline (it was stopped or starved): rlock killed the "
-               "command's processes itself");
+  log::warning(
+      "the guard did not stop the command by its deadline (it was stopped or starved): rlock killed the "
+      "command's processes itself");
 }
 
 void Supervisor::on_preempted(const lock::Holder& by) {
@@ -592,26 +592,26 @@ int Supervisor::finish() {
                       m_fence};
   try {
     switch (m_backend->release(m_name, m_token, ending)) {
-      case lock::Released::released:
-        log::verbose("released {}", m_name.key);
-        break;
+      case lock::Released::released: log::verbose("released {}", m_name.key); break;
       case lock::Released::not_held:
         if (m_lost) break;
         // The command ran on a lock that was no longer ours at some point: never report that as
         // success.
         m_lost = true;
-        log::error(fmt::format("lost the lock {}: when the command ended, its token no longer owned it (it expired, "
-                               "was deleted, or was taken over)",
-                               m_name.key));
+        log::error(
+            fmt::format("lost the lock {}: when the command ended, its token no longer owned it (it expired, "
+                        "was deleted, or was taken over)",
+                        m_name.key));
         log::event(log::Severity::err, "lost {}: when the command ended after {}, its token no longer owned it",
                    m_name.key, held_for());
         break;
       case lock::Released::unknown:
         // Renewals proved the lock ours while the command ran; what a minority says at the end
         // proves no loss.
-        log::warning(fmt::format("could not tell whether {} was still held when the command ended: no majority of "
-                                 "the masters agreed; it expires within {} where it is left",
-                                 m_name.key, util::format_duration(m_options.take.ttl)));
+        log::warning(
+            fmt::format("could not tell whether {} was still held when the command ended: no majority of "
+                        "the masters agreed; it expires within {} where it is left",
+                        m_name.key, util::format_duration(m_options.take.ttl)));
         break;
     }
   } catch (const Error& e) {

@@ -80,10 +80,9 @@ std::string masters_json(const lock::LockState& s) {
   std::string out = "[";
   for (size_t i = 0; i < s.masters.size(); ++i) {
     const lock::MasterView& m = s.masters[i];
-    out += fmt::format("{}{{\"url\":{},\"agrees\":{},\"held\":{},\"host\":{},\"pid\":{},\"error\":{}}}",
-                       i ? "," : "", util::json_quote(m.url), m.agrees, m.held,
-                       m.held ? util::json_quote(m.holder.host) : "null", m.held ? pid_json(m.holder.pid) : "null",
-                       m.error.empty() ? "null" : util::json_quote(m.error));
+    out += fmt::format("{}{{\"url\":{},\"agrees\":{},\"held\":{},\"host\":{},\"pid\":{},\"error\":{}}}", i ? "," : "",
+                       util::json_quote(m.url), m.agrees, m.held, m.held ? util::json_quote(m.holder.host) : "null",
+                       m.held ? pid_json(m.holder.pid) : "null", m.error.empty() ? "null" : util::json_quote(m.error));
   }
   return out + "]";
 }
@@ -105,12 +104,13 @@ std::string to_json(const lock::LockState& s) {
       json_text_or_null(held, h.holder.user), json_text_or_null(held, h.holder.command),
       h.since_ms ? util::json_quote(iso_time(*h.since_ms)) : "null", json_or_null(h.since_ms),
       json_or_null(h.held_for_ms), json_or_null(h.ttl_left_ms), json_or_null(h.lease_ms),
-      json_or_null(held && h.fence ? h.fence : s.fence), mode ? util::json_quote(mode) : "null",
-      json_or_null(s.limit), holders, s.holder_count, s.queue_length, waiters, masters_json(s),
+      json_or_null(held && h.fence ? h.fence : s.fence), mode ? util::json_quote(mode) : "null", json_or_null(s.limit),
+      holders, s.holder_count, s.queue_length, waiters, masters_json(s),
       s.masters.empty() ? "null" : std::to_string(s.agreeing),
-      !held ? "\"free\"" : std::all_of(s.holders.begin(), s.holders.end(), [](const lock::HolderState& x) {
-        return x.lingering;
-      }) ? "\"lingering\"" : "\"held\"");
+      !held ? "\"free\""
+      : std::all_of(s.holders.begin(), s.holders.end(), [](const lock::HolderState& x) { return x.lingering; })
+          ? "\"lingering\""
+          : "\"held\"");
 }
 
 // The columns text takes on a terminal: its code points (printable text has no control characters).
@@ -125,8 +125,8 @@ std::string ms_text(const std::optional<int64_t>& ms, const char* none) {
 }
 
 std::string state_text(const lock::LockState& s, const lock::HolderState& h) {
-  if (h.lingering) return s.mode == lock::Mode::semaphore ? fmt::format("lingering {}/{}", h.slot, s.limit.value_or(0))
-                                                          : "lingering";
+  if (h.lingering)
+    return s.mode == lock::Mode::semaphore ? fmt::format("lingering {}/{}", h.slot, s.limit.value_or(0)) : "lingering";
   std::string kept = h.keeper ? " (kept)" : "";
   switch (s.mode) {
     case lock::Mode::shared: return "shared" + kept;
@@ -158,8 +158,8 @@ void print_table(const std::vector<lock::LockState>& states, bool verbose) {
       for (const lock::MasterView& m : s.masters) {
         if (m.agrees) continue;
         if (!m.error.empty()) {
-          std::string why = m.error.compare(0, m.url.size() + 2, m.url + ": ") == 0 ? m.error.substr(m.url.size() + 2)
-                                                                                    : m.error;
+          std::string why =
+              m.error.compare(0, m.url.size() + 2, m.url + ": ") == 0 ? m.error.substr(m.url.size() + 2) : m.error;
           waiting_list += fmt::format("{}: {} did not answer: {}\n", key, m.url, util::printable(why));
         } else if (m.held) {
           waiting_list += fmt::format("{}: {} disagrees: held there by {} pid {}\n", key, m.url,
@@ -176,10 +176,10 @@ void print_table(const std::vector<lock::LockState>& states, bool verbose) {
                                   util::printable(h.holder.host), h.keeper->watched);
     }
     for (const lock::WaiterState& w : s.waiters) {
-      waiting_list += fmt::format("{} waiter {}: {} pid {} ({}), {}waiting for {} ({})\n", key, w.position,
-                                  util::printable(w.holder.host), util::printable(w.holder.pid),
-                                  util::printable(w.holder.command), w.shared ? "shared, " : "",
-                                  ms_text(w.waited_ms, "?"), w.since_ms ? iso_time(*w.since_ms) : "?");
+      waiting_list +=
+          fmt::format("{} waiter {}: {} pid {} ({}), {}waiting for {} ({})\n", key, w.position,
+                      util::printable(w.holder.host), util::printable(w.holder.pid), util::printable(w.holder.command),
+                      w.shared ? "shared, " : "", ms_text(w.waited_ms, "?"), w.since_ms ? iso_time(*w.since_ms) : "?");
     }
   }
   std::vector<size_t> widths(rows.front().size(), 0);

@@ -59,18 +59,30 @@ std::vector<Event> parse_events(const redis::Reply& reply, const std::string& ke
     for (size_t i = 0; i + 1 < f.size(); i += 2) {
       const std::string& name = f[i].str;
       const std::string& value = f[i + 1].str;
-      if (name == "e") e.kind = value;
-      else if (name == "h") e.holder.host = value;
-      else if (name == "p") e.holder.pid = value;
-      else if (name == "u") e.holder.user = value;
-      else if (name == "c") e.holder.command = value;
-      else if (name == "f") e.fence = number(value);
-      else if (name == "w") e.waited_ms = number(value);
-      else if (name == "d") e.held_ms = number(value);
-      else if (name == "x") e.exit_status = value;
-      else if (name == "by") e.by = value;
-      else if (name == "id") e.contender = value;
-      else if (name == "t") e.time_ms = number(value).value_or(e.time_ms);  // recorded late: when it happened
+      if (name == "e")
+        e.kind = value;
+      else if (name == "h")
+        e.holder.host = value;
+      else if (name == "p")
+        e.holder.pid = value;
+      else if (name == "u")
+        e.holder.user = value;
+      else if (name == "c")
+        e.holder.command = value;
+      else if (name == "f")
+        e.fence = number(value);
+      else if (name == "w")
+        e.waited_ms = number(value);
+      else if (name == "d")
+        e.held_ms = number(value);
+      else if (name == "x")
+        e.exit_status = value;
+      else if (name == "by")
+        e.by = value;
+      else if (name == "id")
+        e.contender = value;
+      else if (name == "t")
+        e.time_ms = number(value).value_or(e.time_ms);  // recorded late: when it happened
     }
     events.push_back(std::move(e));
   }
@@ -97,14 +109,14 @@ std::vector<Event> merge_copies(const std::vector<std::vector<Event>>& copies) {
 }
 
 void sort_by_time(std::vector<Event>& events) {
-  std::stable_sort(events.begin(), events.end(),
-                   [](const Event& a, const Event& b) { return a.time_ms < b.time_ms; });
+  std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) { return a.time_ms < b.time_ms; });
 }
 
 std::string format_event(const Event& e, bool with_key) {
   std::string line = iso_time(e.time_ms);
   if (with_key) line += " " + util::printable(e.key);
-  line += fmt::format(" {} {} pid {}", util::printable(e.kind), util::printable(e.holder.host.empty() ? "?" : e.holder.host),
+  line += fmt::format(" {} {} pid {}", util::printable(e.kind),
+                      util::printable(e.holder.host.empty() ? "?" : e.holder.host),
                       util::printable(e.holder.pid.empty() ? "?" : e.holder.pid));
   if (!e.holder.user.empty()) line += " user " + util::printable(e.holder.user);
   if (e.fence) line += fmt::format(" fence {}", *e.fence);
@@ -127,10 +139,10 @@ std::string event_json(const Event& e) {
   std::string by = "null";
   if (!e.by.empty()) {
     Holder h = parse_who(e.by);
-    by = h.pid.empty() ? util::json_quote(e.by)
-                       : fmt::format("{{\"host\":{},\"pid\":{},\"user\":{},\"cmd\":{}}}", util::json_quote(h.host),
-                                     json_or_null(number(h.pid)), util::json_quote(h.user),
-                                     util::json_quote(h.command));
+    by = h.pid.empty()
+             ? util::json_quote(e.by)
+             : fmt::format("{{\"host\":{},\"pid\":{},\"user\":{},\"cmd\":{}}}", util::json_quote(h.host),
+                           json_or_null(number(h.pid)), util::json_quote(h.user), util::json_quote(h.command));
   }
   return fmt::format(
       "{{\"time\":{},\"time_ms\":{},\"key\":{},\"event\":{},\"host\":{},\"pid\":{},\"user\":{},\"cmd\":{},"

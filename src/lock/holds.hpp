@@ -16,8 +16,8 @@ struct Hold {
   std::string lock_key;  // the lock's full Redis key
   std::string token;
   int64_t fence = 0;
-  std::string boot_id;   // /proc/sys/kernel/random/boot_id where the hold was taken
-  pid_t anchor = 0;      // the holding process (run's rlock, a keeper's watched process)
+  std::string boot_id;        // /proc/sys/kernel/random/boot_id where the hold was taken
+  pid_t anchor = 0;           // the holding process (run's rlock, a keeper's watched process)
   uint64_t anchor_start = 0;  // its start time, so that a reused pid is not mistaken for it
 };
 

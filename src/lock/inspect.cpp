@@ -113,8 +113,8 @@ LockState inspect(Node& node, const LockName& name, int most) {
 LockState parse_inspect(const LockName& name, const std::vector<Reply>& r, const std::vector<Reply>& second,
                         std::string* holder_id) {
   if (r.size() != k_first_count) {
-    throw Error(exit_code::k_internal, fmt::format("unexpected reply from Redis for {}: malformed answers",
-                                                   name.lock_key()));
+    throw Error(exit_code::k_internal,
+                fmt::format("unexpected reply from Redis for {}: malformed answers", name.lock_key()));
   }
   // Another program's data at any of the lock's keys is named, as the lock scripts name it: status
   // and run agree on what is wrong.
@@ -191,8 +191,8 @@ LockState parse_inspect(const LockName& name, const std::vector<Reply>& r, const
     s.holders.push_back(std::move(h));
   }
   if (kind != "string") {
-    s.holder_count = second.size() > 0 ? static_cast<int>(to_int(second[0]).value_or(0))
-                                       : static_cast<int>(s.holders.size());
+    s.holder_count =
+        second.size() > 0 ? static_cast<int>(to_int(second[0]).value_or(0)) : static_cast<int>(s.holders.size());
   }
   s.queue_length = second.size() > 1 ? static_cast<int>(to_int(second[1]).value_or(0)) : 0;
   const size_t per_waiter = std::size(k_waiter_fields);

@@ -19,11 +19,11 @@ struct HolderState {
   std::optional<int64_t> ttl_left_ms;  // nullopt: no TTL set
   std::optional<int64_t> lease_ms;     // the TTL it was taken or last extended with
   std::optional<int64_t> fence;
-  int slot = 0;                        // semaphore slot, 1..N
+  int slot = 0;  // semaphore slot, 1..N
   bool shared = false;
-  bool lingering = false;              // --min-hold: released, but kept until ttl_left_ms passes
-  bool preemptible = false;            // --preemptible
-  std::optional<KeeperInfo> keeper;    // held by a keeper (acquire --keepalive)
+  bool lingering = false;            // --min-hold: released, but kept until ttl_left_ms passes
+  bool preemptible = false;          // --preemptible
+  std::optional<KeeperInfo> keeper;  // held by a keeper (acquire --keepalive)
 };
 
 // One waiter in a lock's queue.
@@ -38,9 +38,9 @@ struct WaiterState {
 // How one master of a Redlock quorum sees a lock.
 struct MasterView {
   std::string url;
-  std::string error;          // set when it did not answer
+  std::string error;  // set when it did not answer
   bool held = false;
-  bool agrees = false;        // it shows the holder the majority shows (or is free with them)
+  bool agrees = false;  // it shows the holder the majority shows (or is free with them)
   Holder holder;
 };
 
@@ -48,11 +48,11 @@ struct MasterView {
 struct LockState {
   std::string key;
   bool held = false;
-  Mode mode = Mode::exclusive;      // of the holders (meaningful when held)
-  std::optional<int> limit;         // a semaphore's N
+  Mode mode = Mode::exclusive;       // of the holders (meaningful when held)
+  std::optional<int> limit;          // a semaphore's N
   std::vector<HolderState> holders;  // the exclusive holder, or the shared or semaphore ones (the first ones)
   int holder_count = 0;              // all of them
-  std::optional<int64_t> fence;     // last fencing token handed out for this key
+  std::optional<int64_t> fence;      // last fencing token handed out for this key
   int queue_length = 0;
   std::vector<WaiterState> waiters;  // the first ones, up to the number asked
   std::vector<MasterView> masters;   // Redlock: every master's view (empty for one Redis)

@@ -58,7 +58,8 @@ void deliver(Node& node, const LockName& name, const Timing& timing, const std::
   try {
     node.pipeline(commands);
   } catch (const Error& e) {
-    log::verbose("could not wake {} waiter(s) of {} ({}); they wake at their heartbeat", ids.size(), name.key, e.what());
+    log::verbose("could not wake {} waiter(s) of {} ({}); they wake at their heartbeat", ids.size(), name.key,
+                 e.what());
   }
 }
 
@@ -134,11 +135,11 @@ std::vector<std::string> contender_args(const Contender& c, bool queue, bool red
   if (c.preempt) options += 'p';
   if (c.preemptible) options += 'e';
   if (redlock) options += 'r';
-  return {c.token,        std::to_string(c.ttl.count()),
-          c.holder.host,  c.holder.pid,
-          c.holder.user,  c.holder.command,
+  return {c.token,           std::to_string(c.ttl.count()),
+          c.holder.host,     c.holder.pid,
+          c.holder.user,     c.holder.command,
           mode_code(c.mode), std::to_string(c.limit),
-          options,        std::to_string(c.min_hold.count())};
+          options,           std::to_string(c.min_hold.count())};
 }
 
 ScriptReply read_script_reply(Reply reply, const LockName& name) {
@@ -151,7 +152,8 @@ ScriptReply read_script_reply(Reply reply, const LockName& name) {
   out.code = reply.elements[0].integer;
   out.more = number_of(reply.elements[1]) == 1;
   for (const Reply& id : reply.elements[2].elements) out.push.push_back(text_of(id));
-  out.payload.assign(std::make_move_iterator(reply.elements.begin() + 3), std::make_move_iterator(reply.elements.end()));
+  out.payload.assign(std::make_move_iterator(reply.elements.begin() + 3),
+                     std::make_move_iterator(reply.elements.end()));
   return out;
 }
 
@@ -174,8 +176,7 @@ Attempt read_attempt(const ScriptReply& r, const LockName& name, size_t enclosin
       a.ttl_left = ttl_of(e[1]);
       a.enclosing = static_cast<size_t>(number_of(e[2]) - 1);
       return a;
-    case 3:
-      return read_waiting(e, name);
+    case 3: return read_waiting(e, name);
     case 5:
       if (e.size() < 2) unexpected(name, "malformed answer to the wait script");
       a.outcome = Attempt::Outcome::superseded;
@@ -189,8 +190,7 @@ Attempt read_attempt(const ScriptReply& r, const LockName& name, size_t enclosin
       a.queue_length = static_cast<int>(number_of(e[6]));
       a.lingering = number_of(e[7]) == 1;
       return a;
-    default:
-      unexpected(name, "unknown answer to a lock script");
+    default: unexpected(name, "unknown answer to a lock script");
   }
 }
 
@@ -227,8 +227,8 @@ void check_reply(const redis::Reply& reply, const LockName& name) {
   }
   // The server cannot serve now (loading, busy script, failover, full memory, migration):
   // unavailable, not a bug of rlock.
-  static const char* const k_transient[] = {"LOADING", "BUSY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN",
-                                              "NOREPLICAS", "OOM", "READONLY", "MISCONF"};
+  static const char* const k_transient[] = {"LOADING",    "BUSY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN",
+                                            "NOREPLICAS", "OOM",  "READONLY",   "MISCONF"};
   for (const char* c : k_transient) {
     if (code == c) {
       throw TransientError(exit_code::k_unavailable,
@@ -333,11 +333,16 @@ ForcedRelease force_release(Node& node, const LockName& name, const Timing& timi
     for (size_t i = 0; i + 1 < info.size(); i += 2) {
       const std::string& field = info[i].str;
       const std::string& value = info[i + 1].str;
-      if (field == "host") out.holder.host = value;
-      else if (field == "pid") out.holder.pid = value;
-      else if (field == "user") out.holder.user = value;
-      else if (field == "cmd") out.holder.command = value;
-      else if (field == "fence") out.fence = number_of(info[i + 1]);
+      if (field == "host")
+        out.holder.host = value;
+      else if (field == "pid")
+        out.holder.pid = value;
+      else if (field == "user")
+        out.holder.user = value;
+      else if (field == "cmd")
+        out.holder.command = value;
+      else if (field == "fence")
+        out.fence = number_of(info[i + 1]);
     }
     if (!r.more) break;
   }

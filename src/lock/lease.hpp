@@ -59,20 +59,20 @@ struct Attempt {
   enum class Outcome { acquired, reentered, busy, queued, superseded };
 
   Outcome outcome = Outcome::busy;
-  util::BootClock::time_point sent_at;  // when the request left: the lease counts from here
-  int64_t fence = 0;                      // acquired, reentered
-  int slot = 0;                           // acquired with --limit: 1..N
-  size_t enclosing = 0;                   // reentered: the index of the enclosing token that owns it
-  std::optional<util::Millis> ttl_left;   // busy, reentered, queued at the head: the holder's lease left
-  Holder holder;                          // busy, queued: who holds it (as far as its info says)
-  std::optional<util::Millis> held_for;   // busy, queued: since when, by the server's clock
-  bool lingering = false;                 // busy, queued: the hold is --min-hold's, with no process behind it
-  int position = 0;                       // queued: 1 for the head
-  int queue_length = 0;                   // busy, queued
-  std::optional<util::Millis> waited;     // queued: time in the queue, by the server's clock
-  std::vector<std::string> watch;         // queued: the ids whose mailboxes to wait on
-  bool contended = false;                 // busy, Redlock: nobody has a majority (leftovers, a split)
-  Holder superseded_by;                   // superseded: the newer request
+  util::BootClock::time_point sent_at;   // when the request left: the lease counts from here
+  int64_t fence = 0;                     // acquired, reentered
+  int slot = 0;                          // acquired with --limit: 1..N
+  size_t enclosing = 0;                  // reentered: the index of the enclosing token that owns it
+  std::optional<util::Millis> ttl_left;  // busy, reentered, queued at the head: the holder's lease left
+  Holder holder;                         // busy, queued: who holds it (as far as its info says)
+  std::optional<util::Millis> held_for;  // busy, queued: since when, by the server's clock
+  bool lingering = false;                // busy, queued: the hold is --min-hold's, with no process behind it
+  int position = 0;                      // queued: 1 for the head
+  int queue_length = 0;                  // busy, queued
+  std::optional<util::Millis> waited;    // queued: time in the queue, by the server's clock
+  std::vector<std::string> watch;        // queued: the ids whose mailboxes to wait on
+  bool contended = false;                // busy, Redlock: nobody has a majority (leftovers, a split)
+  Holder superseded_by;                  // superseded: the newer request
 };
 
 // Tries once to take the lock, atomically, recording holder info and the next fencing token;
@@ -130,9 +130,9 @@ std::optional<Extension> extend(Node& node, const LockName& name, const Timing& 
 // What release --force removed.
 struct ForcedRelease {
   bool was_held = false;
-  Holder holder;                 // the exclusive holder, if there was one
+  Holder holder;  // the exclusive holder, if there was one
   std::optional<int64_t> fence;
-  int shared_holds = 0;          // shared or semaphore holds removed
+  int shared_holds = 0;  // shared or semaphore holds removed
 };
 
 // Removes every hold of the lock whoever has it.

@@ -48,10 +48,9 @@ struct LockName {
     return keys;
   }
 
-  static constexpr std::array<Part, 12> k_parts = {Part::fence,     Part::info,        Part::queue,
-                                                   Part::waiters,   Part::leases,      Part::holders,
-                                                   Part::holder_info, Part::semaphore, Part::free_slots,
-                                                   Part::superseding, Part::notices,   Part::log};
+  static constexpr std::array<Part, 12> k_parts = {
+      Part::fence,       Part::info,      Part::queue,      Part::waiters,     Part::leases,  Part::holders,
+      Part::holder_info, Part::semaphore, Part::free_slots, Part::superseding, Part::notices, Part::log};
 
   static constexpr std::string_view suffix(Part part) {
     switch (part) {

@@ -20,8 +20,7 @@ public:
                             const std::vector<std::string>& args, const std::vector<redis::Command>& undo = {}) = 0;
   // Sends the commands in one write; `budget`: time the server may take beyond the I/O timeout
   // (a blocking command among them).
-  virtual std::vector<redis::Reply> pipeline(const std::vector<redis::Command>& commands,
-                                             util::Millis budget = {}) = 0;
+  virtual std::vector<redis::Reply> pipeline(const std::vector<redis::Command>& commands, util::Millis budget = {}) = 0;
   // The keys matching a SCAN pattern on every master.
   virtual std::vector<std::string> scan(const std::string& match) = 0;
   // WAIT: how many replicas acknowledged the writes so far, waiting at most timeout for n.
@@ -36,8 +35,7 @@ public:
                     const std::vector<std::string>& args, const std::vector<redis::Command>& undo = {}) override {
     return m_connection.eval(script, keys, args, undo);
   }
-  std::vector<redis::Reply> pipeline(const std::vector<redis::Command>& commands,
-                                     util::Millis budget = {}) override {
+  std::vector<redis::Reply> pipeline(const std::vector<redis::Command>& commands, util::Millis budget = {}) override {
     return m_connection.pipeline(commands, {}, budget);
   }
   std::vector<std::string> scan(const std::string& match) override { return m_connection.scan(match); }

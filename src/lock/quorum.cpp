@@ -65,8 +65,8 @@ std::vector<std::vector<std::string>> with_config(const Timing& timing, std::vec
     if (!list.empty()) list += "; ";
     list += f;
   }
-  throw Error(exit_code::k_unavailable, fmt::format("no majority of the {} Redis masters answered ({} needed): {}",
-                                                    masters, majority, list));
+  throw Error(exit_code::k_unavailable,
+              fmt::format("no majority of the {} Redis masters answered ({} needed): {}", masters, majority, list));
 }
 
 }  // namespace
@@ -76,18 +76,20 @@ Quorum::Quorum(NodeSet& nodes, Timing timing, Now now) : m_nodes(nodes), m_timin
 std::optional<std::string> Quorum::discount_young(size_t i, util::Millis ttl) const {
   std::optional<MasterIdentity> id = m_nodes.identity(i);
   if (!id || !id->uptime_s || id->persistent || *id->uptime_s * 1000 >= ttl.count()) return std::nullopt;
-  return fmt::format("{}: started {}s ago, less than the TTL ({}), without appendonly: it may have lost a lock that "
-                     "another holder still has, so it counts only once it has run a TTL",
-                     m_nodes.name(i), *id->uptime_s, util::format_duration(ttl));
+  return fmt::format(
+      "{}: started {}s ago, less than the TTL ({}), without appendonly: it may have lost a lock that "
+      "another holder still has, so it counts only once it has run a TTL",
+      m_nodes.name(i), *id->uptime_s, util::format_duration(ttl));
 }
 
 std::optional<std::string> Quorum::discount_restarted(size_t i) const {
   if (i >= m_run_ids.size() || m_run_ids[i].empty()) return std::nullopt;
   std::optional<MasterIdentity> id = m_nodes.identity(i);
   if (!id || id->run_id.empty() || id->run_id == m_run_ids[i]) return std::nullopt;
-  return fmt::format("{}: restarted since the lock was taken (its run_id changed): it may have lost it, so it does "
-                     "not count for this hold",
-                     m_nodes.name(i));
+  return fmt::format(
+      "{}: restarted since the lock was taken (its run_id changed): it may have lost it, so it does "
+      "not count for this hold",
+      m_nodes.name(i));
 }
 
 void Quorum::refuse_duplicates(const LockName& name, const std::string& token) {
@@ -190,7 +192,8 @@ Quorum::Acquisition Quorum::acquire(const LockName& name, const Contender& conte
     // Phase 2: the fence the quorum agreed on, written back to the masters that granted.
     std::vector<NodeAnswer> acks = m_nodes.eval_all(
         scripts::k_merge, keys,
-        with_config(m_timing, {contender.token, std::to_string(highest), std::to_string(contender.ttl.count()), "0"}, n),
+        with_config(m_timing, {contender.token, std::to_string(highest), std::to_string(contender.ttl.count()), "0"},
+                    n),
         out.granted);
     size_t merged = 0;
     for (size_t i = 0; i < n; ++i) {
@@ -271,10 +274,10 @@ Quorum::Extended Quorum::extend(const LockName& name, const std::string& token, 
     // A master that lost the key (it restarted) gets it back, but only with the fence merge, so
     // that no later holder's INCR there can fall below this hold's fence.
     if (fence > 0 && std::find(missing.begin(), missing.end(), true) != missing.end()) {
-      m_nodes.eval_all(scripts::k_merge, keys,
-                       with_config(m_timing.quiet(), {token, std::to_string(fence), std::to_string(new_ttl.count()), "1"},
-                                   n),
-                       missing);
+      m_nodes.eval_all(
+          scripts::k_merge, keys,
+          with_config(m_timing.quiet(), {token, std::to_string(fence), std::to_string(new_ttl.count()), "1"}, n),
+          missing);
     }
   } else if (lost >= majority()) {
     out.outcome = Renewal::lost;
@@ -346,7 +349,9 @@ LockState Quorum::merge_views(const LockName& name, const std::vector<std::optio
   // The holder as the agreeing masters show it. A master that restarted and got the lock back at
   // a renewal knows only the token and the fence, not who holds it or since when: the first
   // agreeing master with the holder's details is taken.
-  auto complete = [&](size_t i) { return !states[i]->holders.empty() && !states[i]->holders.front().holder.host.empty(); };
+  auto complete = [&](size_t i) {
+    return !states[i]->holders.empty() && !states[i]->holders.front().holder.host.empty();
+  };
   std::optional<size_t> chosen;
   for (size_t i = 0; i < n; ++i) {
     if (!states[i]) continue;

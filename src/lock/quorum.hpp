@@ -19,9 +19,9 @@ namespace rlock::lock {
 
 // What a master says of itself (its INFO, sent with the greeting of every connection).
 struct MasterIdentity {
-  std::string run_id;              // changes at every start: a restart shows
+  std::string run_id;  // changes at every start: a restart shows
   std::optional<int64_t> uptime_s;
-  bool persistent = false;         // appendonly: its locks survive a restart (given appendfsync always)
+  bool persistent = false;  // appendonly: its locks survive a restart (given appendfsync always)
 };
 
 // One node's answer to a request sent to several at once: its reply, or why it has none (down,
@@ -83,11 +83,11 @@ public:
 
   // The outcome of one attempt at taking the lock.
   struct Acquisition {
-    Attempt attempt;              // acquired (fence T, sent_at), reentered, or busy
-    std::vector<bool> granted;    // the masters that granted phase 1
+    Attempt attempt;                    // acquired (fence T, sent_at), reentered, or busy
+    std::vector<bool> granted;          // the masters that granted phase 1
     std::vector<std::string> failures;  // masters that did not answer, "NAME: why"
-    bool unavailable = false;     // fewer than a majority answered at all (exit 69, never busy)
-    bool majority_busy = false;   // one other holder has the lock on a majority (busy)
+    bool unavailable = false;           // fewer than a majority answered at all (exit 69, never busy)
+    bool majority_busy = false;         // one other holder has the lock on a majority (busy)
   };
 
   // One attempt. `enclosing` as for try_acquire.
@@ -108,8 +108,8 @@ public:
 
   // What a release on every master found.
   struct Releases {
-    size_t held = 0;      // masters where the token still held the lock
-    size_t answered = 0;  // masters that answered at all
+    size_t held = 0;        // masters where the token still held the lock
+    size_t answered = 0;    // masters that answered at all
     size_t discounted = 0;  // of them, masters restarted since the acquisition: their answer proves nothing
     std::vector<std::string> failures;
   };
@@ -135,7 +135,7 @@ private:
   std::optional<std::string> discount_young(size_t i, util::Millis ttl) const;
   std::optional<std::string> discount_restarted(size_t i) const;
   // Throws Error 78 when two answering masters are one server.
-  void refuse_duplicates(const LockName& name, const std::string& token) ;
+  void refuse_duplicates(const LockName& name, const std::string& token);
 
   NodeSet& m_nodes;
   Timing m_timing;

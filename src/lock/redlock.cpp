@@ -23,8 +23,8 @@ namespace {
     if (!list.empty()) list += "; ";
     list += f;
   }
-  throw Error(exit_code::k_unavailable, fmt::format("no majority of the {} Redis masters answered ({} needed): {}",
-                                                    masters, majority, list));
+  throw Error(exit_code::k_unavailable,
+              fmt::format("no majority of the {} Redis masters answered ({} needed): {}", masters, majority, list));
 }
 
 class QuorumBackend final : public Backend {
@@ -44,13 +44,16 @@ public:
     return out;
   }
   redis::Client* single() override { return nullptr; }
-  void set_interrupt(int fd, std::function<bool()> on_ready) override { m_nodes.set_interrupt(fd, std::move(on_ready)); }
+  void set_interrupt(int fd, std::function<bool()> on_ready) override {
+    m_nodes.set_interrupt(fd, std::move(on_ready));
+  }
   void cap_waits(std::optional<util::BootClock::time_point> cap) override { m_nodes.cap_waits(cap); }
   // Each master counts for itself.
   bool confirm_master() override { return true; }
   void learn_nodes() override {}
 
-  Attempt try_acquire(const LockName& name, const Contender& c, bool, const std::vector<std::string>& enclosing) override {
+  Attempt try_acquire(const LockName& name, const Contender& c, bool,
+                      const std::vector<std::string>& enclosing) override {
     Quorum::Acquisition a = m_quorum.acquire(name, c, enclosing);
     if (a.unavailable) no_majority(a.failures, m_nodes.size(), m_quorum.majority());
     if (a.attempt.outcome == Attempt::Outcome::busy) {
@@ -210,8 +213,10 @@ std::vector<Event> QuorumBackend::read_log(const LockName& name, size_t count, c
   }
   std::vector<Event> merged = merge_copies(copies);
   if (merged.size() > count) {
-    if (after.empty()) merged.erase(merged.begin(), merged.end() - static_cast<std::ptrdiff_t>(count));
-    else merged.resize(count);
+    if (after.empty())
+      merged.erase(merged.begin(), merged.end() - static_cast<std::ptrdiff_t>(count));
+    else
+      merged.resize(count);
   }
   return merged;
 }

@@ -17,15 +17,24 @@ ServerFacts parse_info(const std::string& text) {
     std::string_view name = std::string_view(line).substr(0, colon);
     std::string value = line.substr(colon + 1);
     long long n = 0;
-    if (name == "redis_version") f.version = value;
-    else if (name == "maxmemory" && util::parse_int(value, 0, INT64_MAX, n)) f.maxmemory = n;
-    else if (name == "maxmemory_policy") f.policy = value;
-    else if (name == "aof_enabled") f.aof = value == "1";
-    else if (name == "role") f.role = value;
-    else if (name == "redis_mode") f.cluster = f.cluster || value == "cluster";
-    else if (name == "cluster_enabled") f.cluster = f.cluster || value == "1";
-    else if (name == "run_id") f.run_id = value;
-    else if (name == "uptime_in_seconds" && util::parse_int(value, 0, INT64_MAX, n)) f.uptime_s = n;
+    if (name == "redis_version")
+      f.version = value;
+    else if (name == "maxmemory" && util::parse_int(value, 0, INT64_MAX, n))
+      f.maxmemory = n;
+    else if (name == "maxmemory_policy")
+      f.policy = value;
+    else if (name == "aof_enabled")
+      f.aof = value == "1";
+    else if (name == "role")
+      f.role = value;
+    else if (name == "redis_mode")
+      f.cluster = f.cluster || value == "cluster";
+    else if (name == "cluster_enabled")
+      f.cluster = f.cluster || value == "1";
+    else if (name == "run_id")
+      f.run_id = value;
+    else if (name == "uptime_in_seconds" && util::parse_int(value, 0, INT64_MAX, n))
+      f.uptime_s = n;
   }
   return f;
 }
@@ -33,13 +42,15 @@ ServerFacts parse_info(const std::string& text) {
 std::optional<std::string> eviction_risk(const ServerFacts& f) {
   if (!f.maxmemory || *f.maxmemory == 0 || f.policy.empty() || f.policy == "noeviction") return std::nullopt;
   if (f.policy.rfind("volatile-", 0) == 0) {
-    return fmt::format("maxmemory-policy {} can evict lock keys (they have a TTL) when memory runs out: a held lock "
-                       "can vanish and be taken by another holder",
-                       f.policy);
+    return fmt::format(
+        "maxmemory-policy {} can evict lock keys (they have a TTL) when memory runs out: a held lock "
+        "can vanish and be taken by another holder",
+        f.policy);
   }
-  return fmt::format("maxmemory-policy {} can evict any key when memory runs out: held locks, and the fence "
-                     "counters that keep fencing tokens increasing",
-                     f.policy);
+  return fmt::format(
+      "maxmemory-policy {} can evict any key when memory runs out: held locks, and the fence "
+      "counters that keep fencing tokens increasing",
+      f.policy);
 }
 
 bool is_cluster_node(const std::optional<redis::Reply>& info) {
@@ -47,10 +58,11 @@ bool is_cluster_node(const std::optional<redis::Reply>& info) {
 }
 
 Error cluster_member_error(const std::string& server) {
-  return Error(exit_code::k_config,
-               fmt::format("{} is a Redis Cluster node: a Cluster cannot be a Redlock member (its own failover can lose "
-                           "the lock a quorum counts on); give independent masters",
-                           server));
+  return Error(
+      exit_code::k_config,
+      fmt::format("{} is a Redis Cluster node: a Cluster cannot be a Redlock member (its own failover can lose "
+                  "the lock a quorum counts on); give independent masters",
+                  server));
 }
 
 void check_eviction(const std::optional<redis::Reply>& info, const std::string& server, bool strict) {
@@ -61,8 +73,8 @@ void check_eviction(const std::optional<redis::Reply>& info, const std::string& 
     throw Error(exit_code::k_config,
                 fmt::format("{}: {}; refusing (--strict): set maxmemory-policy noeviction", server, *risk));
   }
-  log::warning(fmt::format("{}: {}; set maxmemory-policy noeviction (or --strict to refuse such a server)", server,
-                           *risk));
+  log::warning(
+      fmt::format("{}: {}; set maxmemory-policy noeviction (or --strict to refuse such a server)", server, *risk));
 }
 
 }  // namespace rlock::lock

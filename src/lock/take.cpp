@@ -17,9 +17,7 @@ namespace {
 using Clock = util::BootClock;
 using util::Millis;
 
-Millis until(std::optional<Clock::time_point> t) {
-  return std::chrono::ceil<Millis>(*t - Clock::now());
-}
+Millis until(std::optional<Clock::time_point> t) { return std::chrono::ceil<Millis>(*t - Clock::now()); }
 
 }  // namespace
 
@@ -69,8 +67,8 @@ Attempt take_lock(Backend& backend, const LockName& name, const WaitLimits& limi
       // reported as busy; a wait step after it joins the queue again if the queue was lost. A
       // server never reached is a configuration problem: exit 69 at once rather than wait on a
       // typo.
-      bool transient = dynamic_cast<const TransientError*>(&e) != nullptr ||
-                       (reached && e.exit_code() == exit_code::k_unavailable);
+      bool transient =
+          dynamic_cast<const TransientError*>(&e) != nullptr || (reached && e.exit_code() == exit_code::k_unavailable);
       bool can_wait = waiting && (!give_up || Clock::now() + Millis(50) < *give_up);
       if (!transient || !can_wait) {
         if (!transient) leave(false);

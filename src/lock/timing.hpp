@@ -9,12 +9,12 @@ namespace rlock::lock {
 // The queue's clock and the history's size, given to every script (scripts/common.lua, ARGV[1])
 // so that the C++ and the Lua sides never disagree on them.
 struct Timing {
-  util::Millis heartbeat{1'000};  // a waiter blocks at most this long between steps
-  util::Millis lease{3'000};      // a waiter whose steps stopped this long is dead
-  util::Millis claim{2'000};      // a grant not claimed this long goes to the next waiter
-  util::Millis mailbox{10'000};   // a mailbox push is kept this long
+  util::Millis heartbeat{1'000};                  // a waiter blocks at most this long between steps
+  util::Millis lease{3'000};                      // a waiter whose steps stopped this long is dead
+  util::Millis claim{2'000};                      // a grant not claimed this long goes to the next waiter
+  util::Millis mailbox{10'000};                   // a mailbox push is kept this long
   util::Millis history{31LL * 24 * 3600 * 1000};  // the fence and the log of an idle lock expire after this
-  int log_length = 1'000;         // events kept per lock (0: no history)
+  int log_length = 1'000;                         // events kept per lock (0: no history)
 
   // The standard timing with log_length events kept. The test suites scale the queue's times
   // down with RLOCK_TEST_TIME_PERCENT (1-100); nothing else sets it.

@@ -24,11 +24,11 @@ std::string find_executable(const std::string& program);
 
 // How to start the child of `run`.
 struct SpawnSpec {
-  std::string path;               // from find_executable
+  std::string path;  // from find_executable
   std::vector<std::string> argv;
   std::vector<std::pair<std::string, std::string>> env;  // set on top of rlock's environment
-  const sigset_t* mask = nullptr;                          // the child's signal mask
-  bool sigpipe_default = true;  // SIGPIPE back to its default action (rlock ignores it)
+  const sigset_t* mask = nullptr;                        // the child's signal mask
+  bool sigpipe_default = true;                           // SIGPIPE back to its default action (rlock ignores it)
 };
 
 // The argv and environment arrays execve takes, built from a spec before the clone: the process

@@ -112,7 +112,7 @@ private:
   bool m_done = false;
   bool m_spawned = false;
   bool m_ready = false;
-  int m_reach = 0;       // guard::k_reach_* bits, once m_ready
+  int m_reach = 0;  // guard::k_reach_* bits, once m_ready
   bool m_cgroup = false;
   bool m_stopping = false;
   std::optional<util::BootClock::time_point> m_kill_at;

@@ -334,8 +334,8 @@ RLOCK_GUARD_CODE int guard_main(void*) {
   // A group of its own: a SIGKILL to rlock's group (kill -9 %1) leaves it to clean up.
   sys::call(SYS_setpgid, 0, 0);
   uint64_t chld = uint64_t(1) << (SIGCHLD - 1);
-  int sigchld = static_cast<int>(sys::call(SYS_signalfd4, -1, reinterpret_cast<long>(&chld), 8,
-                                           SFD_NONBLOCK | SFD_CLOEXEC));
+  int sigchld =
+      static_cast<int>(sys::call(SYS_signalfd4, -1, reinterpret_cast<long>(&chld), 8, SFD_NONBLOCK | SFD_CLOEXEC));
   int timer = static_cast<int>(sys::call(SYS_timerfd_create, CLOCK_BOOTTIME, TFD_NONBLOCK | TFD_CLOEXEC));
   if (sigchld < 0 || timer < 0) {
     sys_write_message(s.reports, k_report_failed, sigchld < 0 ? static_cast<int32_t>(-sigchld) : -timer, 0);

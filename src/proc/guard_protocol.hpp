@@ -31,7 +31,7 @@ constexpr int32_t k_report_stopped = 4;  // value: signal
 constexpr int32_t k_report_continued = 5;
 constexpr int32_t k_report_deadline = 6;
 constexpr int32_t k_report_empty = 7;
-constexpr int32_t k_report_ready = 8;    // value: k_reach_* bits (how the tree can be followed)
+constexpr int32_t k_report_ready = 8;  // value: k_reach_* bits (how the tree can be followed)
 
 constexpr int32_t k_reach_proc = 1;    // /proc is this PID namespace's
 constexpr int32_t k_reach_cgroup = 2;  // the tree gets a cgroup of its own
@@ -55,15 +55,15 @@ struct Setup {
 
   // The guard's part.
   pid_t guard;
-  bool proc_ok;            // /proc is this PID namespace's
-  char cgroup[512];        // the tree's cgroup directory ("" when there is none)
-  int cgroup_dir;          // the directory, open (clone3 starts the child in it)
-  int cgroup_list;         // its cgroup.procs, open for reading (to signal every process)
-  int cgroup_kill;         // its cgroup.kill (-1 before Linux 5.14)
-  volatile pid_t child;    // the command, once started
+  bool proc_ok;                // /proc is this PID namespace's
+  char cgroup[512];            // the tree's cgroup directory ("" when there is none)
+  int cgroup_dir;              // the directory, open (clone3 starts the child in it)
+  int cgroup_list;             // its cgroup.procs, open for reading (to signal every process)
+  int cgroup_kill;             // its cgroup.kill (-1 before Linux 5.14)
+  volatile pid_t child;        // the command, once started
   volatile bool child_reaped;  // its pid (and process group) may be reused: signal the group no more
-  int exec_errno;          // written by the child when exec fails
-  int cgroup_errno;        // written by the child when it could not enter the cgroup
+  int exec_errno;              // written by the child when exec fails
+  int cgroup_errno;            // written by the child when it could not enter the cgroup
 };
 
 extern Setup g_setup;

@@ -59,7 +59,8 @@ void deliver(int sig, bool whole_group) {
 }  // namespace
 
 void ignore_sigpipe() {
-  struct sigaction ignore {}, old {};
+  struct sigaction ignore {
+  }, old{};
   ignore.sa_handler = SIG_IGN;
   ::sigemptyset(&ignore.sa_mask);
   if (::sigaction(SIGPIPE, &ignore, &old) == 0) g_sigpipe_default = old.sa_handler != SIG_IGN;

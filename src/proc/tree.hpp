@@ -21,9 +21,9 @@ namespace rlock::proc {
 // What the tree code needs of the kernel: raw system calls in rlock and the guard, fakes in the
 // unit tests (which give a /proc of their own and record the signals).
 struct Kernel {
-  const char* proc = "/proc";             // where /proc is
-  long (*kill)(long pid, long sig);       // kill(2): 0, or -errno
-  long (*reap)();                         // reaps one exited child: its pid, 0 when none is ready
+  const char* proc = "/proc";        // where /proc is
+  long (*kill)(long pid, long sig);  // kill(2): 0, or -errno
+  long (*reap)();                    // reaps one exited child: its pid, 0 when none is ready
 };
 
 // The guard's kernel: raw system calls on /proc.

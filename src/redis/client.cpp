@@ -323,7 +323,8 @@ std::vector<Reply> Client::routed(const std::vector<Command>& commands, util::Mi
     if (code == "READONLY") {
       // A failover demoted the server we talk to.
       if (m_url.kind != Url::Kind::sentinel || re_resolved) {
-        throw Error(exit_code::k_unavailable, fmt::format("{}: the server is a read-only replica", c.endpoint().display()));
+        throw Error(exit_code::k_unavailable,
+                    fmt::format("{}: the server is a read-only replica", c.endpoint().display()));
       }
       log::verbose("{} became a replica; asking the sentinels again", c.endpoint().display());
       c.close();
@@ -431,7 +432,8 @@ std::vector<std::string> Client::scan(const std::string& match) {
     do {
       Reply r = c->call({"SCAN", cursor, "MATCH", match, "COUNT", "1000"});
       if (r.is_error() || r.type != Reply::Type::array || r.elements.size() != 2) {
-        throw Error(exit_code::k_internal, fmt::format("{}: unexpected reply to SCAN: {}", c->endpoint().display(), r.str));
+        throw Error(exit_code::k_internal,
+                    fmt::format("{}: unexpected reply to SCAN: {}", c->endpoint().display(), r.str));
       }
       cursor = r.elements[0].str;
       for (const Reply& k : r.elements[1].elements) keys.push_back(k.str);

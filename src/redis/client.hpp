@@ -93,7 +93,7 @@ private:
   Timeouts m_timeouts;
   TlsOptions m_tls;
   std::map<std::string, std::unique_ptr<Connection>> m_nodes;
-  std::vector<std::unique_ptr<Connection>> m_sentinels;  // in the URL's order
+  std::vector<std::unique_ptr<Connection>> m_sentinels;      // in the URL's order
   std::vector<std::pair<std::string, int>> m_cluster_nodes;  // learned Cluster nodes
   Connection* m_current = nullptr;
   int m_interrupt_fd = -1;

@@ -47,8 +47,7 @@ Reply convert(const redisReply& r) {
       out.elements.reserve(r.elements);
       for (size_t i = 0; i < r.elements; ++i) out.elements.push_back(convert(*r.element[i]));
       break;
-    default:
-      out.type = Reply::Type::nil;
+    default: out.type = Reply::Type::nil;
   }
   return out;
 }

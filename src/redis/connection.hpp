@@ -150,14 +150,14 @@ private:
 
   // The exchange under way.
   State m_state = State::idle;
-  short m_want = 0;                    // events to poll for
-  Clock::time_point m_deadline;        // of the current phase (connecting, then the exchange)
+  short m_want = 0;              // events to poll for
+  Clock::time_point m_deadline;  // of the current phase (connecting, then the exchange)
   util::Millis m_budget{0};
-  std::string m_wire;                  // bytes still to send
-  std::string m_undo;                  // sent best effort if the exchange fails after its request left
+  std::string m_wire;  // bytes still to send
+  std::string m_undo;  // sent best effort if the exchange fails after its request left
   bool m_request_sent = false;
   std::vector<std::string> m_hello_names;  // AUTH/SELECT sent first: their replies come first
-  size_t m_expected = 0;               // replies to read in all, hello included
+  size_t m_expected = 0;                   // replies to read in all, hello included
   size_t m_received = 0;
   size_t m_reply_bytes = 0;
   std::vector<Reply> m_replies;

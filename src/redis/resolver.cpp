@@ -116,12 +116,14 @@ bool Lookup::done() {
 }
 
 std::vector<Address> Lookup::addresses() {
-  if (!done()) throw Error(exit_code::k_unavailable, fmt::format("cannot resolve '{}': the lookup is not done", m_host));
+  if (!done())
+    throw Error(exit_code::k_unavailable, fmt::format("cannot resolve '{}': the lookup is not done", m_host));
   if (m_error != 0) {
     std::string why = m_error == EAI_SYSTEM ? std::strerror(errno) : ::gai_strerror(m_error);
     throw Error(exit_code::k_unavailable, fmt::format("cannot resolve '{}': {}", m_host, why));
   }
-  if (m_addresses.empty()) throw Error(exit_code::k_unavailable, fmt::format("cannot resolve '{}': no address", m_host));
+  if (m_addresses.empty())
+    throw Error(exit_code::k_unavailable, fmt::format("cannot resolve '{}': no address", m_host));
   return m_addresses;
 }
 

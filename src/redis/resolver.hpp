@@ -38,9 +38,9 @@ private:
   bool m_done = false;
   int m_error = 0;
   std::vector<Address> m_addresses;
-  util::Fd m_event;  // an eventfd the lookup's thread writes when it ends
+  util::Fd m_event;            // an eventfd the lookup's thread writes when it ends
   gaicb* m_request = nullptr;  // owned by the process (see resolver.cpp)
-  int m_notify_fd = -1;         // the event's copy that glibc's notification closes
+  int m_notify_fd = -1;        // the event's copy that glibc's notification closes
 };
 
 }  // namespace rlock::redis

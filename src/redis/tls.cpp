@@ -45,7 +45,7 @@ SSL_CTX* context(const TlsOptions& options) {
   if (cached) return cached;
   // Kept only once fully set up: a failure below must not leave a half-configured context.
   std::unique_ptr<SSL_CTX, void (*)(SSL_CTX*)> owner(openssl().SSL_CTX_new(openssl().TLS_client_method()),
-                                                      openssl().SSL_CTX_free);
+                                                     openssl().SSL_CTX_free);
   SSL_CTX* ctx = owner.get();
   if (!ctx) throw Error(exit_code::k_internal, "cannot create a TLS context: " + openssl_reason());
   openssl().SSL_CTX_ctrl(ctx, SSL_CTRL_SET_MIN_PROTO_VERSION, TLS1_2_VERSION, nullptr);
@@ -135,8 +135,9 @@ bool TlsSession::handshake(short* want) {
   if (verify != X509_V_OK) {
     reason = fmt::format("certificate verify failed: {}", openssl().X509_verify_cert_error_string(verify));
   } else if (err == SSL_ERROR_SYSCALL && openssl().ERR_peek_error() == 0) {
-    reason = "the server closed the connection during the TLS handshake (not a TLS port, or it wants a client "
-             "certificate: --cert/--key)";
+    reason =
+        "the server closed the connection during the TLS handshake (not a TLS port, or it wants a client "
+        "certificate: --cert/--key)";
   } else {
     reason = openssl_reason();
     if (reason.find("wrong version number") != std::string::npos) reason += " (is this port plain-text Redis?)";
@@ -153,11 +154,16 @@ ssize_t TlsSession::read(char* buffer, size_t size, short* want) {
   int n = openssl().SSL_read(m_ssl, buffer, static_cast<int>(size));
   if (n > 0) return n;
   int err = openssl().SSL_get_error(m_ssl, n);
-  if (err == SSL_ERROR_WANT_READ) *want = POLLIN;
-  else if (err == SSL_ERROR_WANT_WRITE) *want = POLLOUT;
-  else if (err == SSL_ERROR_ZERO_RETURN) return 0;
-  else if (err == SSL_ERROR_SYSCALL && openssl().ERR_peek_error() == 0) return 0;
-  else session_failed(m_display);
+  if (err == SSL_ERROR_WANT_READ)
+    *want = POLLIN;
+  else if (err == SSL_ERROR_WANT_WRITE)
+    *want = POLLOUT;
+  else if (err == SSL_ERROR_ZERO_RETURN)
+    return 0;
+  else if (err == SSL_ERROR_SYSCALL && openssl().ERR_peek_error() == 0)
+    return 0;
+  else
+    session_failed(m_display);
   return -1;
 }
 
@@ -166,9 +172,12 @@ ssize_t TlsSession::write(const char* data, size_t size, short* want) {
   int n = openssl().SSL_write(m_ssl, data, static_cast<int>(size));
   if (n > 0) return n;
   int err = openssl().SSL_get_error(m_ssl, n);
-  if (err == SSL_ERROR_WANT_READ) *want = POLLIN;
-  else if (err == SSL_ERROR_WANT_WRITE) *want = POLLOUT;
-  else session_failed(m_display);
+  if (err == SSL_ERROR_WANT_READ)
+    *want = POLLIN;
+  else if (err == SSL_ERROR_WANT_WRITE)
+    *want = POLLOUT;
+  else
+    session_failed(m_display);
   return -1;
 }
 

@@ -98,7 +98,8 @@ Endpoint parse_tcp(std::string_view url, std::string_view rest) {
   if (ep.host.size() > 253) bad_url(url, "host name too long");
   if (!port_text.empty()) {
     long long port = 0;
-    if (!util::parse_int(port_text, 1, 65535, port)) bad_url(url, fmt::format("port '{}' is not in 1-65535", port_text));
+    if (!util::parse_int(port_text, 1, 65535, port))
+      bad_url(url, fmt::format("port '{}' is not in 1-65535", port_text));
     ep.port = static_cast<int>(port);
   }
   if (!path.empty()) ep.db = parse_db(url, path);
@@ -118,7 +119,8 @@ Endpoint parse_unix(std::string_view url, std::string_view rest) {
     query = rest.substr(q + 1);
     rest = rest.substr(0, q);
   }
-  if (rest.empty() || rest.front() != '/') bad_url(url, "a unix socket URL needs an absolute path: unix:///path/redis.sock");
+  if (rest.empty() || rest.front() != '/')
+    bad_url(url, "a unix socket URL needs an absolute path: unix:///path/redis.sock");
   if (!util::percent_decode(rest, ep.path)) bad_url(url, "bad %-escape in the socket path");
   for (const std::string& param : util::split(query, "&")) {
     size_t eq = param.find('=');
@@ -137,8 +139,10 @@ Endpoint parse_unix(std::string_view url, std::string_view rest) {
 
 std::string Endpoint::display() const {
   std::string auth;
-  if (!user.empty()) auth = fmt::format("{}{}", util::percent_encode(user), password.empty() ? "@" : ":***@");
-  else if (!password.empty()) auth = ":***@";
+  if (!user.empty())
+    auth = fmt::format("{}{}", util::percent_encode(user), password.empty() ? "@" : ":***@");
+  else if (!password.empty())
+    auth = ":***@";
   if (kind == Kind::unix_socket) {
     return fmt::format("unix://{}{}{}", auth, path, db ? fmt::format("?db={}", db) : "");
   }
@@ -158,7 +162,8 @@ Url parse_sentinel(std::string_view url, std::string_view rest) {
   Url out;
   out.kind = Url::Kind::sentinel;
   size_t slash = rest.find('/');
-  if (slash == std::string_view::npos) bad_url(url, "no master name: redis+sentinel://host:port[,host:port]/MASTER[/db]");
+  if (slash == std::string_view::npos)
+    bad_url(url, "no master name: redis+sentinel://host:port[,host:port]/MASTER[/db]");
   std::string_view authority = rest.substr(0, slash);
   std::string_view path = rest.substr(slash + 1);
   size_t at = authority.rfind('@');
@@ -168,7 +173,8 @@ Url parse_sentinel(std::string_view url, std::string_view rest) {
   }
   for (const std::string& hostport : util::split(authority, ",")) {
     Endpoint s = parse_tcp(url, hostport);
-    if (hostport.find(':') == std::string::npos || (hostport.front() == '[' && hostport.find("]:") == std::string::npos)) {
+    if (hostport.find(':') == std::string::npos ||
+        (hostport.front() == '[' && hostport.find("]:") == std::string::npos)) {
       s.port = 26379;
     }
     out.sentinels.push_back(s);
@@ -196,8 +202,10 @@ std::string Url::display() const {
     hosts += fmt::format("{}:{}", s.host, s.port);
   }
   std::string auth;
-  if (!endpoint.password.empty()) auth = fmt::format("{}:***@", endpoint.user);
-  else if (!endpoint.user.empty()) auth = fmt::format("{}@", endpoint.user);
+  if (!endpoint.password.empty())
+    auth = fmt::format("{}:***@", endpoint.user);
+  else if (!endpoint.user.empty())
+    auth = fmt::format("{}@", endpoint.user);
   return fmt::format("redis+sentinel://{}{}/{}{}", auth, hosts, master,
                      endpoint.db ? fmt::format("/{}", endpoint.db) : "");
 }
@@ -216,8 +224,9 @@ Url parse_url(std::string_view url) {
   std::string_view rest = url.substr(sep + 3);
   if (scheme == "redis+sentinel") return parse_sentinel(url, rest);
   if (rest.find_first_of(", ") != std::string_view::npos) {
-    bad_url(url, "a space or comma inside it (for a Redlock quorum of several masters, give -u once per URL, or "
-                 "separate them with spaces in RLOCK_URL)");
+    bad_url(url,
+            "a space or comma inside it (for a Redlock quorum of several masters, give -u once per URL, or "
+            "separate them with spaces in RLOCK_URL)");
   }
   Url out;
   if (scheme == "redis" || scheme == "rediss") {

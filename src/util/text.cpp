@@ -116,8 +116,8 @@ bool valid_utf8(std::string_view text) {
 std::string percent_encode(std::string_view text) {
   std::string out;
   for (char c : text) {
-    bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-                 c == '_' || c == '~' || c == '/' || c == ':' || c == '-';
+    bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+                 c == '~' || c == '/' || c == ':' || c == '-';
     if (plain) {
       out += c;
     } else {

@@ -8,8 +8,7 @@ using rlock::cli::parse_config;
 
 TEST(ConfigFile, ReadsTheTomlSubset) {
   auto v = parse_config(
-      "# comment\n\nurl = \"redis://u:p#ss@h:1/2\"  # trailing\nkill_after = '3s'\nttl=45\nverbose = true\n",
-      "c.toml");
+      "# comment\n\nurl = \"redis://u:p#ss@h:1/2\"  # trailing\nkill_after = '3s'\nttl=45\nverbose = true\n", "c.toml");
   EXPECT_EQ(v.at("url"), "redis://u:p#ss@h:1/2");
   EXPECT_EQ(v.at("kill-after"), "3s");
   EXPECT_EQ(v.at("ttl"), "45");
@@ -21,8 +20,8 @@ TEST(ConfigFile, EscapesInBasicStrings) {
 }
 
 TEST(ConfigFile, RejectsWithFileAndLine) {
-  for (const char* bad : {"ttl", "ttl =", "= 3", "ttl = 30s", "[run]\nttl = '1s'", "ttl = \"open",
-                          "ttl = '1s' x", "ttl = '1s'\nttl = '2s'", "bad name = 1", "ttl = \"\\q\""}) {
+  for (const char* bad : {"ttl", "ttl =", "= 3", "ttl = 30s", "[run]\nttl = '1s'", "ttl = \"open", "ttl = '1s' x",
+                          "ttl = '1s'\nttl = '2s'", "bad name = 1", "ttl = \"\\q\""}) {
     try {
       parse_config(bad, "conf.toml");
       ADD_FAILURE() << "accepted: " << bad;

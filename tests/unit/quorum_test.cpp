@@ -47,8 +47,8 @@ struct FakeClock {
 class ScriptedNodes : public NodeSet {
 public:
   struct Behaviour {
-    std::optional<Reply> reply;       // nullopt: the node fails (down, timed out)
-    Millis delay{0};                  // how long the whole exchange takes (the slowest counts)
+    std::optional<Reply> reply;  // nullopt: the node fails (down, timed out)
+    Millis delay{0};             // how long the whole exchange takes (the slowest counts)
   };
 
   ScriptedNodes(size_t n, FakeClock& clock) : m_n(n), m_clock(clock) {
@@ -90,7 +90,9 @@ private:
 
 Contender contender(Millis ttl = 10s) {
   Contender c;
-  c.token = "0123456789abcdef" "00112233445566778899aabbccddeeff";
+  c.token =
+      "0123456789abcdef"
+      "00112233445566778899aabbccddeeff";
   c.ttl = ttl;
   c.holder = {"host", "42", "me", "cmd"};
   return c;
@@ -341,7 +343,7 @@ TEST(Quorum, AReleaseProvesOnlyWhatAMajoritySays) {
   // 5 masters. A loss is proved only when a majority says "not held"; a master that timed out
   // proves nothing, whatever the others say.
   struct Case {
-    std::vector<std::optional<int64_t>> answers;  // 1 held, 0 not held, nullopt timed out
+    std::vector<std::optional<int64_t>> answers;    // 1 held, 0 not held, nullopt timed out
     std::optional<rlock::lock::Released> expected;  // nullopt: 69, no majority answered
   };
   using R = rlock::lock::Released;

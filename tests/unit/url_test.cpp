@@ -66,10 +66,10 @@ int exit_of(const char* url, std::string* message = nullptr) {
 }
 
 TEST(Url, MalformedIsConfigError) {
-  for (const char* bad : {"", "localhost", "http://h", "redis://", "redis://h:", "redis://h:0", "redis://h:65536",
-                          "redis://h:port", "redis://h/db", "redis://h/-1", "redis://[::1", "redis://[::1]x",
-                          "redis://h?x=1", "unix://relative.sock", "unix:///s?db=x", "unix:///s?foo=1",
-                          "redis://u:%zz@h", "redis://h h"}) {
+  for (const char* bad :
+       {"", "localhost", "http://h", "redis://", "redis://h:", "redis://h:0", "redis://h:65536", "redis://h:port",
+        "redis://h/db", "redis://h/-1", "redis://[::1", "redis://[::1]x", "redis://h?x=1", "unix://relative.sock",
+        "unix:///s?db=x", "unix:///s?foo=1", "redis://u:%zz@h", "redis://h h"}) {
     EXPECT_EQ(exit_of(bad), rlock::exit_code::k_config) << bad;
   }
 }
