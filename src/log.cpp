@@ -108,7 +108,7 @@ struct Queue {
 };
 
 Queue g_queue;
-constexpr size_t k_queue_limit = 64 * 1024;
+constexpr size_t k_queue_limit = size_t{64} * 1024;
 
 void write_blocking(const std::string& line) {
   // One write per line, so lines from concurrent rlock processes do not interleave.

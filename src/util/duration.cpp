@@ -81,7 +81,7 @@ std::string format_duration(Millis d) {
     return out;
   }
   if (ms < 1000) return fmt::format("{}ms", ms);
-  if (ms < 60 * 1000) {
+  if (ms < int64_t{60} * 1000) {
     if (ms % 1000 == 0) return fmt::format("{}s", ms / 1000);
     return fmt::format("{:.1f}s", static_cast<double>(ms) / 1000.0);
   }
