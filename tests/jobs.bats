@@ -24,7 +24,8 @@ setup_file() {
   cluster_start 3
   local i urls=()
   for i in 1 2 3; do
-    srv_start "m$i" || fail "could not start Redlock master m$i"
+    # appendonly: a master younger than the TTL without it does not count (rlock(7), Redlock masters).
+    srv_start "m$i" --appendonly yes --appendfsync no || fail "could not start Redlock master m$i"
     urls+=("redis://127.0.0.1:$SRV_PORT")
   done
   export JOBS_REDLOCK_URLS="${urls[*]}"
