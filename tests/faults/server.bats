@@ -151,6 +151,18 @@ warnings_about() {
   wait_until -t 2 lock_free k || fail "the lock is still held $(rcli pttl "$(lock_key k)")ms after the server woke: an orphan of the timed-out acquire"
 }
 
+@test "acquire whose reply came after its lease's validity: 69, no token printed, the lock given back" {
+  redis_start --enable-debug-command yes
+  rlock run k -- true || fail "the warm-up run failed"
+  # The server sleeps 1.5s: the acquire is answered after its 1s lease, as counted from when it
+  # was sent, could still be trusted.
+  redis_debug_sleep 1.5
+  run --separate-stderr rlock acquire -n --io-timeout 5s -t 1s k
+  [[ $status == 69 ]] || fail "expected 69, got $status: '$output' '$stderr'"
+  assert_equal "$output" ""
+  wait_until -t 5 lock_free k || fail "the lock is still held: $(rcli pttl "$(lock_key k)")ms left"
+}
+
 # --- the server shortens the lease ------------------------------------------------------------------
 
 @test "a lease the server shortened behind rlock's back is reported at the next renewal" {
