@@ -31,9 +31,10 @@ struct State {
   int64_t when_ms = 0;  // wall clock of the status, ms since the epoch
 };
 
-// The caller's state directory: $XDG_RUNTIME_DIR/rlock, else /tmp/rlock-UID. With create, made
-// (0700) when missing. Refused (rlock::Error 71) when it is not a directory of the caller's own
-// that only they can use, so another user can neither read nor plant keeper states.
+// The caller's state directory: the first of $XDG_RUNTIME_DIR/rlock, /tmp/rlock-UID and
+// ~/.rlock that is a directory of the caller's own that only they can use (with create, made
+// 0700 when missing), so that another user can neither read nor plant keeper states, nor squat
+// the directory first. rlock::Error 71 when none is.
 std::string state_dir(bool create);
 
 // The state of the keepalive hold with this token id, if there is one.
