@@ -35,7 +35,7 @@ local K = {
 -- queue holds. What is left is reported (the reply's `more`), and the caller calls again at once:
 -- the rest is amortised over calls, and no call can stall the server for its other clients.
 
-local BUDGET = 40
+local BUDGET = 20
 
 local CFG = {}
 for n in string.gmatch(ARGV[1], '%d+') do CFG[#CFG + 1] = tonumber(n) end
