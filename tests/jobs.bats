@@ -323,6 +323,22 @@ tree_running() { [[ $(wc -l <"$T/pids" 2>/dev/null) -ge 4 ]] && grep -q '^old ' 
   assert_equal "$(jq -r 'select(.event == "preempted") | .pid' <<<"$output")" "$holder_pid"
 }
 
+@test "preempt: the preemptor is woken by the holder's release, not by its own heartbeat (3 rounds)" {
+  redis_start
+  local round gap
+  for round in 1 2 3; do
+    bg holder rlock run pk --preemptible -- sleep 100
+    wait_until -t 10 eval '[[ $(rcli exists "rlock:{pk}") == 1 ]]' || fail "the holder did not take the lock: $(bg_err holder)"
+    run --separate-stderr rlock run pk --preempt --wait 30s -- true
+    assert_success
+    bg_wait holder 10
+    # From the holder's "preempted" to the preemptor's "acquired": a round trip, not a heartbeat (1s).
+    gap=$(rlock log pk --json | jq -rs '(map(select(.event == "acquired")) | last | .time_ms) -
+      (map(select(.event == "preempted")) | last | .time_ms)')
+    ((gap < 600)) || fail "round $round: the preemptor took the lock ${gap}ms after the holder let it go"
+  done
+}
+
 @test "preempt: a holder without --preemptible is not stopped; --preempt --shared is a usage error" {
   redis_start
   bg holder rlock run p -- "$T/job.sh" holder 30

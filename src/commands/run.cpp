@@ -585,6 +585,9 @@ void Supervisor::give_terminal_back() {
 }
 
 int Supervisor::finish() {
+  // The watch's BLPOP on our own mailbox ends first: the release pushes that mailbox to wake the
+  // next waiter (a --preempt request watches it), and a BLPOP of ours would take the wake-up.
+  m_watch.reset();
   // Released even when lost: once the tree is gone, whatever the token still holds (a quorum's
   // minority) is given back. The scripts compare the token, so nobody else's lock is touched.
   m_backend->cap_waits(std::nullopt);
@@ -655,6 +658,7 @@ std::string Supervisor::held_for() const {
 }
 
 void Supervisor::release_quietly() {
+  m_watch.reset();
   m_backend->cap_waits(std::nullopt);
   try {
     if (m_backend->release(m_name, m_token, lock::Ending{"", m_contender.holder, m_fence}) ==
