@@ -24,6 +24,15 @@ teardown() {
   common_teardown
 }
 
+# no_proc_possible: skips unless a run without /proc can be tried here (unshare, a mount
+# namespace), and in the sanitizer build, whose runtime itself needs /proc (its stack bounds
+# and symbols): there the tests would check AddressSanitizer, not rlock.
+no_proc_possible() {
+  command -v unshare >/dev/null || skip "no unshare"
+  unshare -m true 2>/dev/null || skip "cannot make a mount namespace here"
+  [[ -z ${ASAN_OPTIONS:-} ]] || skip "the sanitizer runtime needs /proc"
+}
+
 # holder_tree N [RLOCK ARGS...]: a background `rlock run k` whose command is a critical section
 # (label holder) beside a tree of N more processes; waits until all are registered.
 holder_tree() {
@@ -113,8 +122,7 @@ END
 }
 
 @test "without /proc (a mount namespace without it), the tree is still followed: rlock stopped, all gone" {
-  command -v unshare >/dev/null || skip "no unshare"
-  unshare -m true 2>/dev/null || skip "cannot make a mount namespace here"
+  no_proc_possible
   run --separate-stderr unshare -m --propagation private sh -c 'umount -l /proc && exec "$0" run k -- true' "$RLOCK_BIN"
   if [[ $status -eq 71 ]]; then
     # No cgroup v2 to follow the tree either: refused, clearly, with nothing taken.
@@ -141,8 +149,7 @@ END
 }
 
 @test "without /proc and without a cgroup to follow the tree: run refuses (71) before taking the lock" {
-  command -v unshare >/dev/null || skip "no unshare"
-  unshare -m true 2>/dev/null || skip "cannot make a mount namespace here"
+  no_proc_possible
   run --separate-stderr unshare -m --propagation private sh -c \
     'umount -l /proc && mount -t tmpfs none /sys/fs/cgroup && exec "$0" run k -- touch "$1"' "$RLOCK_BIN" "$T/ran"
   assert_error_exit 71
