@@ -49,13 +49,13 @@ struct OptionSpec {
   const char* names;  // CLI11's form: "-t,--ttl" (short, long, aliases)
   Commands commands;
   Kind kind;
-  const char* type;      // the value's name (D, N, F, URL...); "" for a flag
-  const char* help;      // --help's text, where "{}" stands for fallback
-  const char* fallback;  // the default, as --help says it; "" when help says none
-  const char* config;    // a setting: its config file key (the long name); "" for argv only
-  const char* env;       // a setting: the variable that gives it; "" for none
-  const char* env_also;  // a variable read after env ("" for none): REDIS_URL after RLOCK_URL
+  const char* type;    // the value's name (D, N, F, URL...); "" for a flag
+  const char* config;  // a setting: its config file key (its long name); "" for the command line only
+  const char* env;     // the variable that gives it; "" for none
   Target target;
+  const char* help;           // --help's text, where "{}" stands for fallback
+  const char* fallback;       // the default, as --help words it; "" when help gives none
+  const char* env_also = "";  // a variable read when env is unset: REDIS_URL after RLOCK_URL
   const char* excludes = "";  // an option of the same command that this one excludes ("--wait")
   bool hidden = false;        // accepted but not shown in --help, the dump or the completions
   Builtin builtin = Builtin::none;
