@@ -9,7 +9,6 @@
 
 #include <fmt/core.h>
 
-#include <algorithm>
 #include <cstdlib>
 #include <system_error>
 
