@@ -10,41 +10,58 @@ _rlock_reply()
     mapfile -t COMPREPLY < <(compgen "$@")
 }
 
-# Print the options of one rlock subcommand ("" for the top level).
+# The option table of the rlock on the line, from `rlock --dump-options`: one line per option
+# and command, tab-separated: command (or "global"), names (comma-separated), kind (flag or
+# value), type (D, N, F, URL, SIG...), env, config key, help; see src/cli/options.cpp. Asked
+# once per session and binary ($1), and only when the line has an option: kept in
+# _rlock_option_kind["COMMAND NAME"] (flag or value), _rlock_option_type and _rlock_option_long
+# (the long name of each name), _rlock_option_names["COMMAND"] (every name, one a line).
+_rlock_load_options()
+{
+    local bin=${1:-rlock}
+    [[ ${_rlock_options_bin-} == "$bin" ]] && return 0
+    _rlock_options_bin=$bin
+    declare -gA _rlock_option_kind=() _rlock_option_type=() _rlock_option_long=() _rlock_option_names=()
+    local -a cmd=("$bin" --dump-options)
+    if type -P timeout >/dev/null 2>&1; then
+        cmd=(timeout 1 "${cmd[@]}")
+    fi
+    local sub names kind type rest name long
+    local -a all
+    while IFS=$'\t' read -r sub names kind type rest; do
+        [[ $sub == [a-z]* && $names == -* && ($kind == flag || $kind == value) ]] || continue
+        IFS=, read -ra all <<<"$names"
+        long=${all[${#all[@]} - 1]}
+        for name in "${all[@]}"; do
+            [[ $name == --* && $long != --* ]] && long=$name
+        done
+        for name in "${all[@]}"; do
+            _rlock_option_kind["$sub $name"]=$kind
+            _rlock_option_type["$sub $name"]=$type
+            _rlock_option_long["$sub $name"]=${long#--}
+            _rlock_option_names[$sub]+=$name$'\n'
+        done
+    done < <("${cmd[@]}" </dev/null 2>/dev/null)
+}
+
+# Print the options of one rlock subcommand ("" for the top level): its own, then the global
+# ones.
 _rlock_options()
 {
-    # The global options, accepted before or after the command name.
-    local -a common=(-h --help -V --version -u --url --node-timeout --connect-timeout
-        --io-timeout --prefix --password-file --cacert --cert --key --insecure
-        --sentinel-user --sentinel-password-file --config --syslog --log-length -q --quiet -v --verbose)
-    local -a taking=(-t --ttl -w --wait --timeout -n --no-wait --nb --nonblock
-        -E --conflict-exit-code --wait-replicas --wait-timeout --strict --limit
-        -s --shared -x --exclusive --min-hold --supersede --preempt)
-    case $1 in
-        run)
-            printf '%s\n' "${common[@]}" "${taking[@]}" -c --command --signal --kill-after \
-                --lost-exit-code --max-hold --leftovers --preemptible
-            ;;
-        acquire)
-            printf '%s\n' "${common[@]}" "${taking[@]}" --token-file --json --keepalive --pid \
-                --signal --max-hold --keeper-log
-            ;;
-        release)
-            printf '%s\n' "${common[@]}" --token-file --token-env --force
-            ;;
-        extend)
-            printf '%s\n' "${common[@]}" -t --ttl --token-file --token-env
-            ;;
-        status | list)
-            printf '%s\n' "${common[@]}" --json
-            ;;
-        log)
-            printf '%s\n' "${common[@]}" -n --lines --json -f --follow
-            ;;
-        *)
-            printf '%s\n' "${common[@]}"
-            ;;
-    esac
+    _rlock_load_options "$_rlock_bin"
+    [[ -n $1 ]] && printf '%s' "${_rlock_option_names[$1]-}"
+    printf '%s' "${_rlock_option_names[global]-}"
+}
+
+# Sets _rlock_found to "COMMAND NAME", the key of option NAME ($1) of subcommand $2 in the
+# table, or fails when neither the subcommand nor the global options have it.
+_rlock_find_option()
+{
+    _rlock_load_options "$_rlock_bin"
+    _rlock_found="${2:-global} $1"
+    [[ -v _rlock_option_kind[$_rlock_found] ]] && return 0
+    _rlock_found="global $1"
+    [[ -v _rlock_option_kind[$_rlock_found] ]]
 }
 
 # Succeeds if option word $1 takes the next word as its value: a long option
@@ -56,27 +73,18 @@ _rlock_takes_value()
         --*=*)
             return 1
             ;;
-        --url | --node-timeout | --connect-timeout | --io-timeout | --timeout | --prefix | \
-        --config | --password-file | --cacert | --cert | --key | \
-        --sentinel-user | --sentinel-password-file | \
-        --ttl | --wait | --conflict-exit-code | --wait-replicas | --wait-timeout | --limit | \
-        --command | --signal | --kill-after | --lost-exit-code | \
-        --max-hold | --leftovers | --token-file | --token-env | --pid | --keeper-log | \
-        --min-hold | --log-length | --lines)
-            return 0
-            ;;
         --*)
-            return 1
+            _rlock_find_option "$1" "${2-}" && [[ ${_rlock_option_kind[$_rlock_found]} == value ]]
+            return
             ;;
         -?*)
             # Flags, then perhaps one short option that takes a value, attached or next.
-            local i c
+            local i
             for ((i = 1; i < ${#1}; i++)); do
-                c=${1:i:1}
-                case $c in
-                    [utwEc]) ((i == ${#1} - 1)) && return 0 || return 1 ;;
-                    n) [[ ${2-} == log ]] && { ((i == ${#1} - 1)) && return 0 || return 1; } ;;
-                esac
+                if _rlock_find_option "-${1:i:1}" "${2-}" && [[ ${_rlock_option_kind[$_rlock_found]} == value ]]; then
+                    ((i == ${#1} - 1))
+                    return
+                fi
             done
             ;;
     esac
@@ -196,6 +204,12 @@ _rlock()
     local -a words _rlock_at _rlock_srv=()
     COMPREPLY=()
     _rlock_words
+    # The rlock on the line (./build/rlock, say), unless the line starts with another name: the
+    # one asked for its options and its locks.
+    local _rlock_bin=${words[0]} _rlock_found
+    [[ ${_rlock_bin##*/} == rlock* ]] || _rlock_bin=rlock
+    # shellcheck disable=SC2088 # a literal "~/", made $HOME/
+    [[ $_rlock_bin == '~/'* ]] && _rlock_bin=$HOME/${_rlock_bin#'~/'}
 
     # What readline replaces is the part of the word after its last
     # COMP_WORDBREAKS character: candidates lose what comes before it.
@@ -260,53 +274,59 @@ _rlock()
     fi
 
     if [[ -n $valopt ]]; then
-        # The value of an option.
-        case ${valopt#--} in
-            config | token-file | password-file | cacert | cert | key | sentinel-password-file)
+        # The value of an option: by its long name where the table's type is not enough, else
+        # by its type.
+        local vname=$valopt vlong='' vtype=''
+        [[ $vname == --* ]] || vname=-${vname: -1}
+        if _rlock_find_option "$vname" "$sub"; then
+            vlong=${_rlock_option_long[$_rlock_found]}
+            vtype=${_rlock_option_type[$_rlock_found]}
+        fi
+        case $vlong:$vtype in
+            keeper-log:*)
+                # A file to append to, or syslog: for syslog.
+                compopt -o filenames 2>/dev/null
+                _rlock_reply -f -- "$vcur"
+                [[ syslog: == "$vcur"* ]] && COMPREPLY+=(syslog:)
+                ;;
+            token-env:*)
+                _rlock_reply -e -- "$vcur"
+                ;;
+            limit:*)
+                # A number of holders, 1 or more.
+                _rlock_reply -W '2 3 4 5 8 10' -- "$vcur"
+                ;;
+            log-length:*)
+                # Events kept per lock; 0 turns the history off.
+                _rlock_reply -W '0 100 1000 10000' -- "$vcur"
+                ;;
+            lines:*)
+                _rlock_reply -W '10 20 50 100' -- "$vcur"
+                ;;
+            *:F)
                 compopt -o filenames 2>/dev/null
                 _rlock_reply -f -- "$vcur"
                 ;;
-            signal)
+            *:SIG)
                 if [[ $vcur == [Ss]* ]]; then
                     _rlock_reply -W "SIG${_rlock_signals// / SIG}" -- "$vcur"
                 else
                     _rlock_reply -W "$_rlock_signals" -- "$vcur"
                 fi
                 ;;
-            leftovers)
+            *:WHAT)
                 _rlock_reply -W 'wait kill' -- "$vcur"
                 ;;
-            token-env)
-                _rlock_reply -e -- "$vcur"
-                ;;
-            keeper-log)
-                # A file to append to, or syslog: for syslog.
-                compopt -o filenames 2>/dev/null
-                _rlock_reply -f -- "$vcur"
-                [[ syslog: == "$vcur"* ]] && COMPREPLY+=(syslog:)
-                ;;
-            pid)
+            *:PID)
                 # The process whose life a keepalive hold follows.
                 _rlock_reply -W "$(cd /proc 2>/dev/null && printf '%s ' [0-9]*)" -- "$vcur"
                 ;;
-            url | -*u)
+            *:URL)
                 _rlock_reply -W 'redis:// rediss:// unix:// redis+sentinel://' -- "$vcur"
                 compopt -o nospace 2>/dev/null
                 ;;
-            ttl | wait | timeout | node-timeout | connect-timeout | io-timeout | \
-            kill-after | max-hold | min-hold | wait-timeout | -*[tw])
+            *:D)
                 _rlock_reply -W '500ms 1s 5s 30s 1m 5m 30m 1h' -- "$vcur"
-                ;;
-            limit)
-                # A number of holders, 1 or more.
-                _rlock_reply -W '2 3 4 5 8 10' -- "$vcur"
-                ;;
-            log-length)
-                # Events kept per lock; 0 turns the history off.
-                _rlock_reply -W '0 100 1000 10000' -- "$vcur"
-                ;;
-            lines | -n)
-                _rlock_reply -W '10 20 50 100' -- "$vcur"
                 ;;
             *)
                 # --prefix, --command, --sentinel-user, exit codes,

@@ -1,24 +1,80 @@
 # fish completion for rlock(1), a distributed lock for shell scripts kept in Redis.
 # Install as /usr/share/fish/vendor_completions.d/rlock.fish.
 
-# Succeeds if option word $argv[1] takes the next word as its value: a long
-# option written without "=", or a cluster of short options ending in one that
-# takes a value ("-qu URL").
-function __rlock_takes_value
-    contains -- $argv[1] --url --node-timeout --connect-timeout --io-timeout --timeout --prefix \
-        --password-file --cacert --cert --key --sentinel-user --sentinel-password-file \
-        --config --ttl --wait --conflict-exit-code --wait-replicas --wait-timeout \
-        --limit --command --signal --kill-after --lost-exit-code --max-hold --leftovers \
-        --token-file --token-env --pid --keeper-log --min-hold --log-length --lines
-    or string match -qr -- '^-[hVqvnsx]*[utwEc]$' $argv[1]
+# The rlock on the line (./build/rlock, say), unless the line starts with another name: the one
+# asked for its options and its locks.
+function __rlock_bin
+    set -l tokens (commandline -opc)
+    set -l bin rlock
+    string match -q -- 'rlock*' (string replace -r -- '.*/' '' $tokens[1])
+    and set bin (__rlock_expand_home $tokens[1])
+    echo $bin
 end
 
-# Prints three lines about the words before the cursor: the subcommand (or
+# The option table of that rlock, from `rlock --dump-options`: one line per option and command,
+# tab-separated: command (or "global"), names (comma-separated), kind (flag or value), type (D,
+# N, F, URL, SIG...), env, config key, help; see src/cli/options.cpp. Asked once per session and
+# binary, and only when the line has an option: kept in __rlock_table.
+function __rlock_load_options
+    set -l bin (__rlock_bin)
+    set -q __rlock_table_bin; and test "$__rlock_table_bin" = "$bin"; and return 0
+    set -g __rlock_table_bin $bin
+    set -l cmd $bin --dump-options
+    command -q timeout; and set cmd timeout 1 $cmd
+    set -g __rlock_table (string match -r -- '^[a-z]+\t-[^\t]*\t(?:flag|value)\t.*$' ($cmd </dev/null 2>/dev/null))
+end
+
+# Prints four lines about option $argv[1] of subcommand $argv[2] (nothing or "global" for the
+# top level) from the table: its kind, its type, its long name without "--", its help; fails when
+# neither the subcommand nor the global options have it.
+function __rlock_option
+    __rlock_load_options
+    set -l sub global
+    test -n "$argv[2]"; and set sub $argv[2]
+    for line in $__rlock_table
+        set -l f (string split \t -- $line)
+        contains -- $f[1] global $sub; or continue
+        set -l names (string split , -- $f[2])
+        contains -- $argv[1] $names; or continue
+        set -l long (string match -- '--*' $names)[1]
+        printf '%s\n' $f[3] $f[4] (string replace -- -- '' $long) $f[7]
+        return 0
+    end
+    return 1
+end
+
+# Succeeds if option word $argv[1] takes the next word as its value: a long
+# option written without "=", or a cluster of short options ending in one that
+# takes a value ("-qu URL"). $argv[2]: the subcommand so far (log's -n takes a
+# value).
+function __rlock_takes_value
+    set -l word $argv[1]
+    set -l o
+    string match -q -- '--*=*' $word; and return 1
+    if string match -q -- '--*' $word
+        set o (__rlock_option $word $argv[2]); or return 1
+        test "$o[1]" = value
+        return
+    end
+    string match -q -- '-?*' $word; or return 1
+    # Flags, then perhaps one short option that takes a value, attached or next.
+    set -l n (string length -- $word)
+    for i in (seq 2 $n)
+        if set o (__rlock_option -(string sub -s $i -l 1 -- $word) $argv[2]); and test "$o[1]" = value
+            test $i -eq $n
+            return
+        end
+    end
+    return 1
+end
+
+# Prints four lines about the words before the cursor: the subcommand (or
 # nothing; "--" when the line has "--" before any subcommand, after which
 # nothing can follow), whether the subcommand's first argument (KEY) was given
-# (1 or 0), and the index of the word where run's child command starts (0 when
+# (1 or 0), the index of the word where run's child command starts (0 when
 # it has not started): after "--", or at the first word after KEY that is
-# neither an option nor an option's value. Global options may come before the
+# neither an option nor an option's value, and the option whose value the
+# cursor is on ("-" for none). Global options may come before the
 # subcommand. The conditions of the completions below ask it many times for one
 # line: the answer for the last line is kept.
 function __rlock_parse
@@ -35,6 +91,7 @@ function __rlock_parse_tokens
     set -l sub
     set -l key 0
     set -l skip 0
+    set -l valopt -
     for i in (seq 2 (count $tokens))
         set -l t $tokens[$i]
         if test $skip = 1
@@ -43,18 +100,16 @@ function __rlock_parse_tokens
         end
         if test "$t" = --
             if test -z "$sub"
-                printf '%s\n' -- 0 0
+                printf '%s\n' -- 0 0 -
                 return 0
             end
             if test "$sub" = run
-                printf '%s\n' $sub $key (math $i + 1)
+                printf '%s\n' $sub $key (math $i + 1) -
                 return 0
             end
         end
         if string match -q -- '-?*' $t
-            __rlock_takes_value $t; and set skip 1
-            # log's -n takes the number of events.
-            test "$sub" = log; and string match -qr -- '^-[hVqvf]*n$' $t; and set skip 1
+            __rlock_takes_value $t $sub; and set skip 1; and set valopt $t
             continue
         end
         if test -z "$sub"
@@ -62,11 +117,12 @@ function __rlock_parse_tokens
         else if test $key = 0
             set key 1
         else if test "$sub" = run
-            printf '%s\n' $sub $key $i
+            printf '%s\n' $sub $key $i -
             return 0
         end
     end
-    printf '%s\n' "$sub" $key 0
+    test $skip = 1; or set valopt -
+    printf '%s\n' "$sub" $key 0 $valopt
 end
 
 # The subcommand on the command line, or nothing.
@@ -106,7 +162,7 @@ function __rlock_child_start
     set -l tokens (commandline -opc)
     test $parsed[2] = 1
     and not string match -q -- '-*' (commandline -ct)
-    and not __rlock_takes_value $tokens[-1]
+    and not __rlock_takes_value $tokens[-1] run
     and echo (math (count $tokens) + 1)
 end
 
@@ -142,6 +198,7 @@ function __rlock_locks
     set -l tokens (commandline -opc)
     set -l srv
     set -l skip 0
+    set -l sub
     for i in (seq 2 (count $tokens))
         set -l t $tokens[$i]
         if test $skip = 1
@@ -167,13 +224,10 @@ function __rlock_locks
                     set -a srv --url=(__rlock_expand_home (string replace -r -- '^-[hVqvnsx]*u' '' $t))
                 end
         end
-        string match -q -- '-?*' $t; and __rlock_takes_value $t; and set skip 1
+        string match -q -- '-?*' $t; and __rlock_takes_value $t $sub; and set skip 1
+        string match -q -- '-*' $t; or test -n "$sub"; or set sub $t
     end
-    # The rlock on the line (./build/rlock, say), unless the line starts with another name.
-    set -l bin rlock
-    string match -q -- 'rlock*' (string replace -r -- '.*/' '' $tokens[1])
-    and set bin (__rlock_expand_home $tokens[1])
-    set -l cmd $bin $srv list --json --connect-timeout 300ms --io-timeout 300ms
+    set -l cmd (__rlock_bin) $srv list --json --connect-timeout 300ms --io-timeout 300ms
     command -q timeout; and set cmd timeout 1 $cmd
     # Each lock's object starts with its "key"; a name holds no control
     # character, so only \" and \\ are escaped.
@@ -193,89 +247,102 @@ function __rlock_complete_child
     complete -C (string trim -l -- "$child "(commandline -ct))
 end
 
+# Prints the option whose value the cursor is on ("--signal"; "-u" for "-qu"), then the text
+# before the value in the word ("--url=" for "--url=redis...", else nothing); fails when the
+# cursor is on no option's value.
+function __rlock_value_option
+    __rlock_in_child; and return 1
+    set -l parsed (__rlock_parse)
+    if test "$parsed[4]" != -
+        printf '%s\n' $parsed[4] ''
+        return 0
+    end
+    set -l m (string match -r -- '^(--[^=]+)=' (commandline -ct)); or return 1
+    printf '%s\n' $m[2] $m[1]
+end
+
+# The values for the option the cursor is on: by its long name where the table's type says
+# too little, else by its type.
+function __rlock_values
+    set -l v (__rlock_value_option); or return
+    set -l name $v[1]
+    string match -q -- '--*' $name; or set name -(string sub -s -1 -- $name)
+    set -l o (__rlock_option $name (__rlock_subcommand)); or return
+    set -l pre $v[2]
+    set -l cur (string sub -s (math (string length -- "$pre") + 1) -- (commandline -ct))
+    set -l signals TERM INT HUP QUIT USR1 USR2 KILL ALRM
+    set -l out
+    switch "$o[3]:$o[2]"
+        case 'keeper-log:*'
+            set out syslog: (__fish_complete_path "$cur")
+        case 'token-env:*'
+            set out (set -nx)
+        case 'limit:*'
+            set out 2 3 4 5 8 10
+        case 'log-length:*'
+            set out 0 100 1000 10000
+        case 'lines:*'
+            set out 10 20 50 100
+        case '*:F'
+            set out (__fish_complete_path "$cur")
+        case '*:SIG'
+            set out $signals SIG$signals
+        case '*:WHAT'
+            set out wait\t'Keep the lock until they exit' kill\t'End them'
+        case '*:PID'
+            set out (__fish_complete_pids)
+        case '*:URL'
+            set out redis:// rediss:// unix:// redis+sentinel://
+        case '*:D'
+            set out 500ms 1s 5s 30s 1m 5m 30m 1h
+    end
+    for x in $out
+        printf '%s%s\n' "$pre" $x
+    end
+end
+
+# True where an option may go: the word under the cursor starts with "-", and is no option's
+# value nor in run's command.
+function __rlock_wants_option
+    string match -q -- '-*' (commandline -ct); or return 1
+    __rlock_in_child; and return 1
+    __rlock_value_option >/dev/null; and return 1
+    set -l parsed (__rlock_parse)
+    test "$parsed[1]" != --
+end
+
+# The options of the subcommand on the line (the global ones before it), with their help, from
+# the table.
+function __rlock_option_names
+    __rlock_load_options
+    set -l sub (__rlock_subcommand); or set sub global
+    for line in $__rlock_table
+        set -l f (string split \t -- $line)
+        contains -- $f[1] global $sub; or continue
+        for n in (string split , -- $f[2])
+            printf '%s\t%s\n' $n $f[7]
+        end
+    end
+end
+
 complete -c rlock -f
 
 # Lock names, where a lock name may go.
-complete -c rlock -n '__rlock_wants_key; and not __rlock_in_child' -x -a '(__rlock_locks)' -d 'Held lock'
+complete -c rlock -n '__rlock_wants_key; and not __rlock_in_child; and not __rlock_value_option >/dev/null' -x -a '(__rlock_locks)' -d 'Held lock'
 
 # Subcommands.
-complete -c rlock -n __rlock_needs_subcommand -a run -d 'Run a command while holding a lock'
-complete -c rlock -n __rlock_needs_subcommand -a acquire -d 'Take a lock and keep it after rlock exits'
-complete -c rlock -n __rlock_needs_subcommand -a release -d 'Give a lock back (token required)'
-complete -c rlock -n __rlock_needs_subcommand -a extend -d 'Reset the TTL of a lock (token required)'
-complete -c rlock -n __rlock_needs_subcommand -a status -d 'Show who holds locks'
-complete -c rlock -n __rlock_needs_subcommand -a list -d 'List the locks under the prefix'
-complete -c rlock -n __rlock_needs_subcommand -a log -d 'Show the history of locks: who held, waited for, skipped or lost them'
+set -l __rlock_sub '__rlock_needs_subcommand; and not __rlock_value_option >/dev/null'
+complete -c rlock -n $__rlock_sub -a run -d 'Run a command while holding a lock'
+complete -c rlock -n $__rlock_sub -a acquire -d 'Take a lock and keep it after rlock exits'
+complete -c rlock -n $__rlock_sub -a release -d 'Give a lock back (token required)'
+complete -c rlock -n $__rlock_sub -a extend -d 'Reset the TTL of a lock (token required)'
+complete -c rlock -n $__rlock_sub -a status -d 'Show who holds locks'
+complete -c rlock -n $__rlock_sub -a list -d 'List the locks under the prefix'
+complete -c rlock -n $__rlock_sub -a log -d 'Show the history of locks: who held, waited for, skipped or lost them'
 
-# Global options: before the subcommand, or after it with its own options.
-set -l __rlock_global '__rlock_needs_subcommand; or __rlock_using run acquire release extend status list log'
-complete -c rlock -n $__rlock_global -s h -l help -d 'Print help and exit'
-complete -c rlock -n $__rlock_global -s V -l version -d 'Print version and exit'
-complete -c rlock -n $__rlock_global -s u -l url -x -a 'redis:// rediss:// unix:// redis+sentinel://' -d 'Redis URL (once per master for a Redlock quorum)'
-complete -c rlock -n $__rlock_global -l node-timeout -x -d 'With several URLs: the timeout of each master (duration)'
-complete -c rlock -n $__rlock_global -l connect-timeout -x -d 'Connect timeout, name lookup included (duration)'
-complete -c rlock -n $__rlock_global -l io-timeout -x -d 'Timeout of each Redis command (duration)'
-complete -c rlock -n $__rlock_global -l prefix -x -d 'Key namespace'
-complete -c rlock -n $__rlock_global -l password-file -r -F -d 'Read the Redis password from this file (first line)'
-complete -c rlock -n $__rlock_global -l cacert -r -F -d 'CA certificates for rediss://'
-complete -c rlock -n $__rlock_global -l cert -r -F -d 'Client certificate for rediss://'
-complete -c rlock -n $__rlock_global -l key -r -F -d 'Client certificate key for rediss:// (env RLOCK_TLS_KEY)'
-complete -c rlock -n $__rlock_global -l insecure -d 'Do not verify the server certificate'
-complete -c rlock -n $__rlock_global -l sentinel-user -x -d 'ACL user for the sentinels'
-complete -c rlock -n $__rlock_global -l sentinel-password-file -r -F -d 'Read the sentinel password from this file (first line)'
-complete -c rlock -n $__rlock_global -l config -r -F -d 'TOML configuration file'
-complete -c rlock -n $__rlock_global -l syslog -d 'Log acquired, busy, lost and released to syslog'
-complete -c rlock -n $__rlock_global -l log-length -x -a '0 100 1000 10000' -d 'Events of history kept per lock in Redis (0: none)'
-complete -c rlock -n $__rlock_global -s q -l quiet -d 'Print nothing but errors'
-complete -c rlock -n $__rlock_global -s v -l verbose -d 'Print a timestamped timeline on stderr'
+# Options, and their values: from the binary's table (rlock --dump-options).
+complete -c rlock -n __rlock_wants_option -a '(__rlock_option_names)'
+complete -c rlock -n '__rlock_value_option >/dev/null' -x -a '(__rlock_values)'
 
-# Taking a lock: run, acquire.
-complete -c rlock -n '__rlock_using run acquire' -s t -l ttl -x -d 'Lease length (duration)'
-complete -c rlock -n '__rlock_using run acquire' -s w -l wait -x -d 'Wait in the queue at most this long (duration)'
-complete -c rlock -n '__rlock_using run acquire' -l timeout -x -d 'Wait at most this long (as --wait)'
-complete -c rlock -n '__rlock_using run acquire' -s n -l no-wait -d 'Fail at once if the lock cannot be taken now (never queue)'
-complete -c rlock -n '__rlock_using run acquire' -l nb -d 'Fail at once if the lock is held (as -n)'
-complete -c rlock -n '__rlock_using run acquire' -l nonblock -d 'Fail at once if the lock is held (as -n)'
-complete -c rlock -n '__rlock_using run acquire' -s E -l conflict-exit-code -x -d 'Exit code when busy or the wait timed out'
-complete -c rlock -n '__rlock_using run acquire' -l wait-replicas -x -d 'After acquiring, wait for N replicas to acknowledge'
-complete -c rlock -n '__rlock_using run acquire' -l wait-timeout -x -d 'How long --wait-replicas waits (duration)'
-complete -c rlock -n '__rlock_using run acquire' -l strict -d 'Refuse a server whose maxmemory-policy can evict locks'
-complete -c rlock -n '__rlock_using run acquire' -l limit -x -a '2 3 4 5 8 10' -d 'A semaphore: up to N holders at once (all must agree on N)'
-complete -c rlock -n '__rlock_using run acquire' -s s -l shared -d 'A shared hold: many shared holders, or one exclusive'
-complete -c rlock -n '__rlock_using run acquire' -s x -l exclusive -d 'An exclusive hold (the default)'
-complete -c rlock -n '__rlock_using run acquire' -l min-hold -x -d 'Keep the lock until this long after it was taken (duration)'
-complete -c rlock -n '__rlock_using run acquire' -l supersede -d 'Newest wins: replace older waiters that also gave --supersede'
-complete -c rlock -n '__rlock_using run acquire' -l preempt -d 'Stop a --preemptible holder and be served next'
-
-# run only.
-complete -c rlock -n '__rlock_using run' -s c -l command -x -d 'Run this string with /bin/sh -c'
-complete -c rlock -n '__rlock_using run' -l signal -x -a 'TERM INT HUP QUIT USR1 USR2 KILL ALRM SIGTERM SIGINT SIGHUP SIGQUIT SIGUSR1 SIGUSR2 SIGKILL SIGALRM' -d 'Signal sent to the command tree when the lock is lost'
-complete -c rlock -n '__rlock_using run' -l kill-after -x -d 'Send SIGKILL this long after the signal'
-complete -c rlock -n '__rlock_using run' -l lost-exit-code -x -d 'Exit code when the lock was lost'
-complete -c rlock -n '__rlock_using run' -l max-hold -x -d 'Hold the lock at most this long'
-complete -c rlock -n '__rlock_using run' -l leftovers -x -a 'wait\t"Keep the lock until they exit" kill\t"End them"' -d 'What to do with processes the command leaves running'
-complete -c rlock -n '__rlock_using run' -l preemptible -d 'A --preempt request may stop the command; rlock then exits 75'
+# run's command.
 complete -c rlock -n __rlock_in_child -x -a '(__rlock_complete_child)'
-
-# acquire --keepalive.
-complete -c rlock -n '__rlock_using acquire' -l keepalive -d 'A keeper renews the lock while the calling process lives, then releases it'
-complete -c rlock -n '__rlock_using acquire' -l pid -x -a '(__fish_complete_pids)' -d 'With --keepalive: the process whose life the hold follows'
-complete -c rlock -n '__rlock_using acquire' -l signal -x -a 'TERM INT HUP QUIT USR1 USR2 KILL ALRM SIGTERM SIGINT SIGHUP SIGQUIT SIGUSR1 SIGUSR2 SIGKILL SIGALRM' -d 'With --keepalive: signal sent to that process if the lock is lost'
-complete -c rlock -n '__rlock_using acquire' -l max-hold -x -d 'With --keepalive: give the lock up after this long'
-complete -c rlock -n '__rlock_using acquire' -l keeper-log -r -F -a 'syslog:' -d 'With --keepalive: the keeper logs to this file, or to syslog with syslog:'
-
-# Tokens: acquire writes the token file, release and extend read it.
-complete -c rlock -n '__rlock_using acquire' -l token-file -r -F -d 'Write the token to this file'
-complete -c rlock -n '__rlock_using release extend' -l token-file -r -F -d 'Read the token from this file'
-complete -c rlock -n '__rlock_using release extend' -l token-env -x -a '(set -nx)' -d 'Read the token from this variable'
-
-# release, extend.
-complete -c rlock -n '__rlock_using release' -l force -d 'Remove the lock without its token'
-complete -c rlock -n '__rlock_using extend' -s t -l ttl -x -d 'New TTL (default: the TTL the lock was last given)'
-
-# JSON output.
-complete -c rlock -n '__rlock_using acquire status list log' -l json -d 'Print JSON'
-
-# log.
-complete -c rlock -n '__rlock_using log' -s n -l lines -x -a '10 20 50 100' -d 'The last N events'
-complete -c rlock -n '__rlock_using log' -s f -l follow -d 'Print new events as they come, until interrupted'

@@ -206,8 +206,10 @@ check_server_options() {
   cat >"$T/fake/list.json" <<'EOF'
 [{"key":"fake\"lock","held":true,"holders":[{"host":"h"}]},{"key":"back\\slash","held":true},{"key":"with space","held":true}]
 EOF
+  # (Its options are the real rlock's: the completions ask for them with --dump-options.)
   cat >"$T/fake/rlock" <<EOF
 #!/bin/sh
+[ "\$1" = --dump-options ] && exec "$RLOCK_BIN" --dump-options
 printf '%s\\n' "\$@" >"$T/args"
 cat "$T/fake/list.json"
 EOF

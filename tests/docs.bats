@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
 # The man pages, as the build generates them from man/*.scd (build/man/rlock.1 and rlock.7),
-# and the shell completions cover every option the binary accepts; the pages lint clean;
+# cover every option of the binary's option table (rlock --dump-options) and every variable that
+# gives one; the shell completions read that table; the pages lint clean;
 # rlock(1) documents every exit status and stays short (at most 1000 lines of roff); ARCHITECTURE.md
 # names every directory under src/.
 #
@@ -8,6 +9,7 @@
 # $RLOCK_SOURCE_DIR/build) and RLOCK_SOURCE_DIR (default: the parent of this file's directory).
 
 setup() {
+    bats_require_minimum_version 1.5.0
     load '/usr/lib/bats/bats-support/load'
     load '/usr/lib/bats/bats-assert/load'
 
@@ -48,71 +50,126 @@ names_option() {
     grep -Eq -- "(^|[^-])$1([^a-z0-9-]|\$)"
 }
 
-# Run "rlock ARGS --help" and check that every long option and every
-# environment variable it mentions is in the man page, and that every long
-# option is in each completion file. Reports all gaps at once.
-check_help() {
-    local what="rlock${*:+ $*} --help"
+# The option table, from `rlock --dump-options` (its format: the comment above dump_options in
+# src/cli/options.cpp): sets DUMP to its lines, one per option and command, with seven
+# tab-separated fields (command, names, kind, type, env, config, help; "-" when empty).
+load_dump() {
     [[ -x $RLOCK_BIN ]] || fail "rlock binary not found at $RLOCK_BIN (build it, or set RLOCK_BIN)"
+    run --separate-stderr "$RLOCK_BIN" --dump-options
+    [[ $status -eq 0 ]] || fail "'rlock --dump-options' exited $status: $stderr"
+    [[ -z $stderr ]] || fail "'rlock --dump-options' wrote on stderr: $stderr"
+    mapfile -t DUMP <<<"$output"
+    ((${#DUMP[@]} > 40)) || fail "'rlock --dump-options' printed ${#DUMP[@]} lines: $output"
+    local line
+    local -a f
+    for line in "${DUMP[@]}"; do
+        IFS=$'\t' read -ra f <<<"$line"
+        ((${#f[@]} == 7)) || fail "'rlock --dump-options': not 7 fields: $line"
+    done
+}
 
-    run "$RLOCK_BIN" "$@" --help
-    [[ $status -eq 0 ]] || fail "'$what' exited $status: $output"
-    local help=$output
+# check_options COMMAND: every long option the table gives COMMAND ("global" for the options of
+# every command) is in the man page and in "rlock COMMAND --help"; every variable that gives one
+# of them is in the man page's ENVIRONMENT section. Reports all gaps at once.
+check_options() {
+    local command=$1
+    load_dump
+    local -a help_args=()
+    [[ $command == global ]] || help_args=("$command")
+    run "$RLOCK_BIN" "${help_args[@]}" --help
+    [[ $status -eq 0 ]] || fail "'rlock ${help_args[*]} --help' exited $status: $output"
+    local help=$output man environment
+    man=$(normalised "$MAN_PAGE") || fail "cannot read $MAN_PAGE (build the man pages: cmake --build build)"
+    environment=$(sed -n '/^\.SH "\{0,1\}ENVIRONMENT/,/^\.SH /p' <<<"$man")
+    [[ -n $environment ]] || fail "$MAN_PAGE has no ENVIRONMENT section"
 
-    local -a options vars
-    mapfile -t options < <(grep -oE -- '--[a-z][a-z0-9-]+' <<<"$help" | sort -u)
-    mapfile -t vars < <(grep -oE '\b(RLOCK_[A-Z0-9_]+|REDIS_URL|REDISCLI_AUTH)\b' <<<"$help" | sort -u)
-    ((${#options[@]} > 0)) || fail "'$what' printed no long option: $help"
-    [[ " ${options[*]} " == *" --help "* ]] || fail "'$what' does not list --help: $help"
-
-    local -a missing=()
-    local file opt var text
-    for file in "$MAN_PAGE" "${COMPLETIONS[@]}"; do
-        text=$(normalised "$file") || fail "cannot read $file (build the man pages: cmake --build build)"
-        for opt in "${options[@]}"; do
-            names_option "$opt" <<<"$text" || missing+=("$opt is missing from $file")
+    local -a missing=() names envs
+    local line cmd opts kind type env config text name var n=0
+    for line in "${DUMP[@]}"; do
+        IFS=$'\t' read -r cmd opts kind type env config text <<<"$line"
+        [[ $cmd == "$command" ]] || continue
+        n=$((n + 1))
+        IFS=, read -ra names <<<"$opts"
+        for name in "${names[@]}"; do
+            [[ $name == --* ]] || continue
+            names_option "$name" <<<"$man" || missing+=("$name is missing from $MAN_PAGE")
+            names_option "$name" <<<"$help" || missing+=("$name is missing from 'rlock ${help_args[*]} --help'")
+        done
+        [[ $env == - ]] && continue
+        IFS=, read -ra envs <<<"$env"
+        for var in "${envs[@]}"; do
+            grep -qw -- "$var" <<<"$environment" || missing+=("$var ($opts) is missing from ENVIRONMENT in $MAN_PAGE")
         done
     done
-    text=$(normalised "$MAN_PAGE")
-    for var in "${vars[@]}"; do
-        grep -qw -- "$var" <<<"$text" || missing+=("environment variable $var is missing from $MAN_PAGE")
-    done
-
+    ((n > 0)) || fail "'rlock --dump-options' lists no option for $command"
     if ((${#missing[@]})); then
-        fail "$(printf '%s\n' "from '$what':" "${missing[@]}")"
+        fail "$(printf '%s\n' "from 'rlock --dump-options', for $command:" "${missing[@]}")"
     fi
 }
 
-@test "top-level --help options are in the man page and completions" {
-    check_help
+@test "the global options are in the man page, with their variables in ENVIRONMENT" {
+    check_options global
 }
 
-@test "run --help options are in the man page and completions" {
-    check_help run
+@test "run's options are in the man page, with their variables in ENVIRONMENT" {
+    check_options run
 }
 
-@test "acquire --help options are in the man page and completions" {
-    check_help acquire
+@test "acquire's options are in the man page, with their variables in ENVIRONMENT" {
+    check_options acquire
 }
 
-@test "release --help options are in the man page and completions" {
-    check_help release
+@test "release's options are in the man page, with their variables in ENVIRONMENT" {
+    check_options release
 }
 
-@test "extend --help options are in the man page and completions" {
-    check_help extend
+@test "extend's options are in the man page, with their variables in ENVIRONMENT" {
+    check_options extend
 }
 
-@test "status --help options are in the man page and completions" {
-    check_help status
+@test "status's options are in the man page, with their variables in ENVIRONMENT" {
+    check_options status
 }
 
-@test "list --help options are in the man page and completions" {
-    check_help list
+@test "list's options are in the man page, with their variables in ENVIRONMENT" {
+    check_options list
 }
 
-@test "log --help options are in the man page and completions" {
-    check_help log
+@test "log's options are in the man page, with their variables in ENVIRONMENT" {
+    check_options log
+}
+
+@test "--help shows no long option that the table does not list" {
+    load_dump
+    local -A listed=()
+    local line cmd opts rest name
+    local -a names
+    for line in "${DUMP[@]}"; do
+        IFS=$'\t' read -r cmd opts rest <<<"$line"
+        IFS=, read -ra names <<<"$opts"
+        for name in "${names[@]}"; do
+            listed[$name]=1
+        done
+    done
+    local -a missing=()
+    local c
+    for c in '' "${SUBCOMMANDS[@]}"; do
+        run "$RLOCK_BIN" $c --help
+        assert_success
+        for name in $(grep -oE -- '--[a-z][a-z0-9-]+' <<<"$output" | sort -u); do
+            [[ -v listed[$name] ]] || missing+=("$name (rlock $c --help)")
+        done
+    done
+    ((${#missing[@]} == 0)) || fail "$(printf '%s\n' "not in 'rlock --dump-options':" "${missing[@]}")"
+    # Hidden options stay hidden.
+    [[ ! -v listed[--no-fork] && ! -v listed[--dump-options] ]] || fail "a hidden option is in the dump"
+}
+
+@test "the completions take the options from rlock --dump-options" {
+    local file
+    for file in "${COMPLETIONS[@]}"; do
+        grep -q -- '--dump-options' "$RLOCK_SOURCE_DIR/$file" || fail "$file does not read rlock --dump-options"
+    done
 }
 
 @test "every subcommand is in the man page and completions" {

@@ -5,6 +5,7 @@
 
 #include "cli/convert.hpp"
 #include "cli/options.hpp"
+#include "cli/parse.hpp"
 #include "cli/settings.hpp"
 #include "commands/commands.hpp"
 #include "error.hpp"
@@ -19,6 +20,8 @@
 
 #include <algorithm>
 #include <exception>
+#include <optional>
+#include <variant>
 #include <system_error>
 
 #include <unistd.h>
@@ -30,7 +33,8 @@ namespace {
 // The standard descriptors the caller had closed.
 util::ClosedFds g_closed;
 
-int dispatch(Parsed& p, Raw& raw) {
+// The command's options from the settings, once the environment and the config file are layered.
+CommandOptions convert(Parsed& p, Raw& raw, bool stdout_closed) {
   auto [path, required] = config_path(raw);
   layer_settings(p, path, required);
   if (raw.verbose)
@@ -40,14 +44,25 @@ int dispatch(Parsed& p, Raw& raw) {
   if (raw.syslog) log::enable_syslog_events();
 
   const std::string& name = p.command_name;
-  if (name == "run") return commands::run(run_options(p, raw));
-  if (name == "acquire") return commands::acquire(acquire_options(p, raw, g_closed.out));
-  if (name == "release") return commands::release(release_options(p, raw));
-  if (name == "extend") return commands::extend(extend_options(p, raw));
-  if (name == "status") return commands::status(status_options(p, raw));
-  if (name == "log") return commands::history(log_options(p, raw));
-  return commands::list(list_options(p, raw));
+  if (name == "run") return run_options(p, raw);
+  if (name == "acquire") return acquire_options(p, raw, stdout_closed);
+  if (name == "release") return release_options(p, raw);
+  if (name == "extend") return extend_options(p, raw);
+  if (name == "status") return status_options(p, raw);
+  if (name == "log") return log_options(p, raw);
+  return list_options(p, raw);
 }
+
+// Each command's function.
+struct Dispatch {
+  int operator()(const commands::RunOptions& o) const { return commands::run(o); }
+  int operator()(const commands::AcquireOptions& o) const { return commands::acquire(o); }
+  int operator()(const commands::ReleaseOptions& o) const { return commands::release(o); }
+  int operator()(const commands::ExtendOptions& o) const { return commands::extend(o); }
+  int operator()(const commands::StatusOptions& o) const { return commands::status(o); }
+  int operator()(const commands::ListOptions& o) const { return commands::list(o); }
+  int operator()(const commands::LogOptions& o) const { return commands::history(o); }
+};
 
 // The option that a word names ("-t", "--ttl"), among those of apps.
 const CLI::Option* find_option(std::initializer_list<CLI::App*> apps, const std::string& name) {
@@ -75,20 +90,6 @@ bool takes_next(std::initializer_list<CLI::App*> apps, std::string_view word) {
 }
 
 bool is_option_word(const std::string& word) { return word.size() > 1 && word.front() == '-'; }
-
-// What an option's value is, in words, for "needs a value".
-std::string value_words(const CLI::Option* o) {
-  const std::string type = o ? o->get_type_name() : "";
-  if (type == "D") return "a duration such as 30s";
-  if (type == "N") return "a number";
-  if (type == "F") return "a file name";
-  if (type == "S") return "a shell command";
-  if (type == "SIG") return "a signal name such as TERM";
-  if (type == "URL") return "a Redis URL";
-  if (type == "PID") return "a process id";
-  if (type == "WHAT") return "wait or kill";
-  return "a value";
-}
 
 std::string help_hint(const std::string& command) {
   return command.empty() ? "see rlock --help" : fmt::format("see rlock {} --help", command);
@@ -120,7 +121,8 @@ std::vector<std::string> plain_options(std::initializer_list<CLI::App*> apps, co
     if (!takes_next(apps, word)) continue;
     if (i + 1 >= to) {
       const CLI::Option* o = find_option(apps, word.substr(0, 2) == "--" ? word : std::string("-") + word.back());
-      usage(fmt::format("{} needs a value: {} ({})", util::printable(word), value_words(o), help_hint(command)));
+      usage(fmt::format("{} needs a value: {} ({})", util::printable(word), value_words(o ? o->get_type_name() : ""),
+                        help_hint(command)));
     }
     out.push_back(args[++i]);
   }
@@ -211,7 +213,13 @@ std::vector<std::string> split_run_command(CLI::App* app, CLI::App* run, const s
   usage(fmt::format("unexpected {} ({})", words, hint));
 }
 
-int parse_and_run(int argc, char** argv) {
+}  // namespace
+
+std::optional<CommandOptions> parse_command_line(const std::vector<std::string>& args, bool stdout_closed) {
+  if (args.size() == 2 && args[1] == "--dump-options") {
+    dump_options();
+    return std::nullopt;
+  }
   Raw raw;
   Parsed p;
   CLI::App app{"rlock: a lock for shell scripts, cron jobs and CI, held in Redis.", "rlock"};
@@ -221,9 +229,8 @@ int parse_and_run(int argc, char** argv) {
   app.footer(
       "Global options may come before or after the command name.\n"
       "Run 'rlock COMMAND --help' for a command's options; 'man rlock' for the whole story.");
-  add_common(p, &app, raw);
+  add_options(p, "", &app, raw);
 
-  std::vector<std::string> args(argv, argv + argc);
   size_t at = command_position(&app, args);
   // Only the command named on the line gets its options: the others are listed by name, which is
   // all `rlock --help` shows, and start-up does no work for them.
@@ -235,8 +242,7 @@ int parse_and_run(int argc, char** argv) {
     p.command_name = c.name;
     sub->set_version_flag("-V,--version", "rlock " RLOCK_VERSION);
     sub->allow_extras();
-    add_command_options(p, c.name, sub, raw);
-    add_common(p, sub, raw);
+    add_options(p, c.name, sub, raw);
   }
   if (!wanted.empty() && !p.command) {
     usage(fmt::format("unknown command '{}': use run, acquire, release, extend, status, list or log (see rlock --help)",
@@ -246,7 +252,7 @@ int parse_and_run(int argc, char** argv) {
   for (size_t i = 1; i < at; ++i) {
     if (args[i] == "-h" || args[i] == "--help") {
       fmt::print("{}", p.command->help("rlock"));
-      return exit_code::k_ok;
+      return std::nullopt;
     }
   }
 
@@ -267,7 +273,7 @@ int parse_and_run(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) {
       app.exit(e);
-      return exit_code::k_ok;
+      return std::nullopt;
     }
     parse_error(e, p.command_name);
   }
@@ -283,7 +289,16 @@ int parse_and_run(int argc, char** argv) {
   if (!p.command || !p.command->parsed())
     usage("no command given: use run, acquire, release, extend, status, list or log (see rlock --help)");
   mark_given(p, raw);
-  return dispatch(p, raw);
+  return convert(p, raw, stdout_closed);
+}
+
+int run_command(const CommandOptions& options) { return std::visit(Dispatch{}, options); }
+
+namespace {
+
+int parse_and_run(int argc, char** argv) {
+  std::optional<CommandOptions> options = parse_command_line(std::vector<std::string>(argv, argv + argc), g_closed.out);
+  return options ? run_command(*options) : exit_code::k_ok;
 }
 
 int run_main(int argc, char** argv) {

@@ -1,6 +1,7 @@
 #include "cli/settings.hpp"
 
 #include "cli/config_file.hpp"
+#include "cli/options.hpp"
 #include "error.hpp"
 #include "exit_code.hpp"
 #include "util/file.hpp"
@@ -8,7 +9,6 @@
 
 #include <fmt/core.h>
 
-#include <algorithm>
 #include <cstdlib>
 #include <system_error>
 
@@ -20,42 +20,6 @@ namespace {
 
 // The config file read, for messages.
 std::string g_config_path;
-
-// Every key a config file may set: the long names of the settings, as on the command line.
-const std::vector<std::string> k_config_keys = {"url",
-                                                "connect-timeout",
-                                                "io-timeout",
-                                                "node-timeout",
-                                                "prefix",
-                                                "quiet",
-                                                "verbose",
-                                                "syslog",
-                                                "ttl",
-                                                "wait",
-                                                "conflict-exit-code",
-                                                "signal",
-                                                "kill-after",
-                                                "lost-exit-code",
-                                                "max-hold",
-                                                "leftovers",
-                                                "strict",
-                                                "limit",
-                                                "token-env",
-                                                "cacert",
-                                                "cert",
-                                                "key",
-                                                "insecure",
-                                                "password-file",
-                                                "wait-replicas",
-                                                "wait-timeout",
-                                                "sentinel-user",
-                                                "sentinel-password-file",
-                                                "keeper-log",
-                                                "min-hold",
-                                                "supersede",
-                                                "preempt",
-                                                "preemptible",
-                                                "log-length"};
 
 bool parse_bool(const Setting& s, const std::string& text) {
   std::string v = text;
@@ -77,14 +41,6 @@ void assign(Setting& s, const std::string& value, Source source) {
 }  // namespace
 
 void usage(const std::string& message) { throw Error(exit_code::k_usage, message); }
-
-std::string env_name(const std::string& option) {
-  // RLOCK_KEY is what run tells its child the lock's name is: the TLS key file needs another name.
-  if (option == "key") return "RLOCK_TLS_KEY";
-  std::string name = "RLOCK_";
-  for (char c : option) name += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return name;
-}
 
 Setting* find_setting(Parsed& p, const std::string& name) {
   for (Setting& s : p.settings) {
@@ -128,10 +84,10 @@ std::pair<std::string, bool> config_path(const Raw& raw) {
 void layer_settings(Parsed& p, const std::string& config_path, bool config_required) {
   for (Setting& s : p.settings) {
     if (s.source != Source::unset) continue;
-    // REDIS_URL, the variable many Redis clients read, comes after RLOCK_URL.
-    for (const std::string& variable : {env_name(s.name), std::string(s.name == "url" ? "REDIS_URL" : "")}) {
-      if (variable.empty()) continue;
-      const char* value = std::getenv(variable.c_str());
+    // The table's variable, then another one: REDIS_URL, which many Redis clients read, after RLOCK_URL.
+    for (const char* variable : {s.env, s.env_also}) {
+      if (!*variable) continue;
+      const char* value = std::getenv(variable);
       // An empty variable counts as unset, but for RLOCK_TOKEN_ENV: an empty name is refused.
       if (!value || (!*value && s.name != "token-env")) continue;
       s.variable = variable;
@@ -157,7 +113,7 @@ void layer_settings(Parsed& p, const std::string& config_path, bool config_requi
                                                    "the lock) or io-timeout (each Redis command's timeout)",
                                                    shown));
     }
-    if (std::find(k_config_keys.begin(), k_config_keys.end(), name) == k_config_keys.end()) {
+    if (!is_config_key(name)) {
       throw Error(exit_code::k_config, fmt::format("{}: unknown setting '{}'", shown, util::printable(name)));
     }
     Setting* s = find_setting(p, name);

@@ -53,7 +53,9 @@ struct Setting {
   std::string* text;                  // one of these two
   bool* flag;
   Source source = Source::unset;
-  std::string variable;  // Source::env: the variable that gave the value
+  std::string variable;       // Source::env: the variable that gave the value
+  const char* env = "";       // the variable that gives it (from the option table)
+  const char* env_also = "";  // read after env when env is unset: REDIS_URL after RLOCK_URL
 };
 
 struct Parsed {
@@ -64,9 +66,6 @@ struct Parsed {
 
 // Throws the usage error (64).
 [[noreturn]] void usage(const std::string& message);
-
-// The variable that gives a setting: RLOCK_ and the name in capitals.
-std::string env_name(const std::string& option);
 
 Setting* find_setting(Parsed& p, const std::string& name);
 // The setting a command surely registered.

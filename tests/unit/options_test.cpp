@@ -1,0 +1,250 @@
+// The option table (cli/options.cpp) and the command line parsed through it (cli/parse.hpp).
+#include "cli/config_file.hpp"
+#include "cli/options.hpp"
+#include "cli/parse.hpp"
+
+#include "error.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+#include <sstream>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+using rlock::cli::Builtin;
+using rlock::cli::Commands;
+using rlock::cli::k_commands;
+using rlock::cli::k_options;
+using rlock::cli::Kind;
+using rlock::cli::OptionSpec;
+namespace on = rlock::cli::on;
+
+namespace {
+
+std::vector<std::string> split(const std::string& text, char by) {
+  std::vector<std::string> parts;
+  std::stringstream in(text);
+  for (std::string part; std::getline(in, part, by);) parts.push_back(part);
+  return parts;
+}
+
+// The long name of a row, without "--": "ttl" for "-t,--ttl".
+std::string long_name(const OptionSpec& o) {
+  for (const std::string& n : split(o.names, ',')) {
+    if (n.rfind("--", 0) == 0) return n.substr(2);
+  }
+  return "";
+}
+
+// The rows a command registers (0: the application, before any command name).
+std::vector<const OptionSpec*> rows_of(Commands command) {
+  std::vector<const OptionSpec*> rows;
+  for (const OptionSpec& o : k_options) {
+    if ((o.commands & on::global) != 0 || (o.commands & command) != 0) rows.push_back(&o);
+  }
+  return rows;
+}
+
+std::vector<Commands> every_command() {
+  std::vector<Commands> all{0};
+  for (const auto& c : k_commands) all.push_back(rlock::cli::command_bit(c.name));
+  return all;
+}
+
+}  // namespace
+
+TEST(OptionTable, EveryRowHasHelpAndATarget) {
+  for (const OptionSpec& o : k_options) {
+    EXPECT_NE(o.commands, 0u) << o.names;
+    if (o.hidden) continue;
+    EXPECT_FALSE(rlock::cli::help_text(o).empty()) << o.names;
+    EXPECT_EQ(rlock::cli::help_text(o).find("{}"), std::string::npos) << o.names;
+    EXPECT_EQ(std::string(o.help).find("{}") != std::string::npos, *o.fallback != '\0') << o.names;
+    if (o.builtin != Builtin::none) continue;
+    if (o.kind == Kind::flag) {
+      EXPECT_NE(o.target.flag, nullptr) << o.names;
+      EXPECT_STREQ(o.type, "") << o.names;
+    } else {
+      EXPECT_TRUE(o.target.text || o.target.list) << o.names;
+      EXPECT_STRNE(o.type, "") << o.names;
+    }
+  }
+}
+
+TEST(OptionTable, NamesAreUniquePerCommand) {
+  for (Commands command : every_command()) {
+    std::set<std::string> seen;
+    for (const OptionSpec* o : rows_of(command)) {
+      for (const std::string& name : split(o->names, ',')) {
+        EXPECT_TRUE(seen.insert(name).second) << name << " twice for command bit " << command;
+      }
+    }
+  }
+}
+
+TEST(OptionTable, VariablesFollowTheRlockNaming) {
+  // RLOCK_KEY is run's lock name for its child: the TLS key file is RLOCK_TLS_KEY.
+  const std::set<std::string> exceptions = {"RLOCK_TLS_KEY"};
+  for (const OptionSpec& o : k_options) {
+    if (*o.config) {
+      EXPECT_STRNE(o.env, "") << o.names << ": a setting without a variable";
+    }
+    if (!*o.env) continue;
+    const std::string env = o.env;
+    EXPECT_EQ(env.rfind("RLOCK_", 0), 0u) << env;
+    for (char c : env) EXPECT_TRUE(std::isupper(static_cast<unsigned char>(c)) || std::isdigit(c) || c == '_') << env;
+    std::string expected = "RLOCK_";
+    for (char c : long_name(o)) expected += c == '-' ? '_' : static_cast<char>(std::toupper(c));
+    if (!exceptions.count(env)) {
+      EXPECT_EQ(env, expected) << o.names;
+    }
+  }
+}
+
+TEST(OptionTable, ConfigKeysAreLongNamesThatTheConfigFileAccepts) {
+  int keys = 0;
+  for (const OptionSpec& o : k_options) {
+    if (!*o.config) continue;
+    ++keys;
+    const std::string key = o.config;
+    EXPECT_EQ(key, long_name(o)) << o.names;
+    EXPECT_TRUE(rlock::cli::is_config_key(key));
+    auto values = rlock::cli::parse_config(key + " = 'v'\n", "c.toml");
+    ASSERT_EQ(values.count(key), 1u) << key;
+    EXPECT_EQ(values.at(key), "v");
+  }
+  EXPECT_GE(keys, 30);
+  EXPECT_FALSE(rlock::cli::is_config_key("timeout"));
+  EXPECT_FALSE(rlock::cli::is_config_key("command"));
+}
+
+TEST(OptionTable, DumpHasSevenFieldsALine) {
+  testing::internal::CaptureStdout();
+  rlock::cli::dump_options();
+  const std::string out = testing::internal::GetCapturedStdout();
+  std::set<std::string> commands = {"global"};
+  for (const auto& c : k_commands) commands.insert(c.name);
+  int lines = 0;
+  for (const std::string& line : split(out, '\n')) {
+    auto fields = split(line, '\t');
+    ASSERT_EQ(fields.size(), 7u) << line;
+    for (const std::string& f : fields) EXPECT_FALSE(f.empty()) << line;
+    EXPECT_TRUE(commands.count(fields[0])) << line;
+    EXPECT_TRUE(fields[2] == "flag" || fields[2] == "value") << line;
+    EXPECT_EQ(fields[1].find("--no-fork"), std::string::npos) << "a hidden option: " << line;
+    ++lines;
+  }
+  EXPECT_GT(lines, 40);
+}
+
+// The command line, parsed as rlock parses it, with no config file but an empty one.
+class ParseCommandLine : public testing::Test {
+protected:
+  void SetUp() override {
+    char path[] = "/tmp/rlock-options-test-XXXXXX";
+    int fd = ::mkstemp(path);
+    ASSERT_GE(fd, 0);
+    ::close(fd);
+    m_config = path;
+    ::setenv("RLOCK_CONFIG", m_config.c_str(), 1);
+    for (const char* v : {"RLOCK_TTL", "RLOCK_URL", "REDIS_URL", "RLOCK_WAIT"}) ::unsetenv(v);
+  }
+  void TearDown() override {
+    ::unsetenv("RLOCK_CONFIG");
+    ::unsetenv("RLOCK_TTL");
+    std::remove(m_config.c_str());
+  }
+
+  static rlock::cli::CommandOptions parse(std::vector<std::string> args) {
+    args.insert(args.begin(), "rlock");
+    auto options = rlock::cli::parse_command_line(args);
+    if (!options) throw std::logic_error("nothing to run");
+    return *options;
+  }
+
+  // The exit code and message of the error that parsing args throws.
+  static std::pair<int, std::string> error_of(const std::vector<std::string>& args) {
+    try {
+      parse(args);
+    } catch (const rlock::Error& e) {
+      return {e.exit_code(), e.what()};
+    }
+    return {0, ""};
+  }
+
+  std::string m_config;
+};
+
+TEST_F(ParseCommandLine, RunTtlAndCommand) {
+  auto options = parse({"run", "k", "-t", "5s", "--", "true"});
+  auto* run = std::get_if<rlock::commands::RunOptions>(&options);
+  ASSERT_NE(run, nullptr);
+  EXPECT_EQ(run->take.key, "k");
+  EXPECT_EQ(run->take.ttl.count(), 5000);
+  EXPECT_EQ(run->argv, std::vector<std::string>{"true"});
+  EXPECT_FALSE(run->take.wait.has_value());
+}
+
+TEST_F(ParseCommandLine, OptionsAfterTheCommandNameAndLongForms) {
+  auto options = parse({"-q", "acquire", "--ttl=1m", "k", "--wait", "2s", "--limit", "3"});
+  auto* acquire = std::get_if<rlock::commands::AcquireOptions>(&options);
+  ASSERT_NE(acquire, nullptr);
+  EXPECT_EQ(acquire->take.ttl.count(), 60'000);
+  ASSERT_TRUE(acquire->take.wait.has_value());
+  EXPECT_EQ(acquire->take.wait->count(), 2000);
+  EXPECT_EQ(acquire->take.limit, 3);
+}
+
+TEST_F(ParseCommandLine, TheEnvironmentGivesASettingTheLineDoesNot) {
+  ::setenv("RLOCK_TTL", "7s", 1);
+  auto options = parse({"run", "k", "true"});
+  EXPECT_EQ(std::get<rlock::commands::RunOptions>(options).take.ttl.count(), 7000);
+  options = parse({"run", "k", "--ttl", "9s", "true"});
+  EXPECT_EQ(std::get<rlock::commands::RunOptions>(options).take.ttl.count(), 9000);
+}
+
+TEST_F(ParseCommandLine, UsageErrorsExit64) {
+  auto [code, message] = error_of({"run", "k", "--supersede", "-n", "--", "true"});
+  EXPECT_EQ(code, 64);
+  EXPECT_NE(message.find("--supersede replaces older waiting requests"), std::string::npos) << message;
+
+  std::tie(code, message) = error_of({"run", "k", "-n", "-w", "1s", "true"});
+  EXPECT_EQ(code, 64);
+  EXPECT_NE(message.find("exclude each other"), std::string::npos) << message;
+
+  std::tie(code, message) = error_of({"status", "--bogus"});
+  EXPECT_EQ(code, 64);
+  EXPECT_EQ(message, "rlock status has no option --bogus (see rlock status --help)");
+
+  std::tie(code, message) = error_of({"run", "k", "-t"});
+  EXPECT_EQ(code, 64);
+  EXPECT_EQ(message, "-t needs a value: a duration such as 30s (see rlock run --help)");
+
+  std::tie(code, message) = error_of({"run", "k", "-t", "soon", "true"});
+  EXPECT_EQ(code, 64);
+  EXPECT_EQ(message.rfind("--ttl: 'soon' is not a duration", 0), 0u) << message;
+}
+
+TEST_F(ParseCommandLine, ABadConfigFileValueExits78) {
+  FILE* f = std::fopen(m_config.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fputs("ttl = 'soon'\n", f);
+  std::fclose(f);
+  auto [code, message] = error_of({"run", "k", "true"});
+  EXPECT_EQ(code, 78);
+  EXPECT_EQ(message.rfind("ttl (config file ", 0), 0u) << message;
+}
+
+TEST_F(ParseCommandLine, DumpOptionsRunsNothing) {
+  testing::internal::CaptureStdout();
+  auto options = rlock::cli::parse_command_line({"rlock", "--dump-options"});
+  std::string out = testing::internal::GetCapturedStdout();
+  EXPECT_FALSE(options.has_value());
+  EXPECT_NE(out.find("run\t-t,--ttl\tvalue\tD\tRLOCK_TTL\tttl\tlease length (default 30s)\n"), std::string::npos);
+  EXPECT_NE(out.find("global\t-u,--url\tvalue\tURL\tRLOCK_URL,REDIS_URL\turl\t"), std::string::npos);
+}
