@@ -19,18 +19,8 @@ std::optional<int64_t> number(const std::string& text) {
   return v;
 }
 
-std::string iso_time(int64_t ms) {
-  time_t secs = static_cast<time_t>(ms / 1000);
-  tm utc{};
-  gmtime_r(&secs, &utc);
-  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", utc.tm_year + 1900, utc.tm_mon + 1, utc.tm_mday,
-                     utc.tm_hour, utc.tm_min, utc.tm_sec, ms % 1000);
-}
-
-template <typename T>
-std::string json_or_null(const std::optional<T>& v) {
-  return v ? fmt::format("{}", *v) : "null";
-}
+using util::iso_time;
+using util::json_or_null;
 
 std::string text_or_null(const std::string& text) { return text.empty() ? "null" : util::json_quote(text); }
 

@@ -59,6 +59,8 @@ std::vector<std::vector<std::string>> with_config(const Timing& timing, std::vec
   return std::vector<std::vector<std::string>>(n, args);
 }
 
+}  // namespace
+
 [[noreturn]] void no_majority(const std::vector<std::string>& failures, size_t masters, size_t majority) {
   std::string list;
   for (const std::string& f : failures) {
@@ -68,8 +70,6 @@ std::vector<std::vector<std::string>> with_config(const Timing& timing, std::vec
   throw Error(exit_code::k_unavailable,
               fmt::format("no majority of the {} Redis masters answered ({} needed): {}", masters, majority, list));
 }
-
-}  // namespace
 
 Quorum::Quorum(NodeSet& nodes, Timing timing, Now now) : m_nodes(nodes), m_timing(timing), m_now(std::move(now)) {}
 

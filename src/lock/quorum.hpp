@@ -143,4 +143,7 @@ private:
   std::vector<std::string> m_run_ids;  // each master's run_id when the lock was taken ("" unknown)
 };
 
+// A quorum's failure to hear from a majority: rlock::Error 69, naming the masters that failed.
+[[noreturn]] void no_majority(const std::vector<std::string>& failures, size_t masters, size_t majority);
+
 }  // namespace rlock::lock

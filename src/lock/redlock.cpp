@@ -16,17 +16,6 @@ namespace rlock::lock {
 
 namespace {
 
-// A quorum's failure to hear from a majority: exit 69, naming the masters that failed.
-[[noreturn]] void no_majority(const std::vector<std::string>& failures, size_t masters, size_t majority) {
-  std::string list;
-  for (const std::string& f : failures) {
-    if (!list.empty()) list += "; ";
-    list += f;
-  }
-  throw Error(exit_code::k_unavailable,
-              fmt::format("no majority of the {} Redis masters answered ({} needed): {}", masters, majority, list));
-}
-
 class QuorumBackend final : public Backend {
 public:
   QuorumBackend(const Servers& servers, Timing timing, util::Millis per_node)

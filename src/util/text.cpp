@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <charconv>
+#include <ctime>
 
 namespace rlock::util {
 
@@ -43,6 +44,14 @@ bool unsafe_code_point(char32_t c) {
 }
 
 }  // namespace
+
+std::string iso_time(int64_t ms) {
+  time_t secs = static_cast<time_t>(ms / 1000);
+  tm utc{};
+  gmtime_r(&secs, &utc);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", utc.tm_year + 1900, utc.tm_mon + 1, utc.tm_mday,
+                     utc.tm_hour, utc.tm_min, utc.tm_sec, ms % 1000);
+}
 
 std::string json_quote(std::string_view text) {
   std::string out = "\"";

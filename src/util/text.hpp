@@ -1,5 +1,9 @@
 #pragma once
 
+#include <fmt/core.h>
+
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -9,6 +13,15 @@ namespace rlock::util {
 // The text as a JSON string literal, quotes included, always valid UTF-8: control characters are
 // escaped and each byte that is not part of a valid UTF-8 sequence becomes U+FFFD.
 std::string json_quote(std::string_view text);
+
+// A JSON number, or null.
+template <typename T>
+std::string json_or_null(const std::optional<T>& v) {
+  return v ? fmt::format("{}", *v) : "null";
+}
+
+// Milliseconds since the epoch as ISO 8601 UTC with milliseconds: 2026-11-25T17:03:36.123Z.
+std::string iso_time(int64_t ms);
 
 // The text made safe to show on a terminal, in a message or a table cell: valid UTF-8 passes,
 // control characters (C0, DEL, C1), line and paragraph separators and bidirectional overrides
