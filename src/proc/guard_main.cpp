@@ -53,21 +53,8 @@ RLOCK_GUARD_CODE __attribute__((noreturn)) void sys_exit(int code) {
   for (;;) sys::call(SYS_exit, code);
 }
 
-RLOCK_GUARD_CODE char* put_text(char* out, const char* end, const char* text) {
-  while (*text && out < end) *out++ = *text++;
-  return out;
-}
-
-RLOCK_GUARD_CODE char* put_number(char* out, const char* end, long value) {
-  char digits[24];
-  int n = 0;
-  do {
-    digits[n++] = static_cast<char>('0' + value % 10);
-    value /= 10;
-  } while (value > 0);
-  while (n > 0 && out < end) *out++ = digits[--n];
-  return out;
-}
+using sys::put_number;
+using sys::put_text;
 
 // The cgroup v2 hierarchy's mount point, if it is mounted where systemd puts it.
 RLOCK_GUARD_CODE const char* cgroup2_mount() {

@@ -58,3 +58,25 @@ inline long call(long n, long a1 = 0, long a2 = 0, long a3 = 0, long a4 = 0, lon
 #endif
 
 }  // namespace rlock::proc::sys
+
+namespace rlock::proc::sys {
+
+// Text building for paths in guard code (no snprintf, no allocation): each appends to out,
+// stops at end, and returns where it stopped; the caller writes the terminating '\0'.
+RLOCK_GUARD_CODE inline char* put_text(char* out, const char* end, const char* text) {
+  while (*text && out < end) *out++ = *text++;
+  return out;
+}
+
+RLOCK_GUARD_CODE inline char* put_number(char* out, const char* end, long value) {
+  char digits[24];
+  int n = 0;
+  do {
+    digits[n++] = static_cast<char>('0' + value % 10);
+    value /= 10;
+  } while (value > 0);
+  while (n > 0 && out < end) *out++ = digits[--n];
+  return out;
+}
+
+}  // namespace rlock::proc::sys

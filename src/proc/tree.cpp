@@ -21,30 +21,17 @@ RLOCK_GUARD_CODE long raw_reap() {
 
 const Kernel k_raw_kernel{"/proc", raw_kill, raw_reap};
 
-// Appends the decimal digits of value to out.
-RLOCK_GUARD_CODE char* put_number(char* out, long value) {
-  char digits[24];
-  int n = 0;
-  do {
-    digits[n++] = static_cast<char>('0' + value % 10);
-    value /= 10;
-  } while (value > 0);
-  while (n > 0) *out++ = digits[--n];
-  return out;
-}
-
-RLOCK_GUARD_CODE char* put_text(char* out, const char* text) {
-  while (*text) *out++ = *text++;
-  return out;
-}
+using sys::put_number;
+using sys::put_text;
 
 // Whether process pid is alive and not a zombie (a zombie can be signalled, but is dead).
 RLOCK_GUARD_CODE bool alive(const char* proc, long pid) {
-  char path[160];
-  char* end = put_text(path, proc);
-  end = put_text(end, "/");
-  end = put_number(end, pid);
-  end = put_text(end, "/stat");
+  char path[160] = {};
+  const char* limit = path + sizeof path - 1;
+  char* end = put_text(path, limit, proc);
+  end = put_text(end, limit, "/");
+  end = put_number(end, limit, pid);
+  end = put_text(end, limit, "/stat");
   *end = '\0';
   long fd = sys::call(SYS_openat, AT_FDCWD, reinterpret_cast<long>(path), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
@@ -66,11 +53,12 @@ RLOCK_GUARD_CODE bool alive(const char* proc, long pid) {
 // count. Zombies are left out: they have no children (theirs went to the subreaper), and they
 // would only take the place of live processes.
 RLOCK_GUARD_CODE long add_children(const char* proc, long pid, long* pids, long count, long capacity) {
-  char path[160];
-  char* end = put_text(path, proc);
-  end = put_text(end, "/");
-  end = put_number(end, pid);
-  char* task_end = put_text(end, "/task");
+  char path[160] = {};
+  const char* limit = path + sizeof path - 1;
+  char* end = put_text(path, limit, proc);
+  end = put_text(end, limit, "/");
+  end = put_number(end, limit, pid);
+  char* task_end = put_text(end, limit, "/task");
   *task_end = '\0';
   long dir = sys::call(SYS_openat, AT_FDCWD, reinterpret_cast<long>(path), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir < 0) return count;
@@ -86,11 +74,12 @@ RLOCK_GUARD_CODE long add_children(const char* proc, long pid, long* pids, long 
       const char* name = entries + at + 19;
       at += reclen;
       if (name[0] < '0' || name[0] > '9') continue;
-      char file[224];
-      char* f = put_text(file, path);
-      *f++ = '/';
-      f = put_text(f, name);
-      f = put_text(f, "/children");
+      char file[224] = {};
+      const char* file_limit = file + sizeof file - 1;
+      char* f = put_text(file, file_limit, path);
+      f = put_text(f, file_limit, "/");
+      f = put_text(f, file_limit, name);
+      f = put_text(f, file_limit, "/children");
       *f = '\0';
       long fd = sys::call(SYS_openat, AT_FDCWD, reinterpret_cast<long>(file), O_RDONLY | O_CLOEXEC);
       if (fd < 0) continue;
@@ -179,9 +168,10 @@ RLOCK_GUARD_CODE long signal_cgroup(const Kernel& kernel, int procs_fd, int sig)
 }
 
 RLOCK_GUARD_CODE bool proc_is_ours(const char* proc) {
-  char path[160];
-  char* end = put_text(path, proc);
-  end = put_text(end, "/self");
+  char path[160] = {};
+  const char* limit = path + sizeof path - 1;
+  char* end = put_text(path, limit, proc);
+  end = put_text(end, limit, "/self");
   *end = '\0';
   char target[32];
   long n = sys::call(SYS_readlinkat, AT_FDCWD, reinterpret_cast<long>(path), reinterpret_cast<long>(target),
