@@ -320,8 +320,10 @@ local function advance()
       if not spend() then break end
       remove_waiter(id)
       grant(id, d, false, limit)
-      -- It sleeps on someone else's mailbox (a waiter dropped since): the caller wakes it.
-      if d.wt ~= CALLER and id ~= CALLER then PUSH[#PUSH + 1] = id end
+      -- It sleeps on someone else's mailbox (a waiter dropped since): the caller wakes it. A
+      -- preemptor sleeps on the mailbox of a --preemptible holder, whose own watch of that
+      -- mailbox may take the release's wake-up: it is woken on its own mailbox too.
+      if (d.wt ~= CALLER or string.find(d.o or '', 'p', 1, true)) and id ~= CALLER then PUSH[#PUSH + 1] = id end
       if d.m == 'x' then break end
     end
   end
