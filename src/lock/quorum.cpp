@@ -73,8 +73,8 @@ std::vector<std::vector<std::string>> with_config(const Timing& timing, std::vec
 
 Quorum::Quorum(NodeSet& nodes, Timing timing, Now now) : m_nodes(nodes), m_timing(timing), m_now(std::move(now)) {}
 
-std::optional<std::string> Quorum::discount_young(size_t i, util::Millis ttl) const {
-  std::optional<MasterIdentity> id = m_nodes.identity(i);
+std::optional<std::string> Quorum::discount_young(size_t i, const std::optional<MasterIdentity>& id,
+                                                  util::Millis ttl) const {
   if (!id || !id->uptime_s || id->persistent || *id->uptime_s * 1000 >= ttl.count()) return std::nullopt;
   return fmt::format(
       "{}: started {}s ago, less than the TTL ({}), without appendonly: it may have lost a lock that "
@@ -92,10 +92,11 @@ std::optional<std::string> Quorum::discount_restarted(size_t i) const {
       m_nodes.name(i));
 }
 
-void Quorum::refuse_duplicates(const LockName& name, const std::string& token) {
+void Quorum::refuse_duplicates(const std::vector<std::optional<MasterIdentity>>& ids, const LockName& name,
+                               const std::string& token) {
   std::map<std::string, size_t> seen;
-  for (size_t i = 0; i < m_nodes.size(); ++i) {
-    std::optional<MasterIdentity> id = m_nodes.identity(i);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const std::optional<MasterIdentity>& id = ids[i];
     if (!id || id->run_id.empty()) continue;
     auto [it, added] = seen.try_emplace(id->run_id, i);
     if (added) continue;
@@ -133,7 +134,10 @@ Quorum::Acquisition Quorum::acquire(const LockName& name, const Contender& conte
       throw *answers[i].error;
     }
   }
-  refuse_duplicates(name, contender.token);
+  // What each master said of itself, read once (INFO, with its connection's greeting).
+  std::vector<std::optional<MasterIdentity>> ids(n);
+  for (size_t i = 0; i < n; ++i) ids[i] = m_nodes.identity(i);
+  refuse_duplicates(ids, name, contender.token);
   size_t answered = 0, granted = 0, young = 0;
   int64_t highest = 0;
   std::map<std::string, size_t> holders;  // who holds it where we were refused: host pid since
@@ -148,7 +152,7 @@ Quorum::Acquisition Quorum::acquire(const LockName& name, const Contender& conte
       case 1:
         took[i] = 1;
         highest = std::max(highest, e.empty() ? 0 : number_of(e[0]));
-        if (std::optional<std::string> why = discount_young(i, contender.ttl)) {
+        if (std::optional<std::string> why = discount_young(i, ids[i], contender.ttl)) {
           out.failures.push_back(*why);
           ++young;
         } else {
@@ -206,7 +210,7 @@ Quorum::Acquisition Quorum::acquire(const LockName& name, const Contender& conte
     if (merged >= majority() && validity(sent_at, contender.ttl) > util::Millis(0)) {
       m_run_ids.assign(n, std::string());
       for (size_t i = 0; i < n; ++i) {
-        if (std::optional<MasterIdentity> id = m_nodes.identity(i)) m_run_ids[i] = id->run_id;
+        if (ids[i]) m_run_ids[i] = ids[i]->run_id;
       }
       out.attempt.outcome = Attempt::Outcome::acquired;
       out.attempt.fence = highest;

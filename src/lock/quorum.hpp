@@ -132,10 +132,11 @@ public:
 private:
   // The reason master i's answer does not count, if it does not: for an acquisition of ttl
   // (young), or during the hold (restarted).
-  std::optional<std::string> discount_young(size_t i, util::Millis ttl) const;
+  std::optional<std::string> discount_young(size_t i, const std::optional<MasterIdentity>& id, util::Millis ttl) const;
   std::optional<std::string> discount_restarted(size_t i) const;
   // Throws Error 78 when two answering masters are one server.
-  void refuse_duplicates(const LockName& name, const std::string& token);
+  void refuse_duplicates(const std::vector<std::optional<MasterIdentity>>& ids, const LockName& name,
+                         const std::string& token);
 
   NodeSet& m_nodes;
   Timing m_timing;
