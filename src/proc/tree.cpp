@@ -24,15 +24,21 @@ const Kernel k_raw_kernel{"/proc", raw_kill, raw_reap};
 using sys::put_number;
 using sys::put_text;
 
+// "<proc>/<pid><suffix>" into out, cut at size - 1 characters and terminated.
+template <size_t size>
+RLOCK_GUARD_CODE void pid_path(char (&out)[size], const char* proc, long pid, const char* suffix) {
+  const char* limit = out + size - 1;
+  char* end = put_text(out, limit, proc);
+  end = put_text(end, limit, "/");
+  end = put_number(end, limit, pid);
+  end = put_text(end, limit, suffix);
+  *end = '\0';
+}
+
 // Whether process pid is alive and not a zombie (a zombie can be signalled, but is dead).
 RLOCK_GUARD_CODE bool alive(const char* proc, long pid) {
   char path[160] = {};
-  const char* limit = path + sizeof path - 1;
-  char* end = put_text(path, limit, proc);
-  end = put_text(end, limit, "/");
-  end = put_number(end, limit, pid);
-  end = put_text(end, limit, "/stat");
-  *end = '\0';
+  pid_path(path, proc, pid, "/stat");
   long fd = sys::call(SYS_openat, AT_FDCWD, reinterpret_cast<long>(path), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   char buffer[512];
@@ -54,12 +60,7 @@ RLOCK_GUARD_CODE bool alive(const char* proc, long pid) {
 // would only take the place of live processes.
 RLOCK_GUARD_CODE long add_children(const char* proc, long pid, long* pids, long count, long capacity) {
   char path[160] = {};
-  const char* limit = path + sizeof path - 1;
-  char* end = put_text(path, limit, proc);
-  end = put_text(end, limit, "/");
-  end = put_number(end, limit, pid);
-  char* task_end = put_text(end, limit, "/task");
-  *task_end = '\0';
+  pid_path(path, proc, pid, "/task");
   long dir = sys::call(SYS_openat, AT_FDCWD, reinterpret_cast<long>(path), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir < 0) return count;
   char entries[1024];
