@@ -53,6 +53,17 @@ next_holder() {
   assert_equal "$BG_STATUS" 0
 }
 
+# next_holder_then_lost: the next holder runs with nothing of the first tree working beside it;
+# then the first rlock, continued, exits 76 (the lock was lost).
+next_holder_then_lost() {
+  next_holder
+  assert_no_overlap
+  assert_tree_quiet
+  kill -CONT "$holder_pid"
+  bg_wait holder 20
+  assert_equal "$BG_STATUS" 76
+}
+
 # Whether the first tree worked after the next holder started: fails naming the late ticks.
 assert_tree_quiet() {
   local second late
@@ -76,13 +87,7 @@ tree_alive() {
   n=$(scaled 2000)
   holder_tree "$n" -t 4s
   kill -STOP "$holder_pid"
-  next_holder
-  assert_no_overlap
-  assert_tree_quiet
-  # Continued, rlock says what happened: the lock was lost (76).
-  kill -CONT "$holder_pid"
-  bg_wait holder 20
-  assert_equal "$BG_STATUS" 76
+  next_holder_then_lost
 }
 
 @test "the guard stopped (SIGSTOP) and the holder cut off: rlock stops the tree itself, continues the guard, 76" {
@@ -92,11 +97,7 @@ tree_alive() {
   [[ -n $guard ]] || fail "rlock has no guard"
   kill -STOP "$guard"
   proxy_pause p
-  next_holder
-  assert_no_overlap
-  assert_tree_quiet
-  bg_wait holder 20
-  assert_equal "$BG_STATUS" 76
+  next_holder_then_lost
   # The guard was continued and ended, not left stopped.
   wait_until -t 5 pid_gone "$guard" || fail "the guard is still there: $(cat /proc/"$guard"/stat)"
   proxy_resume p
@@ -113,12 +114,7 @@ END
   T=$T bg holder rlock run k -t 3s -- sh "$T/first"
   wait_until -t 30 test -s "$T/ready" || fail "the tree did not start: $(bg_err holder)"
   [[ $(awk '{ print $3 }' /proc/"$holder_pid"/stat) == T ]] || fail "rlock is not stopped"
-  next_holder
-  assert_no_overlap
-  assert_tree_quiet
-  kill -CONT "$holder_pid"
-  bg_wait holder 20
-  assert_equal "$BG_STATUS" 76
+  next_holder_then_lost
 }
 
 @test "without /proc (a mount namespace without it), the tree is still followed: rlock stopped, all gone" {
@@ -140,12 +136,7 @@ END
   wait_until -t 60 test -s "$T/ready" || fail "the tree did not start: $(bg_err holder)"
   wait_cs holder holder
   kill -STOP "$holder_pid"
-  next_holder
-  assert_no_overlap
-  assert_tree_quiet
-  kill -CONT "$holder_pid"
-  bg_wait holder 20
-  assert_equal "$BG_STATUS" 76
+  next_holder_then_lost
 }
 
 @test "without /proc and without a cgroup to follow the tree: run refuses (71) before taking the lock" {
