@@ -15,18 +15,6 @@ namespace {
 
 using redis::Reply;
 
-std::string text_of(const Reply& r) {
-  if (r.type == Reply::Type::string || r.type == Reply::Type::status) return r.str;
-  if (r.type == Reply::Type::integer) return std::to_string(r.integer);
-  return {};
-}
-
-int64_t number_of(const Reply& r) {
-  if (r.type == Reply::Type::integer) return r.integer;
-  long long v = 0;
-  return util::parse_int(text_of(r), INT64_MIN, INT64_MAX, v) ? v : 0;
-}
-
 std::optional<util::Millis> ttl_of(const Reply& r) {
   if (r.type != Reply::Type::integer || r.integer < 0) return std::nullopt;
   return util::Millis(r.integer);
@@ -86,10 +74,10 @@ void finish_work(Node& node, const LockName& name, const Timing& timing, bool mo
 // The holder named in a reply: host, pid, cmd, since, from e[at].
 void read_holder(const std::vector<Reply>& e, size_t at, int64_t now, Attempt& a) {
   if (e.size() < at + 4) return;
-  a.holder.host = text_of(e[at]);
-  a.holder.pid = text_of(e[at + 1]);
-  a.holder.command = text_of(e[at + 2]);
-  int64_t since = number_of(e[at + 3]);
+  a.holder.host = e[at].text();
+  a.holder.pid = e[at + 1].text();
+  a.holder.command = e[at + 2].text();
+  int64_t since = e[at + 3].number();
   if (since > 0 && now >= since) a.held_for = util::Millis(now - since);
 }
 
@@ -99,15 +87,15 @@ Attempt read_waiting(const std::vector<Reply>& e, const LockName& name) {
   if (e.size() < 10) unexpected(name, "malformed waiting reply");
   Attempt a;
   a.outcome = Attempt::Outcome::queued;
-  a.position = static_cast<int>(number_of(e[0]));
-  a.queue_length = static_cast<int>(number_of(e[1]));
-  int64_t since = number_of(e[2]);
-  int64_t now = number_of(e[3]);
+  a.position = static_cast<int>(e[0].number());
+  a.queue_length = static_cast<int>(e[1].number());
+  int64_t since = e[2].number();
+  int64_t now = e[3].number();
   if (since > 0 && now >= since) a.waited = util::Millis(now - since);
   read_holder(e, 4, now, a);
-  a.lingering = number_of(e[8]) == 1;
+  a.lingering = e[8].number() == 1;
   a.ttl_left = ttl_of(e[9]);
-  for (size_t i = 10; i < e.size(); ++i) a.watch.push_back(text_of(e[i]));
+  for (size_t i = 10; i < e.size(); ++i) a.watch.push_back(e[i].text());
   return a;
 }
 
@@ -150,8 +138,8 @@ ScriptReply read_script_reply(Reply reply, const LockName& name) {
   }
   ScriptReply out;
   out.code = reply.elements[0].integer;
-  out.more = number_of(reply.elements[1]) == 1;
-  for (const Reply& id : reply.elements[2].elements) out.push.push_back(text_of(id));
+  out.more = reply.elements[1].number() == 1;
+  for (const Reply& id : reply.elements[2].elements) out.push.push_back(id.text());
   out.payload.assign(std::make_move_iterator(reply.elements.begin() + 3),
                      std::make_move_iterator(reply.elements.end()));
   return out;
@@ -164,31 +152,31 @@ Attempt read_attempt(const ScriptReply& r, const LockName& name, size_t enclosin
     case 1:
       if (e.size() < 2) unexpected(name, "malformed answer to a lock script");
       a.outcome = Attempt::Outcome::acquired;
-      a.fence = number_of(e[0]);
-      a.slot = static_cast<int>(number_of(e[1]));
+      a.fence = e[0].number();
+      a.slot = static_cast<int>(e[1].number());
       return a;
     case 2:
-      if (e.size() < 3 || number_of(e[2]) < 1 || static_cast<size_t>(number_of(e[2])) > enclosing_count) {
+      if (e.size() < 3 || e[2].number() < 1 || static_cast<size_t>(e[2].number()) > enclosing_count) {
         unexpected(name, "malformed answer to the acquire script");
       }
       a.outcome = Attempt::Outcome::reentered;
-      a.fence = number_of(e[0]);
+      a.fence = e[0].number();
       a.ttl_left = ttl_of(e[1]);
-      a.enclosing = static_cast<size_t>(number_of(e[2]) - 1);
+      a.enclosing = static_cast<size_t>(e[2].number() - 1);
       return a;
     case 3: return read_waiting(e, name);
     case 5:
       if (e.size() < 2) unexpected(name, "malformed answer to the wait script");
       a.outcome = Attempt::Outcome::superseded;
-      a.superseded_by = parse_who(text_of(e[1]));
+      a.superseded_by = parse_who(e[1].text());
       return a;
     case 0:
       if (e.size() < 8) unexpected(name, "malformed answer to the acquire script");
       a.outcome = Attempt::Outcome::busy;
       a.ttl_left = ttl_of(e[0]);
-      read_holder(e, 1, number_of(e[5]), a);
-      a.queue_length = static_cast<int>(number_of(e[6]));
-      a.lingering = number_of(e[7]) == 1;
+      read_holder(e, 1, e[5].number(), a);
+      a.queue_length = static_cast<int>(e[6].number());
+      a.lingering = e[7].number() == 1;
       return a;
     default: unexpected(name, "unknown answer to a lock script");
   }
@@ -318,7 +306,7 @@ std::optional<Extension> extend(Node& node, const LockName& name, const Timing& 
     unexpected(name, "malformed answer to the extend script");
   }
   Extension e{ttl_of(r.payload[0]), util::Millis(r.payload[1].integer), std::nullopt};
-  if (std::string by = text_of(r.payload[2]); !by.empty()) e.preempted_by = parse_who(by);
+  if (std::string by = r.payload[2].text(); !by.empty()) e.preempted_by = parse_who(by);
   return e;
 }
 
@@ -327,8 +315,8 @@ ForcedRelease force_release(Node& node, const LockName& name, const Timing& timi
   for (int round = 0; round < 100'000; ++round) {
     ScriptReply r = run_script(node, name, timing, scripts::k_force_release, "0000000000000000", {});
     if (r.payload.size() != 3) unexpected(name, "malformed answer to the force-release script");
-    out.was_held = out.was_held || number_of(r.payload[0]) > 0;
-    out.shared_holds += static_cast<int>(number_of(r.payload[2]));
+    out.was_held = out.was_held || r.payload[0].number() > 0;
+    out.shared_holds += static_cast<int>(r.payload[2].number());
     const auto& info = r.payload[1].elements;
     for (size_t i = 0; i + 1 < info.size(); i += 2) {
       const std::string& field = info[i].str;
@@ -342,7 +330,7 @@ ForcedRelease force_release(Node& node, const LockName& name, const Timing& timi
       else if (field == "cmd")
         out.holder.command = value;
       else if (field == "fence")
-        out.fence = number_of(info[i + 1]);
+        out.fence = info[i + 1].number();
     }
     if (!r.more) break;
   }

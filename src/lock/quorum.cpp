@@ -17,17 +17,6 @@ namespace {
 
 using redis::Reply;
 
-int64_t number_of(const Reply& r) {
-  if (r.type == Reply::Type::integer) return r.integer;
-  long long v = 0;
-  return util::parse_int(r.str, INT64_MIN, INT64_MAX, v) ? v : 0;
-}
-
-std::string text_of(const Reply& r) {
-  if (r.type == Reply::Type::integer) return std::to_string(r.integer);
-  return r.str;
-}
-
 // "NAME: why", without NAME twice when the reason names the master already.
 std::string named(const std::string& name, const std::string& why) {
   if (why.compare(0, name.size(), name) == 0) return why;
@@ -151,7 +140,7 @@ Quorum::Acquisition Quorum::acquire(const LockName& name, const Contender& conte
     switch (reply->code) {
       case 1:
         took[i] = 1;
-        highest = std::max(highest, e.empty() ? 0 : number_of(e[0]));
+        highest = std::max(highest, e.empty() ? 0 : e[0].number());
         if (std::optional<std::string> why = discount_young(i, ids[i], contender.ttl)) {
           out.failures.push_back(*why);
           ++young;
@@ -161,19 +150,19 @@ Quorum::Acquisition Quorum::acquire(const LockName& name, const Contender& conte
         break;
       case 2:
         if (e.size() > 2) {
-          ++reentered[number_of(e[0])];
-          reentered_index = static_cast<size_t>(number_of(e[2]) - 1);
+          ++reentered[e[0].number()];
+          reentered_index = static_cast<size_t>(e[2].number() - 1);
         }
         break;
       case 0:
         if (e.size() >= 5) {
-          ++holders[text_of(e[1]) + " " + text_of(e[2]) + " " + text_of(e[4])];
+          ++holders[e[1].text() + " " + e[2].text() + " " + e[4].text()];
           if (out.attempt.holder.host.empty()) {
-            out.attempt.holder = {text_of(e[1]), text_of(e[2]), "", text_of(e[3])};
+            out.attempt.holder = {e[1].text(), e[2].text(), "", e[3].text()};
             out.attempt.ttl_left = e[0].type == Reply::Type::integer && e[0].integer >= 0
                                        ? std::optional<util::Millis>(util::Millis(e[0].integer))
                                        : std::nullopt;
-            out.attempt.lingering = e.size() > 7 && number_of(e[7]) == 1;
+            out.attempt.lingering = e.size() > 7 && e[7].number() == 1;
           }
         }
         break;
@@ -264,7 +253,7 @@ Quorum::Extended Quorum::extend(const LockName& name, const std::string& token, 
       missing[i] = true;
     } else if (reply->payload.size() >= 2) {
       ++extended;
-      new_ttl = util::Millis(number_of(reply->payload[1]));
+      new_ttl = util::Millis(reply->payload[1].number());
       if (reply->payload[0].type == Reply::Type::integer && reply->payload[0].integer >= 0) {
         util::Millis left(reply->payload[0].integer);
         least_left = least_left ? std::min(*least_left, left) : left;

@@ -3,6 +3,7 @@
 #include "error.hpp"
 #include "exit_code.hpp"
 #include "log.hpp"
+#include "util/text.hpp"
 
 #include <hiredis/hiredis.h>
 
@@ -80,6 +81,18 @@ std::string format_all(const std::vector<Command>& commands) {
 std::string Reply::error_code() const {
   if (type != Type::error) return {};
   return str.substr(0, str.find(' '));
+}
+
+std::string Reply::text() const {
+  if (type == Type::string || type == Type::status) return str;
+  if (type == Type::integer) return std::to_string(integer);
+  return {};
+}
+
+int64_t Reply::number() const {
+  if (type == Type::integer) return integer;
+  long long v = 0;
+  return util::parse_int(str, INT64_MIN, INT64_MAX, v) && (type == Type::string || type == Type::status) ? v : 0;
 }
 
 Connection::Connection(Endpoint endpoint, Timeouts timeouts, TlsOptions tls)

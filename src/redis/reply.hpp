@@ -19,6 +19,10 @@ struct Reply {
   bool is_nil() const { return type == Type::nil; }
   // The error's first word ("NOSCRIPT", "WRONGTYPE", "NOAUTH", ...), or "" when not an error.
   std::string error_code() const;
+  // A script's field: the text of a string, status or integer ("" otherwise), and its number (0
+  // when it is not one).
+  std::string text() const;
+  int64_t number() const;
 };
 
 }  // namespace rlock::redis

@@ -1,6 +1,7 @@
 #include "lock/quorum.hpp"
 #include "lock/validity.hpp"
 #include "util/random.hpp"
+#include "fake_clock.hpp"
 
 #include <gtest/gtest.h>
 
@@ -38,10 +39,6 @@ Reply busy(const std::string& holder_pid) {
   return answer(0, {integer(20000), text("host"), text(holder_pid), text("cmd"), text("1000"), integer(2000),
                     integer(0), integer(0)});
 }
-
-struct FakeClock {
-  BootClock::time_point now{std::chrono::hours(1)};
-};
 
 // Canned answers: for each script name, one behaviour per node; "late" answers move the clock.
 class ScriptedNodes : public NodeSet {

@@ -1,5 +1,6 @@
 #include "lock/schedule.hpp"
 #include "util/clock.hpp"
+#include "fake_clock.hpp"
 
 #include <gtest/gtest.h>
 
@@ -8,16 +9,6 @@ using rlock::lock::Clock;
 using rlock::lock::Schedule;
 using rlock::util::Millis;
 namespace validity = rlock::lock::validity;
-
-namespace {
-
-// A fake clock: time points on the lease's clock, moved by hand.
-struct FakeClock {
-  Clock::time_point now{std::chrono::hours(1)};
-  void advance(Clock::duration d) { now += d; }
-};
-
-}  // namespace
 
 TEST(Schedule, RenewsEveryThirdAndStopsBeforeTheDeadline) {
   FakeClock clock;
