@@ -12,7 +12,7 @@ _rlock_reply()
 
 # The option table of the rlock on the line, from `rlock --dump-options`: one line per option
 # and command, tab-separated: command (or "global"), names (comma-separated), kind (flag or
-# value), type (D, N, F, URL, SIG...), env, config key, help; see src/cli/options.cpp. Asked
+# value), type (D, N, F, URL, SIG...), env, config key, help; see src/commands/options.hpp. Asked
 # once per session and binary ($1), and only when the line has an option: kept in
 # _rlock_option_kind["COMMAND NAME"] (flag or value), _rlock_option_type and _rlock_option_long
 # (the long name of each name), _rlock_option_names["COMMAND"] (every name, one a line).

@@ -13,7 +13,7 @@ end
 
 # The option table of that rlock, from `rlock --dump-options`: one line per option and command,
 # tab-separated: command (or "global"), names (comma-separated), kind (flag or value), type (D,
-# N, F, URL, SIG...), env, config key, help; see src/cli/options.cpp. Asked once per session and
+# N, F, URL, SIG...), env, config key, help; see src/commands/options.hpp. Asked once per session and
 # binary, and only when the line has an option: kept in __rlock_table.
 function __rlock_load_options
     set -l bin (__rlock_bin)

@@ -51,7 +51,7 @@ names_option() {
 }
 
 # The option table, from `rlock --dump-options` (its format: the comment above dump_options in
-# src/cli/options.cpp): sets DUMP to its lines, one per option and command, with seven
+# src/commands/options.hpp): sets DUMP to its lines, one per option and command, with seven
 # tab-separated fields (command, names, kind, type, env, config, help; "-" when empty).
 load_dump() {
     [[ -x $RLOCK_BIN ]] || fail "rlock binary not found at $RLOCK_BIN (build it, or set RLOCK_BIN)"

@@ -34,23 +34,23 @@ namespace {
 util::ClosedFds g_closed;
 
 // The command's options from the settings, once the environment and the config file are layered.
-CommandOptions convert(Parsed& p, Raw& raw, bool stdout_closed) {
-  auto [path, required] = config_path(raw);
+CommandOptions convert(Parsed& p, bool stdout_closed) {
+  auto [path, required] = config_path(p);
   layer_settings(p, path, required);
-  if (raw.verbose)
+  if (get(p, "verbose").flag)
     log::set_level(log::Level::verbose);
-  else if (raw.quiet)
+  else if (get(p, "quiet").flag)
     log::set_level(log::Level::quiet);
-  if (raw.syslog) log::enable_syslog_events();
+  if (get(p, "syslog").flag) log::enable_syslog_events();
 
   const std::string& name = p.command_name;
-  if (name == "run") return run_options(p, raw);
-  if (name == "acquire") return acquire_options(p, raw, stdout_closed);
-  if (name == "release") return release_options(p, raw);
-  if (name == "extend") return extend_options(p, raw);
-  if (name == "status") return status_options(p, raw);
-  if (name == "log") return log_options(p, raw);
-  return list_options(p, raw);
+  if (name == "run") return run_options(p);
+  if (name == "acquire") return acquire_options(p, stdout_closed);
+  if (name == "release") return release_options(p);
+  if (name == "extend") return extend_options(p);
+  if (name == "status") return status_options(p);
+  if (name == "log") return log_options(p);
+  return list_options(p);
 }
 
 // Each command's function.
@@ -189,7 +189,7 @@ std::vector<std::string> split_run_command(CLI::App* app, CLI::App* run, const s
 }
 
 // The words CLI11 left over (extras are allowed, so that rlock words the error itself).
-[[noreturn]] void extra_words(std::vector<std::string> extras, const std::string& command, const Raw& raw,
+[[noreturn]] void extra_words(std::vector<std::string> extras, const std::string& command, const Arguments& args,
                               bool after_dashes) {
   if (extras.front() == "--") {
     extras.erase(extras.begin());
@@ -206,8 +206,8 @@ std::vector<std::string> split_run_command(CLI::App* app, CLI::App* run, const s
   std::string words;
   for (const std::string& w : extras) words += fmt::format("{}'{}'", words.empty() ? "" : " ", util::printable(w));
   if (command == "list") usage(fmt::format("list takes one PATTERN; unexpected {} ({})", words, hint));
-  if (!raw.key.empty()) {
-    usage(fmt::format("rlock {} takes one KEY, '{}'; unexpected {} ({})", command, util::printable(raw.key), words,
+  if (!args.key.empty()) {
+    usage(fmt::format("rlock {} takes one KEY, '{}'; unexpected {} ({})", command, util::printable(args.key), words,
                       hint));
   }
   usage(fmt::format("unexpected {} ({})", words, hint));
@@ -220,7 +220,6 @@ std::optional<CommandOptions> parse_command_line(const std::vector<std::string>&
     dump_options();
     return std::nullopt;
   }
-  Raw raw;
   Parsed p;
   CLI::App app{"rlock: a lock for shell scripts, cron jobs and CI, held in Redis.", "rlock"};
   app.set_version_flag("-V,--version", "rlock " RLOCK_VERSION);
@@ -229,20 +228,20 @@ std::optional<CommandOptions> parse_command_line(const std::vector<std::string>&
   app.footer(
       "Global options may come before or after the command name.\n"
       "Run 'rlock COMMAND --help' for a command's options; 'man rlock' for the whole story.");
-  add_options(p, "", &app, raw);
+  add_options(p, "", &app);
 
   size_t at = command_position(&app, args);
   // Only the command named on the line gets its options: the others are listed by name, which is
   // all `rlock --help` shows, and start-up does no work for them.
   const std::string wanted = at ? args[at] : "";
-  for (const Command& c : k_commands) {
+  for (const commands::Command& c : commands::k_commands) {
     CLI::App* sub = app.add_subcommand(c.name, c.summary);
     if (wanted != c.name) continue;
     p.command = sub;
     p.command_name = c.name;
     sub->set_version_flag("-V,--version", "rlock " RLOCK_VERSION);
     sub->allow_extras();
-    add_options(p, c.name, sub, raw);
+    add_options(p, c.name, sub);
   }
   if (!wanted.empty() && !p.command) {
     usage(fmt::format("unknown command '{}': use run, acquire, release, extend, status, list or log (see rlock --help)",
@@ -258,7 +257,7 @@ std::optional<CommandOptions> parse_command_line(const std::vector<std::string>&
 
   std::vector<std::string> words = plain_options({&app}, "", args, 1, at ? at : args.size());
   if (wanted == "run") {
-    std::vector<std::string> rest = split_run_command(&app, p.command, args, at, raw.child);
+    std::vector<std::string> rest = split_run_command(&app, p.command, args, at, p.args.child);
     words.insert(words.end(), rest.begin(), rest.end());
   } else if (at) {
     std::vector<std::string> rest = plain_options({p.command, &app}, wanted, args, at, args.size());
@@ -284,12 +283,12 @@ std::optional<CommandOptions> parse_command_line(const std::vector<std::string>&
   }
   if (!extras.empty()) {
     bool positional = std::find(after_dashes.begin(), after_dashes.end(), extras.front()) != after_dashes.end();
-    extra_words(extras, p.command_name, raw, positional);
+    extra_words(extras, p.command_name, p.args, positional);
   }
   if (!p.command || !p.command->parsed())
     usage("no command given: use run, acquire, release, extend, status, list or log (see rlock --help)");
-  mark_given(p, raw);
-  return convert(p, raw, stdout_closed);
+  mark_given(p);
+  return convert(p, stdout_closed);
 }
 
 int run_command(const CommandOptions& options) { return std::visit(Dispatch{}, options); }

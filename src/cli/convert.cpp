@@ -27,29 +27,56 @@ using util::Millis;
 
 namespace {
 
-Millis duration_of(Parsed& p, const std::string& name, const std::string& text, Millis fallback, bool allow_zero) {
-  Setting* s = find_setting(p, name);
-  if (!s || s->source == Source::unset) return fallback;
+using commands::Check;
+using commands::Converted;
+using commands::Type;
+
+// A duration's text, checked: more than zero unless zero_ok, at least min ms.
+Millis duration_value(const Setting& s, const Check& check) {
   std::string why;
-  auto d = util::parse_duration(text, &why);
-  if (!d && why.rfind("too long", 0) == 0) bad_setting(*s, fmt::format("'{}' is {}", util::printable(text), why));
+  auto d = util::parse_duration(s.text, &why);
+  if (!d && why.rfind("too long", 0) == 0) bad_setting(s, fmt::format("'{}' is {}", util::printable(s.text), why));
   if (!d) {
-    bad_setting(*s, fmt::format("'{}' is not a duration: {} (a number and a unit of ms, s, m, h or d: 500ms, 30s, "
-                                "1h30m)",
-                                util::printable(text), why));
+    bad_setting(s, fmt::format("'{}' is not a duration: {} (a number and a unit of ms, s, m, h or d: 500ms, 30s, "
+                               "1h30m)",
+                               util::printable(s.text), why));
   }
-  if (!allow_zero && d->count() <= 0) bad_setting(*s, "must be more than zero");
+  if (!check.zero_ok && d->count() <= 0) bad_setting(s, "must be more than zero");
+  if (d->count() < check.min)
+    bad_setting(s, fmt::format("must be at least {}", util::format_duration(Millis(check.min))));
   return *d;
 }
 
-int exit_code_setting(Parsed& p, const std::string& name, const std::string& text, int fallback) {
-  Setting* s = find_setting(p, name);
-  if (!s || s->source == Source::unset) return fallback;
-  long long v = 0;
-  if (!util::parse_int(text, 0, 255, v)) {
-    bad_setting(*s, fmt::format("'{}' is not an exit code in 0-255", util::printable(text)));
+// The duration an option gives, or fallback when it is not given.
+Millis duration_of(Parsed& p, const std::string& name, Millis fallback, bool zero_ok) {
+  const Setting& s = get(p, name);
+  return s.source == Source::unset ? fallback : duration_value(s, {.zero_ok = zero_ok});
+}
+
+// A setting's value, converted for its field's type and checked against its row's limits.
+Converted converted(const Setting& s) {
+  const commands::OptionSpec& o = *s.spec;
+  switch (o.to.type) {
+    case Type::flag: return s.flag;
+    case Type::text: return s.text;
+    case Type::duration: return duration_value(s, o.check);
+    case Type::number: break;
   }
-  return static_cast<int>(v);
+  long long n = 0;
+  if (!util::parse_int(s.text, o.check.min, o.check.max, n)) {
+    bad_setting(
+        s, fmt::format("'{}' is not {} in {}-{}", util::printable(s.text), o.check.words, o.check.min, o.check.max));
+  }
+  return n;
+}
+
+// The fields of options that the given options fill (the rows with a field of S).
+template <class S>
+void fill(Parsed& p, S& options) {
+  for (const Setting& s : p.settings) {
+    if (s.spec->to.owner != commands::owner_of<S>() || s.source == Source::unset) continue;
+    s.spec->to.set(&options, converted(s));
+  }
 }
 
 void check_key(const std::string& key) {
@@ -60,10 +87,6 @@ void check_key(const std::string& key) {
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) usage("the lock KEY contains a control character");
   }
   if (!util::valid_utf8(key)) usage("the lock KEY is not valid UTF-8");
-}
-
-std::string setting_text(Parsed& p, const std::string& name, const std::string& value) {
-  return get(p, name).source == Source::unset ? std::string() : value;
 }
 
 // The first line of the password file a setting names.
@@ -82,9 +105,9 @@ std::string read_password_file(const Setting& file, const std::string& path) {
 }
 
 // The password when the URL has none: --password-file, RLOCK_PASSWORD, then REDISCLI_AUTH.
-std::string password_from_elsewhere(Parsed& p, const Raw& raw) {
+std::string password_from_elsewhere(Parsed& p) {
   Setting& file = get(p, "password-file");
-  if (file.source != Source::unset) return read_password_file(file, raw.password_file);
+  if (file.source != Source::unset) return read_password_file(file, file.text);
   for (const char* name : {"RLOCK_PASSWORD", "REDISCLI_AUTH"}) {
     const char* pw = std::getenv(name);
     if (pw && *pw) return pw;
@@ -93,9 +116,9 @@ std::string password_from_elsewhere(Parsed& p, const Raw& raw) {
 }
 
 // The sentinels' own password: --sentinel-password-file, then RLOCK_SENTINEL_PASSWORD.
-std::string sentinel_password(Parsed& p, const Raw& raw) {
+std::string sentinel_password(Parsed& p) {
   Setting& file = get(p, "sentinel-password-file");
-  if (file.source != Source::unset) return read_password_file(file, raw.sentinel_password_file);
+  if (file.source != Source::unset) return read_password_file(file, file.text);
   const char* pw = std::getenv("RLOCK_SENTINEL_PASSWORD");
   return pw ? pw : "";
 }
@@ -123,51 +146,26 @@ std::vector<std::string> split_urls(const std::string& text) {
   return out;
 }
 
-commands::TakeOptions take_options(Parsed& p, const Raw& raw) {
+commands::TakeOptions take_options(Parsed& p) {
   commands::TakeOptions t;
-  if (raw.flock_close) {
+  if (get(p, "close").flag) {
     usage(
         "-o is flock's option to close the lock's file descriptor: an rlock lock is a lease, not a descriptor, "
         "and rlock run holds it until the command and the processes it leaves running end (see --leftovers)");
   }
-  if (raw.flock_no_fork) {
+  if (get(p, "no-fork").flag) {
     usage(
         "-F/--no-fork cannot work with rlock: a lease must be renewed, and the command stopped if it is lost, by "
         "an rlock process that stays its parent");
   }
-  check_key(raw.key);
-  t.key = raw.key;
-  t.ttl = duration_of(p, "ttl", raw.ttl, t.ttl, false);
-  if (t.ttl < lock::validity::k_min_ttl) {
-    bad_setting(get(p, "ttl"), fmt::format("must be at least {}", util::format_duration(lock::validity::k_min_ttl)));
-  }
-  if (raw.no_wait) {
-    t.wait = Millis(0);
-  } else if (get(p, "wait").source != Source::unset) {
-    t.wait = duration_of(p, "wait", raw.wait, Millis(0), true);
-  }
-  t.conflict_exit_code = exit_code_setting(p, "conflict-exit-code", raw.conflict_exit_code, t.conflict_exit_code);
-  if (Setting& s = get(p, "wait-replicas"); s.source != Source::unset) {
-    long long n = 0;
-    if (!util::parse_int(raw.wait_replicas, 0, 1000, n))
-      bad_setting(s, fmt::format("'{}' is not a number of replicas", raw.wait_replicas));
-    t.wait_replicas = static_cast<int>(n);
-  }
-  t.wait_timeout = duration_of(p, "wait-timeout", raw.wait_timeout, t.wait_timeout, false);
-  t.strict = raw.strict;
-  if (Setting& s = get(p, "limit"); s.source != Source::unset) {
-    long long n = 0;
-    if (!util::parse_int(raw.limit, 1, 1'000'000, n)) {
-      bad_setting(s, fmt::format("'{}' is not a number of holders in 1-1000000", util::printable(raw.limit)));
-    }
-    t.limit = static_cast<int>(n);
-  }
-  t.shared = raw.shared;
+  check_key(p.args.key);
+  t.key = p.args.key;
+  fill(p, t);
+  if (get(p, "no-wait").flag) t.wait = Millis(0);
   if (t.shared && t.limit > 1) usage("--shared and --limit exclude each other: a lock is shared, or a semaphore");
-  if (raw.exclusive && t.limit > 1) usage("--exclusive and --limit exclude each other: a semaphore has N holders");
-  t.min_hold = duration_of(p, "min-hold", raw.min_hold, Millis(0), true);
-  t.supersede = raw.supersede;
-  t.preempt = raw.preempt;
+  if (get(p, "exclusive").flag && t.limit > 1) {
+    usage("--exclusive and --limit exclude each other: a semaphore has N holders");
+  }
   if (t.supersede && t.wait && t.wait->count() == 0) {
     usage("--supersede replaces older waiting requests, and with -n (or -w 0) this one never waits: leave one out");
   }
@@ -199,44 +197,45 @@ std::string join_command(const std::vector<std::string>& argv) {
   return out;
 }
 
-commands::TokenSource token_source(Parsed& p, const Raw& raw) {
+commands::TokenSource token_source(Parsed& p) {
   commands::TokenSource t;
-  if (raw.token_file_given && raw.token_file.empty()) {
+  const Setting& file = get(p, "token-file");
+  if (file.source != Source::unset && file.text.empty()) {
     usage(
         "--token-file is empty (an unset variable?): give the file rlock acquire wrote the token to, or leave "
         "the option out to read $RLOCK_TOKEN");
   }
-  t.file = raw.token_file;
+  t.file = file.text;
   if (Setting& s = get(p, "token-env"); s.source != Source::unset) {
     // An empty RLOCK_TOKEN_ENV is refused too (layer_settings keeps it): it is an unset variable's mistake.
-    if (raw.token_env.empty()) bad_setting(s, "empty: give the name of the variable that holds the token");
-    bool name = raw.token_env.front() < '0' || raw.token_env.front() > '9';
-    for (char c : raw.token_env) {
+    if (s.text.empty()) bad_setting(s, "empty: give the name of the variable that holds the token");
+    bool name = s.text.front() < '0' || s.text.front() > '9';
+    for (char c : s.text) {
       name = name && ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_');
     }
     if (!name) {
       bad_setting(s, fmt::format("'{}' is not a variable name (letters, digits and _; e.g. RLOCK_TOKEN)",
-                                 util::printable(raw.token_env)));
+                                 util::printable(s.text)));
     }
-    t.env = raw.token_env;
+    t.env = s.text;
   }
   return t;
 }
 
 }  // namespace
 
-commands::ConnectOptions connect_options(Parsed& p, const Raw& raw) {
+commands::ConnectOptions connect_options(Parsed& p) {
   commands::ConnectOptions c;
   Setting& url = get(p, "url");
   std::vector<std::string> texts;
   if (url.source == Source::unset) {
     texts = {"redis://127.0.0.1:6379"};
   } else if (url.source == Source::argv) {
-    for (const std::string& u : raw.urls) {
+    for (const std::string& u : url.list) {
       for (const std::string& piece : split_urls(u)) texts.push_back(piece);
     }
   } else {
-    texts = split_urls(raw.url);
+    texts = split_urls(url.text);
   }
   if (texts.empty()) bad_setting(url, "no URL");
   if (texts.size() > 15) bad_setting(url, "more than 15 masters");
@@ -255,15 +254,15 @@ commands::ConnectOptions connect_options(Parsed& p, const Raw& raw) {
       throw Error(e.exit_code(), fmt::format("{}: {}{}", origin(url), e.what(), which));
     }
     if (parsed.endpoint.password.empty()) {
-      parsed.endpoint.password = password_from_elsewhere(p, raw);
+      parsed.endpoint.password = password_from_elsewhere(p);
     } else if (url.source == Source::argv) {
       log::warning(
           "a password in a --url on the command line is visible to every user in ps; use "
           "--password-file, REDISCLI_AUTH or RLOCK_PASSWORD");
     }
     if (parsed.kind == redis::Url::Kind::sentinel) {
-      parsed.sentinel_user = setting_text(p, "sentinel-user", raw.sentinel_user);
-      parsed.sentinel_password = sentinel_password(p, raw);
+      parsed.sentinel_user = get(p, "sentinel-user").text;
+      parsed.sentinel_password = sentinel_password(p);
       if (!parsed.sentinel_user.empty() && parsed.sentinel_password.empty()) {
         log::warning(
             "--sentinel-user is used only with a sentinel password (--sentinel-password-file or "
@@ -280,28 +279,19 @@ commands::ConnectOptions connect_options(Parsed& p, const Raw& raw) {
   if (c.urls.size() == 2) {
     log::warning("two masters make a majority only when both answer: a Redlock quorum is safer with 3 or 5");
   }
-  if (get(p, "node-timeout").source != Source::unset) {
-    c.node_timeout = duration_of(p, "node-timeout", raw.node_timeout, Millis(0), false);
-  }
-  if (Setting* s = find_setting(p, "log-length"); s && s->source != Source::unset) {
-    long long n = 0;
-    if (!util::parse_int(raw.log_length, 0, 100'000, n)) {
-      bad_setting(*s, fmt::format("'{}' is not a number of events in 0-100000", util::printable(raw.log_length)));
+  fill(p, c);
+  c.timeouts.connect = duration_of(p, "connect-timeout", c.timeouts.connect, false);
+  c.timeouts.command = duration_of(p, "io-timeout", c.timeouts.command, false);
+  if (Setting& s = get(p, "prefix"); s.source != Source::unset) {
+    if (s.text.find_first_of("{}") != std::string::npos) {
+      bad_setting(s, "must not contain { or } (rlock adds the Cluster hash tag itself)");
     }
-    c.log_length = static_cast<int>(n);
+    c.prefix = s.text;
   }
-  c.timeouts.connect = duration_of(p, "connect-timeout", raw.connect_timeout, c.timeouts.connect, false);
-  c.timeouts.command = duration_of(p, "io-timeout", raw.io_timeout, c.timeouts.command, false);
-  if (Setting* s = find_setting(p, "prefix"); s && s->source != Source::unset) {
-    if (raw.prefix.find_first_of("{}") != std::string::npos) {
-      bad_setting(*s, "must not contain { or } (rlock adds the Cluster hash tag itself)");
-    }
-    c.prefix = raw.prefix;
-  }
-  c.tls.cacert = setting_text(p, "cacert", raw.cacert);
-  c.tls.cert = setting_text(p, "cert", raw.cert);
-  c.tls.key = setting_text(p, "key", raw.tls_key);
-  c.tls.insecure = raw.insecure;
+  c.tls.cacert = get(p, "cacert").text;
+  c.tls.cert = get(p, "cert").text;
+  c.tls.key = get(p, "key").text;
+  c.tls.insecure = get(p, "insecure").flag;
   for (auto [path, option] : {std::pair{&c.tls.cacert, "cacert"}, {&c.tls.cert, "cert"}, {&c.tls.key, "key"}}) {
     if (path->empty()) continue;
     struct stat st {};
@@ -323,41 +313,40 @@ commands::ConnectOptions connect_options(Parsed& p, const Raw& raw) {
   return c;
 }
 
-commands::RunOptions run_options(Parsed& p, const Raw& raw) {
+commands::RunOptions run_options(Parsed& p) {
   commands::RunOptions r;
-  r.take = take_options(p, raw);
-  r.connect = connect_options(p, raw);
-  if (raw.command_given && !raw.child.empty()) usage("give the command either after -- or with -c, not both");
-  if (raw.command_given) {
-    if (raw.command.empty()) usage("-c needs a shell command: rlock run KEY -c 'COMMAND'");
+  r.take = take_options(p);
+  r.connect = connect_options(p);
+  fill(p, r);
+  const std::vector<std::string>& child = p.args.child;
+  const Setting& command = get(p, "command");
+  const bool command_given = command.source != Source::unset;
+  if (command_given && !child.empty()) usage("give the command either after -- or with -c, not both");
+  if (command_given) {
+    if (command.text.empty()) usage("-c needs a shell command: rlock run KEY -c 'COMMAND'");
     // "--": a command that starts with '-' is the command, not an option of sh.
-    r.argv = {"/bin/sh", "-c", "--", raw.command};
-    r.display_command = raw.command;
+    r.argv = {"/bin/sh", "-c", "--", command.text};
+    r.display_command = command.text;
   } else {
-    if (raw.child.empty()) usage("missing command: rlock run KEY -- COMMAND [ARG...] or rlock run KEY -c 'COMMAND'");
-    r.argv = raw.child;
-    r.display_command = join_command(raw.child);
+    if (child.empty()) usage("missing command: rlock run KEY -- COMMAND [ARG...] or rlock run KEY -c 'COMMAND'");
+    r.argv = child;
+    r.display_command = join_command(child);
   }
   if (Setting& s = get(p, "signal"); s.source != Source::unset) {
-    auto sig = proc::parse_signal(raw.signal);
-    if (!sig) bad_setting(s, fmt::format("'{}' is not a signal name or number", raw.signal));
+    auto sig = proc::parse_signal(s.text);
+    if (!sig) bad_setting(s, fmt::format("'{}' is not a signal name or number", s.text));
     r.stop_signal = *sig;
   }
-  r.lost_exit_code = exit_code_setting(p, "lost-exit-code", raw.lost_exit_code, r.lost_exit_code);
-  if (get(p, "max-hold").source != Source::unset) {
-    r.max_hold = duration_of(p, "max-hold", raw.max_hold, Millis(0), false);
-  }
   if (Setting& s = get(p, "leftovers"); s.source != Source::unset) {
-    std::string value = raw.leftovers;
+    std::string value = s.text;
     for (char& c : value) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     if (value == "wait")
       r.leftovers = commands::Leftovers::wait;
     else if (value == "kill")
       r.leftovers = commands::Leftovers::kill;
     else
-      bad_setting(s, fmt::format("'{}' is neither wait nor kill", util::printable(raw.leftovers)));
+      bad_setting(s, fmt::format("'{}' is neither wait nor kill", util::printable(s.text)));
   }
-  r.preemptible = raw.preemptible;
   if (r.preemptible && (r.take.shared || r.take.limit > 1)) {
     usage("--preemptible is for an exclusive hold: it does not go with --shared or --limit");
   }
@@ -368,7 +357,7 @@ commands::RunOptions run_options(Parsed& p, const Raw& raw) {
   if (kill.source == Source::unset) {
     r.kill_after = std::min(r.kill_after, limit);
   } else {
-    r.kill_after = duration_of(p, "kill-after", raw.kill_after, r.kill_after, true);
+    r.kill_after = duration_of(p, "kill-after", r.kill_after, true);
     if (r.kill_after > limit) {
       bad_setting(kill, fmt::format("{} is too long for a TTL of {}: the child could outlive the lock; use at most "
                                     "{} or a longer --ttl",
@@ -379,100 +368,86 @@ commands::RunOptions run_options(Parsed& p, const Raw& raw) {
   return r;
 }
 
-commands::AcquireOptions acquire_options(Parsed& p, const Raw& raw, bool stdout_closed) {
+commands::AcquireOptions acquire_options(Parsed& p, bool stdout_closed) {
   commands::AcquireOptions o;
-  if (raw.token_file_given && raw.token_file.empty()) {
+  const Setting& token_file = get(p, "token-file");
+  if (token_file.source != Source::unset && token_file.text.empty()) {
     usage(
         "--token-file is empty (an unset variable?): give the file to write the token to, or leave the option "
         "out to print the token");
   }
-  if (!raw.token_file.empty() && raw.json) usage("--token-file and --json exclude each other");
-  o.take = take_options(p, raw);
-  o.connect = connect_options(p, raw);
+  fill(p, o);
+  if (!o.token_file.empty() && o.json) usage("--token-file and --json exclude each other");
+  o.take = take_options(p);
+  o.connect = connect_options(p);
   check_quorum(o.connect, o.take, false);
-  o.token_file = raw.token_file;
-  o.json = raw.json;
   o.stdout_closed = stdout_closed;
-  o.keepalive = raw.keepalive;
-  bool keeper_options = !raw.pid.empty() || get(p, "signal").source == Source::argv ||
+  const std::string& pid_text = get(p, "pid").text;
+  bool keeper_options = !pid_text.empty() || get(p, "signal").source == Source::argv ||
                         get(p, "max-hold").source == Source::argv || get(p, "keeper-log").source == Source::argv;
   if (keeper_options && !o.keepalive) usage("--pid, --signal, --max-hold and --keeper-log go with --keepalive");
-  if (!raw.pid.empty()) {
+  if (!pid_text.empty()) {
     long long pid = 0;
-    if (!util::parse_int(raw.pid, 2, INT32_MAX, pid)) {
-      usage(fmt::format("--pid: '{}' is not a process id", util::printable(raw.pid)));
+    if (!util::parse_int(pid_text, 2, INT32_MAX, pid)) {
+      usage(fmt::format("--pid: '{}' is not a process id", util::printable(pid_text)));
     }
     o.watch_pid = static_cast<pid_t>(pid);
   }
   if (o.keepalive) {
     if (Setting& sig = get(p, "signal"); sig.source != Source::unset) {
-      auto n = proc::parse_signal(raw.signal);
-      if (!n) bad_setting(sig, fmt::format("'{}' is not a signal name or number", util::printable(raw.signal)));
+      auto n = proc::parse_signal(sig.text);
+      if (!n) bad_setting(sig, fmt::format("'{}' is not a signal name or number", util::printable(sig.text)));
       o.signal = *n;
     }
-    if (get(p, "max-hold").source != Source::unset)
-      o.max_hold = duration_of(p, "max-hold", raw.max_hold, Millis(0), false);
-    o.keeper_log = setting_text(p, "keeper-log", raw.keeper_log);
+    if (given(p, "max-hold")) o.max_hold = duration_of(p, "max-hold", Millis(0), false);
+    o.keeper_log = get(p, "keeper-log").text;
   }
   return o;
 }
 
-commands::ReleaseOptions release_options(Parsed& p, const Raw& raw) {
+commands::ReleaseOptions release_options(Parsed& p) {
   commands::ReleaseOptions o;
-  check_key(raw.key);
-  o.token = token_source(p, raw);
-  o.connect = connect_options(p, raw);
-  o.key = raw.key;
-  o.force = raw.force;
+  check_key(p.args.key);
+  o.token = token_source(p);
+  o.connect = connect_options(p);
+  o.key = p.args.key;
+  fill(p, o);
   return o;
 }
 
-commands::ExtendOptions extend_options(Parsed& p, const Raw& raw) {
+commands::ExtendOptions extend_options(Parsed& p) {
   commands::ExtendOptions o;
-  check_key(raw.key);
-  o.token = token_source(p, raw);
-  o.connect = connect_options(p, raw);
-  o.key = raw.key;
-  if (get(p, "ttl").source != Source::unset) {
-    o.ttl = duration_of(p, "ttl", raw.ttl, util::Millis(0), false);
-    if (*o.ttl < lock::validity::k_min_ttl) {
-      bad_setting(get(p, "ttl"), fmt::format("must be at least {}", util::format_duration(lock::validity::k_min_ttl)));
-    }
-  }
+  check_key(p.args.key);
+  o.token = token_source(p);
+  o.connect = connect_options(p);
+  o.key = p.args.key;
+  fill(p, o);
   return o;
 }
 
-commands::StatusOptions status_options(Parsed& p, const Raw& raw) {
+commands::StatusOptions status_options(Parsed& p) {
   commands::StatusOptions o;
-  for (const std::string& k : raw.keys) check_key(k);
-  o.connect = connect_options(p, raw);
-  o.keys = raw.keys;
-  o.json = raw.json;
+  for (const std::string& k : p.args.keys) check_key(k);
+  o.connect = connect_options(p);
+  o.keys = p.args.keys;
+  fill(p, o);
   return o;
 }
 
-commands::LogOptions log_options(Parsed& p, const Raw& raw) {
+commands::LogOptions log_options(Parsed& p) {
   commands::LogOptions o;
-  for (const std::string& k : raw.keys) check_key(k);
-  if (!raw.lines.empty()) {
-    long long n = 0;
-    if (!util::parse_int(raw.lines, 1, 100'000, n)) {
-      usage(fmt::format("-n: '{}' is not a number of events in 1-100000", util::printable(raw.lines)));
-    }
-    o.count = static_cast<size_t>(n);
-  }
-  o.connect = connect_options(p, raw);
-  o.keys = raw.keys;
-  o.json = raw.json;
-  o.follow = raw.follow;
+  for (const std::string& k : p.args.keys) check_key(k);
+  fill(p, o);
+  o.connect = connect_options(p);
+  o.keys = p.args.keys;
   return o;
 }
 
-commands::ListOptions list_options(Parsed& p, const Raw& raw) {
+commands::ListOptions list_options(Parsed& p) {
   commands::ListOptions o;
-  o.connect = connect_options(p, raw);
-  o.pattern = raw.pattern.empty() ? "*" : raw.pattern;
-  o.json = raw.json;
+  o.connect = connect_options(p);
+  o.pattern = p.args.pattern.empty() ? "*" : p.args.pattern;
+  fill(p, o);
   return o;
 }
 

@@ -31,10 +31,10 @@ bool parse_bool(const Setting& s, const std::string& text) {
 
 void assign(Setting& s, const std::string& value, Source source) {
   s.source = source;
-  if (s.flag) {
-    *s.flag = parse_bool(s, value);
+  if (s.spec->kind == commands::Kind::flag) {
+    s.flag = parse_bool(s, value);
   } else {
-    *s.text = value;
+    s.text = value;
   }
 }
 
@@ -51,7 +51,12 @@ Setting* find_setting(Parsed& p, const std::string& name) {
 
 Setting& get(Parsed& p, const std::string& name) {
   if (Setting* s = find_setting(p, name)) return *s;
-  throw Error(exit_code::k_internal, fmt::format("no setting {}", name));
+  throw Error(exit_code::k_internal, fmt::format("no option --{}", name));
+}
+
+bool given(Parsed& p, const std::string& name) {
+  const Setting* s = find_setting(p, name);
+  return s && s->source != Source::unset;
 }
 
 std::string origin(const Setting& s) {
@@ -67,8 +72,8 @@ void bad_setting(const Setting& s, const std::string& why) {
               fmt::format("{}: {}", origin(s), why));
 }
 
-std::pair<std::string, bool> config_path(const Raw& raw) {
-  if (!raw.config.empty()) return {raw.config, true};
+std::pair<std::string, bool> config_path(Parsed& p) {
+  if (const Setting* config = find_setting(p, "config"); config && !config->text.empty()) return {config->text, true};
   if (const char* env = std::getenv("RLOCK_CONFIG"); env && *env) return {env, true};
   const char* xdg = std::getenv("XDG_CONFIG_HOME");
   const char* home = std::getenv("HOME");
@@ -83,9 +88,9 @@ std::pair<std::string, bool> config_path(const Raw& raw) {
 
 void layer_settings(Parsed& p, const std::string& config_path, bool config_required) {
   for (Setting& s : p.settings) {
-    if (s.source != Source::unset) continue;
+    if (s.source != Source::unset || !*s.spec->config) continue;
     // The table's variable, then another one: REDIS_URL, which many Redis clients read, after RLOCK_URL.
-    for (const char* variable : {s.env, s.env_also}) {
+    for (const char* variable : {s.spec->env, s.spec->env_also}) {
       if (!*variable) continue;
       const char* value = std::getenv(variable);
       // An empty variable counts as unset, but for RLOCK_TOKEN_ENV: an empty name is refused.
@@ -117,7 +122,7 @@ void layer_settings(Parsed& p, const std::string& config_path, bool config_requi
       throw Error(exit_code::k_config, fmt::format("{}: unknown setting '{}'", shown, util::printable(name)));
     }
     Setting* s = find_setting(p, name);
-    if (s && s->source == Source::unset) assign(*s, value, Source::config);
+    if (s && *s->spec->config && s->source == Source::unset) assign(*s, value, Source::config);
   }
 }
 

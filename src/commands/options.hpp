@@ -1,6 +1,8 @@
 #pragma once
 
+#include "commands/option_table.hpp"
 #include "lock/backend.hpp"
+#include "lock/validity.hpp"
 #include "util/duration.hpp"
 
 #include <sys/types.h>
@@ -9,6 +11,10 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+// Each command's options, as the commands get them: checked, converted, defaults applied. The
+// option table at the end says which option fills which field; cli/convert.cpp fills those, and
+// the ones that need more than a field (the URLs, the token, -c...) by hand.
 
 namespace rlock::commands {
 
@@ -103,5 +109,162 @@ struct LogOptions {
   bool json = false;
   bool follow = false;  // --follow: stream new events until interrupted
 };
+
+// The option table: every option of every command, one row each, in the order and words of
+// `--help` (and of the man page's OPTIONS). A command's rows come first, in the order of its
+// --help, then the global ones (every command registers them after its own). Rows that several
+// commands share come before those of one. Adding an option: a field above, a row here, its use,
+// and its entry in man/rlock.1.scd; the help, the environment, the config file, the completions
+// and the docs test follow from the row.
+inline constexpr auto k_options = [] {
+  using enum Kind;  // flag, value: here only
+  // clang-format off
+  return std::to_array<OptionSpec>({
+      // names                        on           kind   type   config                    env
+      //   help ({} stands for the default), default[, field, check, env_also, excludes, repeated, hidden, builtin]
+      // How to take the lock: run and acquire.
+      {"-t,--ttl",                    on::take,    value, "D",   "ttl",                    "RLOCK_TTL",
+       "lease length (default {})", "30s", field<&TakeOptions::ttl>(), {.min = lock::validity::k_min_ttl.count()}},
+      {"-w,--wait,--timeout",         on::take,    value, "D",   "wait",                   "RLOCK_WAIT",
+       "wait at most D, in FIFO order (default: {})", "forever", field<&TakeOptions::wait>(), {.zero_ok = true}},
+      {"-n,--no-wait,--nb,--nonblock", on::take,   flag,  "",    "",                       "",
+       "fail at once if the lock is held (same as -w 0)", "", {}, {}, "", "--wait"},
+      {"-E,--conflict-exit-code",     on::take,    value, "N",   "conflict-exit-code",     "RLOCK_CONFLICT_EXIT_CODE",
+       "exit code when the lock is busy (default {})", "75", field<&TakeOptions::conflict_exit_code>(),
+       {.min = 0, .max = 255, .words = "an exit code"}},
+      {"-s,--shared",                 on::take,    flag,  "",    "",                       "",
+       "a shared hold: many shared holders, or one exclusive", "", field<&TakeOptions::shared>()},
+      {"-x,--exclusive",              on::take,    flag,  "",    "",                       "",
+       "an exclusive hold (the default)", "", {}, {}, "", "--shared"},
+      {"--limit",                     on::take,    value, "N",   "limit",                  "RLOCK_LIMIT",
+       "a semaphore: up to N holders at once; all must agree on N", "", field<&TakeOptions::limit>(),
+       {.min = 1, .max = 1'000'000, .words = "a number of holders"}},
+      {"--wait-replicas",             on::take,    value, "N",   "wait-replicas",          "RLOCK_WAIT_REPLICAS",
+       "after acquiring, wait for N replicas to acknowledge (best effort)", "", field<&TakeOptions::wait_replicas>(),
+       {.min = 0, .max = 1000, .words = "a number of replicas"}},
+      {"--wait-timeout",              on::take,    value, "D",   "wait-timeout",           "RLOCK_WAIT_TIMEOUT",
+       "how long --wait-replicas waits (default {})", "1s", field<&TakeOptions::wait_timeout>()},
+      {"--strict",                    on::take,    flag,  "",    "strict",                 "RLOCK_STRICT",
+       "refuse a server whose maxmemory-policy can evict locks (default: {})", "warn", field<&TakeOptions::strict>()},
+      {"--min-hold",                  on::take,    value, "D",   "min-hold",               "RLOCK_MIN_HOLD",
+       "keep the lock until D after it was taken, even if the command ends sooner (once per cron tick)", "",
+       field<&TakeOptions::min_hold>(), {.zero_ok = true}},
+      {"--supersede",                 on::take,    flag,  "",    "supersede",              "RLOCK_SUPERSEDE",
+       "newest wins: replace the older waiters that also gave --supersede (they exit 75)", "",
+       field<&TakeOptions::supersede>()},
+      {"--preempt",                   on::take,    flag,  "",    "preempt",                "RLOCK_PREEMPT",
+       "stop a --preemptible holder and be served next; other holders are waited for", "",
+       field<&TakeOptions::preempt>()},
+      // flock's -o and -F have no meaning for a lease: accepted only to be refused with a reason.
+      {"-o,--close",                  on::take,    flag,  "",    "",                       "",
+       "", "", {}, {}, "", "", false, true},
+      {"-F,--no-fork",                on::take,    flag,  "",    "",                       "",
+       "", "", {}, {}, "", "", false, true},
+      // run.
+      {"-c,--command",                on::run,     value, "S",   "",                       "",
+       "run S with /bin/sh -c instead of COMMAND", ""},
+      {"--signal",                    on::run,     value, "SIG", "signal",                 "RLOCK_SIGNAL",
+       "signal sent to the child when the lock is lost (default {})", "TERM"},
+      {"--kill-after",                on::run,     value, "D",   "kill-after",             "RLOCK_KILL_AFTER",
+       "then SIGKILL after D (default {})", "5s"},
+      {"--lost-exit-code",            on::run,     value, "N",   "lost-exit-code",         "RLOCK_LOST_EXIT_CODE",
+       "exit code when the lock was lost (default {})", "76", field<&RunOptions::lost_exit_code>(),
+       {.min = 0, .max = 255, .words = "an exit code"}},
+      {"--max-hold",                  on::run,     value, "D",   "max-hold",               "RLOCK_MAX_HOLD",
+       "stop the child as if lost after D", "", field<&RunOptions::max_hold>()},
+      {"--preemptible",               on::run,     flag,  "",    "preemptible",            "RLOCK_PREEMPTIBLE",
+       "a --preempt request may stop the command (--signal, then SIGKILL); rlock then exits 75", "",
+       field<&RunOptions::preemptible>()},
+      {"--leftovers",                 on::run,     value, "WHAT","leftovers",              "RLOCK_LEFTOVERS",
+       "processes the command leaves running when it exits: wait (keep the lock until they end) or kill (end them); "
+       "default {}", "wait"},
+      // acquire.
+      {"--token-file",                on::acquire, value, "F",   "",                       "",
+       "write the token to F (mode 0600) instead of stdout", "", field<&AcquireOptions::token_file>()},
+      {"--json",                      on::acquire, flag,  "",    "",                       "",
+       "print key, token, fence and TTL as JSON", "", field<&AcquireOptions::json>()},
+      {"--keepalive",                 on::acquire, flag,  "",    "",                       "",
+       "a keeper renews the lock while the calling process (or --pid) lives, and releases it then", "",
+       field<&AcquireOptions::keepalive>()},
+      {"--pid",                       on::acquire, value, "PID", "",                       "",
+       "with --keepalive: the process whose life the hold follows", ""},
+      {"--signal",                    on::acquire, value, "SIG", "signal",                 "RLOCK_SIGNAL",
+       "with --keepalive: signal sent to that process if the lock is lost (default: {})", "none"},
+      {"--max-hold",                  on::acquire, value, "D",   "max-hold",               "RLOCK_MAX_HOLD",
+       "with --keepalive: give the lock up after D", ""},
+      {"--keeper-log",                on::acquire, value, "F",   "keeper-log",             "RLOCK_KEEPER_LOG",
+       "with --keepalive: the keeper logs to file F, or to syslog with syslog: (default: {})", "no log"},
+      // release, extend.
+      {"-t,--ttl",                    on::extend,  value, "D",   "ttl",                    "RLOCK_TTL",
+       "new TTL (default: {})", "the TTL the lock was taken with", field<&ExtendOptions::ttl>(),
+       {.min = lock::validity::k_min_ttl.count()}},
+      {"--token-file",                on::release | on::extend, value, "F", "",            "",
+       "read the token from F", ""},
+      {"--token-env",                 on::release | on::extend, value, "NAME", "token-env", "RLOCK_TOKEN_ENV",
+       "read the token from variable NAME (default {})", "RLOCK_TOKEN"},
+      {"--force",                     on::release, flag,  "",    "",                       "",
+       "remove the lock without its token and print who held it", "", field<&ReleaseOptions::force>()},
+      // status, list, log.
+      {"--json",                      on::status,  flag,  "",    "",                       "",
+       "print JSON (an object for one KEY, else an array)", "", field<&StatusOptions::json>()},
+      {"--json",                      on::list,    flag,  "",    "",                       "",
+       "print a JSON array", "", field<&ListOptions::json>()},
+      {"-n,--lines",                  on::log,     value, "N",   "",                       "",
+       "the last N events (default: {})", "all that are kept", field<&LogOptions::count>(),
+       {.min = 1, .max = 100'000, .words = "a number of events"}},
+      {"--json",                      on::log,     flag,  "",    "",                       "",
+       "print one JSON object a line", "", field<&LogOptions::json>()},
+      {"-f,--follow",                 on::log,     flag,  "",    "",                       "",
+       "print new events as they come, until interrupted", "", field<&LogOptions::follow>()},
+      // Every command, before or after its name. -h and -V are CLI11's own.
+      {"-h,--help",                   on::global,  flag,  "",    "",                       "",
+       "Print this help message and exit", "", {}, {}, "", "", false, false, Builtin::help},
+      {"-V,--version",                on::global,  flag,  "",    "",                       "",
+       "Display program version information and exit", "", {}, {}, "", "", false, false, Builtin::version},
+      // Repeatable: several URLs of independent masters make a Redlock quorum. The environment and
+      // the config file give them as one text, space (or comma) separated.
+      {"-u,--url",                    on::global,  value, "URL", "url",                    "RLOCK_URL",
+       "redis://[user[:pass]@]host[:port][/db], rediss://... (TLS), unix:///path.sock[?db=N] or "
+       "redis+sentinel://host:port[,host:port]/MASTER[/db] (default {}); several -u: a Redlock quorum of independent "
+       "masters", "redis://127.0.0.1:6379", {}, {}, "REDIS_URL", "", true},
+      {"--node-timeout",              on::global,  value, "D",   "node-timeout",           "RLOCK_NODE_TIMEOUT",
+       "with several URLs: each master's timeout (default {})", "2% of the TTL, at least 50ms",
+       field<&lock::Servers::node_timeout>()},
+      {"--connect-timeout",           on::global,  value, "D",   "connect-timeout",        "RLOCK_CONNECT_TIMEOUT",
+       "connect timeout, name lookup included (default {})", "1s"},
+      {"--io-timeout",                on::global,  value, "D",   "io-timeout",             "RLOCK_IO_TIMEOUT",
+       "each Redis command's timeout (default {})", "2s"},
+      {"--prefix",                    on::global,  value, "P",   "prefix",                 "RLOCK_PREFIX",
+       "key namespace (default {})", "rlock:"},
+      {"--password-file",             on::global,  value, "F",   "password-file",          "RLOCK_PASSWORD_FILE",
+       "read the password from F (first line)", ""},
+      {"--cacert",                    on::global,  value, "F",   "cacert",                 "RLOCK_CACERT",
+       "CA certificates for rediss:// (default: {})", "the system's"},
+      {"--cert",                      on::global,  value, "F",   "cert",                   "RLOCK_CERT",
+       "client certificate for rediss://", ""},
+      // RLOCK_KEY is what run tells its child the lock's name is: the TLS key file needs another name.
+      {"--key",                       on::global,  value, "F",   "key",                    "RLOCK_TLS_KEY",
+       "client certificate's key for rediss:// (env RLOCK_TLS_KEY)", ""},
+      {"--insecure",                  on::global,  flag,  "",    "insecure",               "RLOCK_INSECURE",
+       "do not verify the server's certificate", ""},
+      {"--sentinel-user",             on::global,  value, "NAME", "sentinel-user",         "RLOCK_SENTINEL_USER",
+       "ACL user for the sentinels of a redis+sentinel:// URL", ""},
+      {"--sentinel-password-file",    on::global,  value, "F",   "sentinel-password-file", "RLOCK_SENTINEL_PASSWORD_FILE",
+       "read the sentinels' password from F (env RLOCK_SENTINEL_PASSWORD)", ""},
+      // Not a setting: config_path (cli/settings.cpp) reads RLOCK_CONFIG before the file is read.
+      {"--config",                    on::global,  value, "F",   "",                       "RLOCK_CONFIG",
+       "TOML config file (default {})", "$XDG_CONFIG_HOME/rlock/config.toml"},
+      {"-q,--quiet",                  on::global,  flag,  "",    "quiet",                  "RLOCK_QUIET",
+       "print nothing but errors", ""},
+      {"-v,--verbose",                on::global,  flag,  "",    "verbose",                "RLOCK_VERBOSE",
+       "print a timestamped timeline on stderr", ""},
+      {"--syslog",                    on::global,  flag,  "",    "syslog",                 "RLOCK_SYSLOG",
+       "also log to syslog: acquired, busy, lost, released, with key, holder and durations", ""},
+      {"--log-length",                on::global,  value, "N",   "log-length",             "RLOCK_LOG_LENGTH",
+       "events of history kept per lock in Redis, for rlock log (default {}; 0: none)", "1000",
+       field<&lock::Servers::log_length>(), {.min = 0, .max = 100'000, .words = "a number of events"}},
+  });
+  // clang-format on
+}();
 
 }  // namespace rlock::commands

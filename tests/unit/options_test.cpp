@@ -1,4 +1,4 @@
-// The option table (cli/options.cpp) and the command line parsed through it (cli/parse.hpp).
+// The option table (commands/options.hpp) and the command line parsed through it (cli/parse.hpp).
 #include "cli/config_file.hpp"
 #include "cli/options.hpp"
 #include "cli/parse.hpp"
@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -16,13 +17,16 @@
 #include <unistd.h>
 #include <vector>
 
-using rlock::cli::Builtin;
-using rlock::cli::Commands;
-using rlock::cli::k_commands;
-using rlock::cli::k_options;
-using rlock::cli::Kind;
-using rlock::cli::OptionSpec;
-namespace on = rlock::cli::on;
+using rlock::commands::Builtin;
+using rlock::commands::Commands;
+using rlock::commands::k_commands;
+using rlock::commands::k_options;
+using rlock::commands::Kind;
+using rlock::commands::OptionSpec;
+using rlock::commands::owner_of;
+using rlock::commands::Type;
+namespace on = rlock::commands::on;
+namespace commands = rlock::commands;
 
 namespace {
 
@@ -66,14 +70,36 @@ TEST(OptionTable, EveryRowHasHelpAndATarget) {
     EXPECT_EQ(rlock::cli::help_text(o).find("{}"), std::string::npos) << o.names;
     EXPECT_EQ(std::string(o.help).find("{}") != std::string::npos, *o.fallback != '\0') << o.names;
     if (o.builtin != Builtin::none) continue;
-    if (o.kind == Kind::flag) {
-      EXPECT_NE(o.target.flag, nullptr) << o.names;
-      EXPECT_STREQ(o.type, "") << o.names;
-    } else {
-      EXPECT_TRUE(o.target.text || o.target.list) << o.names;
-      EXPECT_STRNE(o.type, "") << o.names;
+    EXPECT_EQ(*o.type == '\0', o.kind == Kind::flag) << o.names;
+    if (o.to.set) {
+      EXPECT_EQ(o.to.type == Type::flag, o.kind == Kind::flag) << o.names;
+      EXPECT_FALSE(o.repeated) << o.names << ": a list fills no field";
+    }
+    if (o.to.set && o.to.type == Type::number) {
+      EXPECT_LT(o.check.min, o.check.max) << o.names;
+      EXPECT_STRNE(o.check.words, "") << o.names;
     }
   }
+}
+
+// A row's field is in the options struct of the commands it belongs to: a row whose field no
+// command fills would be accepted and ignored.
+TEST(OptionTable, FieldsAreInTheirCommandsOptions) {
+  const std::vector<std::pair<const void*, Commands>> owners = {
+      {owner_of<commands::TakeOptions>(), on::take},       {owner_of<commands::RunOptions>(), on::run},
+      {owner_of<commands::AcquireOptions>(), on::acquire}, {owner_of<commands::ReleaseOptions>(), on::release},
+      {owner_of<commands::ExtendOptions>(), on::extend},   {owner_of<commands::StatusOptions>(), on::status},
+      {owner_of<commands::ListOptions>(), on::list},       {owner_of<commands::LogOptions>(), on::log},
+      {owner_of<commands::ConnectOptions>(), on::global}};
+  int fields = 0;
+  for (const OptionSpec& o : k_options) {
+    if (!o.to.set) continue;
+    ++fields;
+    auto owner = std::find_if(owners.begin(), owners.end(), [&](const auto& e) { return e.first == o.to.owner; });
+    ASSERT_NE(owner, owners.end()) << o.names << ": a field of a struct no command fills";
+    EXPECT_EQ(owner->second, o.commands) << o.names;
+  }
+  EXPECT_GE(fields, 20);
 }
 
 TEST(OptionTable, NamesAreUniquePerCommand) {
@@ -152,13 +178,16 @@ protected:
     ::close(fd);
     m_config = path;
     ::setenv("RLOCK_CONFIG", m_config.c_str(), 1);
-    for (const char* v : {"RLOCK_TTL", "RLOCK_URL", "REDIS_URL", "RLOCK_WAIT"}) ::unsetenv(v);
+    for (const char* v : k_variables) ::unsetenv(v);
   }
   void TearDown() override {
     ::unsetenv("RLOCK_CONFIG");
-    ::unsetenv("RLOCK_TTL");
+    for (const char* v : k_variables) ::unsetenv(v);
     std::remove(m_config.c_str());
   }
+  static constexpr const char* k_variables[] = {"RLOCK_TTL",      "RLOCK_URL",         "REDIS_URL",
+                                                "RLOCK_WAIT",     "RLOCK_SUPERSEDE",   "RLOCK_LOG_LENGTH",
+                                                "RLOCK_MAX_HOLD", "RLOCK_NODE_TIMEOUT"};
 
   static rlock::cli::CommandOptions parse(std::vector<std::string> args) {
     args.insert(args.begin(), "rlock");
@@ -247,4 +276,60 @@ TEST_F(ParseCommandLine, DumpOptionsRunsNothing) {
   EXPECT_FALSE(options.has_value());
   EXPECT_NE(out.find("run\t-t,--ttl\tvalue\tD\tRLOCK_TTL\tttl\tlease length (default 30s)\n"), std::string::npos);
   EXPECT_NE(out.find("global\t-u,--url\tvalue\tURL\tRLOCK_URL,REDIS_URL\turl\t"), std::string::npos);
+}
+
+// The rows with a field fill it, converted by the field's type, from the line, the environment
+// or the config file; what is not given keeps the struct's default.
+TEST_F(ParseCommandLine, FieldsAreFilledByTheirType) {
+  auto options = parse({"run", "k", "--lost-exit-code", "3", "--max-hold", "2m", "--preemptible", "--min-hold", "1s",
+                        "-E", "9", "-w", "0", "true"});
+  const auto& run = std::get<commands::RunOptions>(options);
+  EXPECT_EQ(run.lost_exit_code, 3);
+  ASSERT_TRUE(run.max_hold.has_value());
+  EXPECT_EQ(run.max_hold->count(), 120'000);
+  EXPECT_TRUE(run.preemptible);
+  EXPECT_EQ(run.take.min_hold.count(), 1000);
+  EXPECT_EQ(run.take.conflict_exit_code, 9);
+  ASSERT_TRUE(run.take.wait.has_value());
+  EXPECT_EQ(run.take.wait->count(), 0);
+  EXPECT_FALSE(run.take.supersede);
+  EXPECT_EQ(run.connect.log_length, 1000);
+  EXPECT_FALSE(run.connect.node_timeout.has_value());
+
+  ::setenv("RLOCK_SUPERSEDE", "yes", 1);
+  ::setenv("RLOCK_LOG_LENGTH", "0", 1);
+  ::setenv("RLOCK_NODE_TIMEOUT", "80ms", 1);
+  options = parse({"acquire", "k", "--json"});
+  const auto& acquire = std::get<commands::AcquireOptions>(options);
+  EXPECT_TRUE(acquire.take.supersede);
+  EXPECT_TRUE(acquire.json);
+  EXPECT_EQ(acquire.connect.log_length, 0);
+  ASSERT_TRUE(acquire.connect.node_timeout.has_value());
+  EXPECT_EQ(acquire.connect.node_timeout->count(), 80);
+  ::setenv("RLOCK_SUPERSEDE", "off", 1);
+  EXPECT_FALSE(std::get<commands::RunOptions>(parse({"run", "k", "true"})).take.supersede);
+
+  options = parse({"log", "-n", "5", "--json", "-f", "k"});
+  const auto& log = std::get<commands::LogOptions>(options);
+  EXPECT_EQ(log.count, 5u);
+  EXPECT_TRUE(log.json && log.follow);
+  EXPECT_EQ(log.keys, std::vector<std::string>{"k"});
+}
+
+TEST_F(ParseCommandLine, ValuesOutsideTheirLimitsSayTheLimits) {
+  auto [code, message] = error_of({"run", "k", "--limit", "0", "true"});
+  EXPECT_EQ(code, 64);
+  EXPECT_EQ(message, "--limit: '0' is not a number of holders in 1-1000000");
+  std::tie(code, message) = error_of({"run", "k", "-t", "50ms", "true"});
+  EXPECT_EQ(message, "--ttl: must be at least 100ms");
+  std::tie(code, message) = error_of({"run", "k", "--wait-timeout", "0", "true"});
+  EXPECT_EQ(message, "--wait-timeout: must be more than zero");
+  ::setenv("RLOCK_LOG_LENGTH", "-1", 1);
+  std::tie(code, message) = error_of({"status"});
+  EXPECT_EQ(code, 64);
+  EXPECT_EQ(message, "RLOCK_LOG_LENGTH: '-1' is not a number of events in 0-100000");
+  ::unsetenv("RLOCK_LOG_LENGTH");
+  ::setenv("RLOCK_MAX_HOLD", "0", 1);
+  std::tie(code, message) = error_of({"run", "k", "true"});
+  EXPECT_EQ(message, "RLOCK_MAX_HOLD: must be more than zero");
 }
