@@ -4,6 +4,7 @@
 #include "error.hpp"
 #include "exit_code.hpp"
 #include "lock/lease.hpp"
+#include "lock/renewal.hpp"
 #include "lock/schedule.hpp"
 #include "log.hpp"
 #include "proc/ancestry.hpp"
@@ -92,27 +93,15 @@ void Keeper::save(const std::string& status, const std::string& reason) {
 // One renewal within its budget: true when the lock is still ours (or may be: an error is
 // retried), false when it is lost.
 bool Keeper::renew() {
-  auto now = Clock::now();
-  m_backend->cap_waits(now + m_schedule.attempt_budget(now));
-  try {
-    bool confirmed = m_backend->confirm_master();
-    auto sent_at = Clock::now();
-    std::optional<lock::Extension> e = m_backend->extend(m_spec.name, m_spec.token, m_spec.ttl, m_spec.ttl,
-                                                         m_spec.fence, lock::KeeperInfo{::getpid(), m_watched.pid()});
-    m_backend->cap_waits(std::nullopt);
-    if (!e) return false;
-    if (confirmed) {
-      m_schedule.renewed(sent_at);
-      log::verbose("renewed {} for {}", m_spec.name.key, util::format_duration(e->ttl));
-    } else {
-      m_schedule.failed(Clock::now());
-    }
-  } catch (const Error& err) {
-    m_backend->cap_waits(std::nullopt);
-    m_schedule.failed(Clock::now());
-    log::verbose("renewal failed ({}); retrying", err.what());
+  lock::Renewal r =
+      lock::renew(*m_backend, m_schedule,
+                  {m_spec.name, m_spec.token, m_spec.ttl, m_spec.fence, lock::KeeperInfo{::getpid(), m_watched.pid()}});
+  if (r.outcome == lock::Renewal::Outcome::renewed) {
+    log::verbose("renewed {} for {}", m_spec.name.key, util::format_duration(r.extension->ttl));
+  } else if (r.outcome == lock::Renewal::Outcome::failed) {
+    log::verbose("renewal failed ({}); retrying", r.error);
   }
-  return true;
+  return r.outcome != lock::Renewal::Outcome::lost;
 }
 
 // Lost on a majority, the token may still hold the lock on a quorum's other masters: give it back

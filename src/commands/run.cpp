@@ -4,6 +4,7 @@
 #include "error.hpp"
 #include "exit_code.hpp"
 #include "lock/backend.hpp"
+#include "lock/renewal.hpp"
 #include "lock/schedule.hpp"
 #include "lock/take.hpp"
 #include "log.hpp"
@@ -142,7 +143,6 @@ private:
   void on_signal(int signo);
   void on_guard_event(const proc::GuardEvent& event);
   void renew();
-  void check_clock(const lock::Extension& extension, Clock::time_point now);
   void begin_stop(const std::string& why, bool lost);
   void on_preempted(const lock::Holder& by);
   void on_guard_silent();
@@ -173,7 +173,6 @@ private:
   bool m_stopping = false;
   bool m_lost = false;  // ownership lost or abandoned: exit with --lost-exit-code
   bool m_guard_lost = false;
-  bool m_learned_nodes = false;
   int64_t m_fence = 0;          // this hold's fencing token (a quorum sets a restarted master again with it)
   Clock::time_point m_began{};  // when run started
   std::optional<Clock::time_point> m_acquired_at;
@@ -446,58 +445,27 @@ void Supervisor::on_guard_event(const proc::GuardEvent& event) {
 }
 
 void Supervisor::renew() {
-  auto now = Clock::now();
-  // A renewal never waits past half the time left before the stop, so that a slow or paused
-  // server leaves room for another attempt, whatever --io-timeout says.
-  m_backend->cap_waits(now + m_schedule->attempt_budget(now));
-  try {
-    if (!m_learned_nodes) {
-      m_learned_nodes = true;
-      m_backend->learn_nodes();
-    }
-    bool confirmed = m_backend->confirm_master();
-    auto sent_at = Clock::now();
-    std::optional<lock::Extension> extension =
-        m_backend->extend(m_name, m_token, m_options.take.ttl, m_options.take.ttl, m_fence);
-    m_backend->cap_waits(std::nullopt);
-    if (!extension) {
+  lock::Renewal r = lock::renew(*m_backend, *m_schedule, {m_name, m_token, m_options.take.ttl, m_fence, {}});
+  auto left = [&] { return util::format_duration(std::max(until(m_schedule->stop_at()), Millis(0))); };
+  switch (r.outcome) {
+    case lock::Renewal::Outcome::lost:
       // finish() still releases: on a quorum the token may hold the lock on a minority.
       begin_stop("the lock expired or was taken over (its token no longer owns it)", true);
       return;
-    }
-    if (!confirmed) {
-      m_schedule->failed(Clock::now());
+    case lock::Renewal::Outcome::unconfirmed:
       log::verbose(
           "renewal of {} not counted: no majority of the sentinels confirms the master; {} before the "
           "command must be stopped",
-          m_name.key, util::format_duration(std::max(until(m_schedule->stop_at()), Millis(0))));
+          m_name.key, left());
       return;
-    }
-    check_clock(*extension, sent_at);
-    m_schedule->renewed(sent_at);
-    m_guard->set_deadline(m_schedule->kill_at());
-    log::verbose("renewed {} for {}", m_name.key, util::format_duration(extension->ttl));
-    if (extension->preempted_by && m_options.preemptible) on_preempted(*extension->preempted_by);
-  } catch (const Error& e) {
-    m_backend->cap_waits(std::nullopt);
-    m_schedule->failed(Clock::now());
-    log::verbose("renewal failed ({}); retrying, {} before the command must be stopped", e.what(),
-                 util::format_duration(std::max(until(m_schedule->stop_at()), Millis(0))));
-  }
-}
-
-void Supervisor::check_clock(const lock::Extension& extension, Clock::time_point now) {
-  if (!extension.ttl_left_before) return;
-  // Redis keeps a key's expiry as a wall-clock time: a forward step of the server's clock
-  // shortens every lease on it. rlock cannot undo that, but it says so.
-  Millis expected = m_schedule->expected_ttl_left(now);
-  Millis shortfall = expected - *extension.ttl_left_before;
-  if (shortfall > lock::validity::drift(m_options.take.ttl) + Millis(100)) {
-    log::warning(
-        fmt::format("the lease of {} had {} left on the server at renewal, {} shorter than it should have: "
-                    "the server's clock may have stepped forward (Redis keeps expiry times on its wall "
-                    "clock)",
-                    m_name.key, util::format_duration(*extension.ttl_left_before), util::format_duration(shortfall)));
+    case lock::Renewal::Outcome::failed:
+      log::verbose("renewal failed ({}); retrying, {} before the command must be stopped", r.error, left());
+      return;
+    case lock::Renewal::Outcome::renewed:
+      m_guard->set_deadline(m_schedule->kill_at());
+      log::verbose("renewed {} for {}", m_name.key, util::format_duration(r.extension->ttl));
+      if (r.extension->preempted_by && m_options.preemptible) on_preempted(*r.extension->preempted_by);
+      return;
   }
 }
 

@@ -55,7 +55,8 @@ public:
   bool confirm_master();
 
   // Cluster: learns the other nodes (CLUSTER SLOTS), so that a master that fails later can be
-  // replaced by asking them where its slots went. Quietly does nothing elsewhere.
+  // replaced by asking them where its slots went. Asks once per client (the first call, even if
+  // it fails); quietly does nothing elsewhere.
   void learn_nodes();
 
   // The connection commands go to now (a Sentinel master is looked up first); for a multi-node
@@ -95,6 +96,7 @@ private:
   std::map<std::string, std::unique_ptr<Connection>> m_nodes;
   std::vector<std::unique_ptr<Connection>> m_sentinels;      // in the URL's order
   std::vector<std::pair<std::string, int>> m_cluster_nodes;  // learned Cluster nodes
+  bool m_nodes_asked = false;                                // learn_nodes asked already
   Connection* m_current = nullptr;
   int m_interrupt_fd = -1;
   std::function<bool()> m_on_interrupt;

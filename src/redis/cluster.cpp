@@ -16,7 +16,8 @@
 namespace rlock::redis {
 
 void Client::learn_nodes() {
-  if (m_url.kind != Url::Kind::direct || !m_cluster_nodes.empty()) return;
+  if (m_url.kind != Url::Kind::direct || m_nodes_asked) return;
+  m_nodes_asked = true;
   Reply slots;
   try {
     slots = current().call({"CLUSTER", "SLOTS"});

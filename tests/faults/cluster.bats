@@ -120,3 +120,29 @@ cluster_with_replicas() {
     fail "no renewal on the promoted replica: $(bg_err holder)"
   assert_no_overlap
 }
+
+# Whether the keeper's log shows a renewal after it asked another Cluster node for the slot.
+keeper_renewed_after_failover() {
+  sed -n '/asking Cluster node/,$p' "$T/keeper.log" | grep -q "renewed k"
+}
+
+@test "a Cluster master fails over while a keeper holds a lock: the keeper's renewal follows the slot too" {
+  cluster_with_replicas
+  local ports=($CLUSTER_PORTS) pids=($CLUSTER_PIDS) master="" pid="" other="" i
+  master=$(cluster_port_of "$(lock_key k)") || fail "no node owns the slot of k"
+  for i in "${!ports[@]}"; do
+    if [[ ${ports[$i]} == "$master" ]]; then pid=${pids[$i]}; else other=${ports[$i]}; fi
+  done
+  # The keeper holds k for the shell that called acquire, which then sleeps (a script's long
+  # step); it knows the other nodes only from the slot map it read at its first renewal.
+  bg script sh -c "rlock acquire k --keepalive -t 15s -u redis://127.0.0.1:$master --keeper-log '$T/keeper.log' \
+    >'$T/token' && exec sleep 60"
+  wait_until -t 10 grep -q "renewed k" "$T/keeper.log" || fail "no renewal: $(cat "$T/keeper.log")"
+  srv_kill "$pid"
+  wait_until -t 40 keeper_renewed_after_failover || fail "no renewal on the promoted replica: $(cat "$T/keeper.log")"
+  run --separate-stderr rlock status k -u "redis://127.0.0.1:$other"
+  assert_success
+  refute grep -q "lost" "$T/keeper.log"
+  kill "$script_pid"
+  wait_until -t 15 grep -q "released k" "$T/keeper.log" || fail "the keeper did not release k: $(cat "$T/keeper.log")"
+}

@@ -1,0 +1,60 @@
+#include "lock/renewal.hpp"
+
+#include "error.hpp"
+#include "lock/validity.hpp"
+#include "log.hpp"
+
+#include <fmt/core.h>
+
+namespace rlock::lock {
+
+namespace {
+
+// Redis keeps a key's expiry as a wall-clock time: a forward step of the server's clock shortens
+// every lease on it. rlock cannot undo that, but it says so.
+void check_clock(const Schedule& schedule, const HeldLease& hold, const Extension& extension,
+                 Clock::time_point sent_at) {
+  if (!extension.ttl_left_before) return;
+  util::Millis expected = schedule.expected_ttl_left(sent_at);
+  util::Millis shortfall = expected - *extension.ttl_left_before;
+  if (shortfall > validity::drift(hold.ttl) + util::Millis(100)) {
+    log::warning(fmt::format(
+        "the lease of {} had {} left on the server at renewal, {} shorter than it should have: "
+        "the server's clock may have stepped forward (Redis keeps expiry times on its wall "
+        "clock)",
+        hold.name.key, util::format_duration(*extension.ttl_left_before), util::format_duration(shortfall)));
+  }
+}
+
+}  // namespace
+
+Renewal renew(Backend& backend, Schedule& schedule, const HeldLease& hold) {
+  Renewal out;
+  auto now = Clock::now();
+  backend.cap_waits(now + schedule.attempt_budget(now));
+  try {
+    backend.learn_nodes();
+    bool confirmed = backend.confirm_master();
+    auto sent_at = Clock::now();
+    out.extension = backend.extend(hold.name, hold.token, hold.ttl, hold.ttl, hold.fence, hold.keeper);
+    backend.cap_waits(std::nullopt);
+    if (!out.extension) {
+      out.outcome = Renewal::Outcome::lost;
+    } else if (!confirmed) {
+      out.outcome = Renewal::Outcome::unconfirmed;
+      schedule.failed(Clock::now());
+    } else {
+      out.outcome = Renewal::Outcome::renewed;
+      check_clock(schedule, hold, *out.extension, sent_at);
+      schedule.renewed(sent_at);
+    }
+  } catch (const Error& e) {
+    backend.cap_waits(std::nullopt);
+    schedule.failed(Clock::now());
+    out.outcome = Renewal::Outcome::failed;
+    out.error = e.what();
+  }
+  return out;
+}
+
+}  // namespace rlock::lock

@@ -1,0 +1,41 @@
+#pragma once
+
+#include "lock/backend.hpp"
+#include "lock/schedule.hpp"
+
+#include <optional>
+#include <string>
+
+namespace rlock::lock {
+
+// A held lease, as its renewals name it.
+struct HeldLease {
+  const LockName& name;
+  const std::string& token;
+  util::Millis ttl;
+  int64_t fence = 0;
+  std::optional<KeeperInfo> keeper;  // acquire --keepalive: the keeper, recorded with the hold
+};
+
+// What one renewal found.
+struct Renewal {
+  enum class Outcome {
+    renewed,      // the lease was reset and counts: the schedule moved on
+    unconfirmed,  // reset, but no majority of the sentinels names the master: not counted
+    failed,       // an error (error says which): not counted, tried again by the schedule
+    lost,         // the token no longer owns the lock
+  };
+  Outcome outcome = Outcome::failed;
+  std::optional<Extension> extension;  // renewed and unconfirmed
+  std::string error;                   // failed
+};
+
+// One renewal of hold: the step that run and the keeper share. It is bounded by the schedule's
+// attempt budget (half the time left before the stop: a slow or paused server leaves room for
+// another attempt, whatever --io-timeout says). It learns a Cluster's nodes first (once, to follow
+// a failover), asks a Sentinel deployment's majority to confirm the master, and tells the schedule
+// the outcome: renewed from the time the request was sent, or failed. A lease that the server
+// shows shorter than the schedule expects (its clock stepped forward) is warned about.
+Renewal renew(Backend& backend, Schedule& schedule, const HeldLease& hold);
+
+}  // namespace rlock::lock
