@@ -14,6 +14,9 @@ if(RLOCK_SANITIZE)
     -fno-sanitize-recover=undefined)
   target_link_options(rlock_settings INTERFACE -fsanitize=address,undefined)
 else()
-  # Start-up is paid by every cron job: no libstdc++ to load and relocate.
-  target_link_options(rlock_settings INTERFACE -static-libstdc++ -static-libgcc -Wl,--as-needed)
+  # Start-up is paid by every cron job: no libstdc++ to load and relocate, and no code that
+  # nothing calls (each function and datum in a section of its own, dropped at link time when
+  # unused: a third of the binary).
+  target_compile_options(rlock_settings INTERFACE -ffunction-sections -fdata-sections)
+  target_link_options(rlock_settings INTERFACE -static-libstdc++ -static-libgcc -Wl,--as-needed -Wl,--gc-sections)
 endif()
