@@ -70,7 +70,7 @@ Converted converted(const Setting& s) {
   return n;
 }
 
-// The fields of options that the given options fill (the rows with a field of S).
+// Fills the fields of options (a struct S) from the given options whose rows name a field of S.
 template <class S>
 void fill(Parsed& p, S& options) {
   for (const Setting& s : p.settings) {
@@ -90,7 +90,8 @@ void check_key(const std::string& key) {
 }
 
 // The first line of the password file a setting names.
-std::string read_password_file(const Setting& file, const std::string& path) {
+std::string read_password_file(const Setting& file) {
+  const std::string& path = file.text;
   std::string text;
   try {
     text = util::read_small_file(path, 4096);
@@ -107,7 +108,7 @@ std::string read_password_file(const Setting& file, const std::string& path) {
 // The password when the URL has none: --password-file, RLOCK_PASSWORD, then REDISCLI_AUTH.
 std::string password_from_elsewhere(Parsed& p) {
   Setting& file = get(p, "password-file");
-  if (file.source != Source::unset) return read_password_file(file, file.text);
+  if (file.source != Source::unset) return read_password_file(file);
   for (const char* name : {"RLOCK_PASSWORD", "REDISCLI_AUTH"}) {
     const char* pw = std::getenv(name);
     if (pw && *pw) return pw;
@@ -118,7 +119,7 @@ std::string password_from_elsewhere(Parsed& p) {
 // The sentinels' own password: --sentinel-password-file, then RLOCK_SENTINEL_PASSWORD.
 std::string sentinel_password(Parsed& p) {
   Setting& file = get(p, "sentinel-password-file");
-  if (file.source != Source::unset) return read_password_file(file, file.text);
+  if (file.source != Source::unset) return read_password_file(file);
   const char* pw = std::getenv("RLOCK_SENTINEL_PASSWORD");
   return pw ? pw : "";
 }

@@ -10,7 +10,6 @@
 #include "util/duration.hpp"
 
 #include <array>
-#include <cstddef>
 #include <optional>
 #include <string>
 #include <type_traits>

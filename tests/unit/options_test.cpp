@@ -62,7 +62,7 @@ std::vector<Commands> every_command() {
 
 }  // namespace
 
-TEST(OptionTable, EveryRowHasHelpAndATarget) {
+TEST(OptionTable, EveryRowHasHelpAndATypeThatFitsItsKind) {
   for (const OptionSpec& o : k_options) {
     EXPECT_NE(o.commands, 0u) << o.names;
     if (o.hidden) continue;
