@@ -127,36 +127,41 @@ warnings_about() {
 
 # --- a server too busy to answer -------------------------------------------------------------------
 
-@test "run whose acquire timed out (server busy) leaves no lock behind" {
+# warm_server_asleep: a server that has rlock's scripts in its cache (an earlier run, so that a
+# queued EVALSHA runs), then sleeps 1.5s (DEBUG SLEEP).
+warm_server_asleep() {
   redis_start --enable-debug-command yes
-  # An earlier use: the server has rlock's scripts in its cache, so a queued EVALSHA runs.
   rlock run k -- true || fail "the warm-up run failed"
   redis_debug_sleep 1.5
+}
+
+# no_orphan_once_awake: the server wakes, and k is free within 2s: the timed-out acquire left
+# nothing behind.
+no_orphan_once_awake() {
+  wait_until -t 10 redis_answers || fail "the server did not wake up"
+  wait_until -t 2 lock_free k || fail "the lock is still held $(rcli pttl "$(lock_key k)")ms after the server woke: an orphan of the timed-out acquire"
+}
+
+@test "run whose acquire timed out (server busy) leaves no lock behind" {
+  warm_server_asleep
   run --separate-stderr rlock run -n --io-timeout 300ms -t 60s k -- touch "$T/ran"
   [[ $status == 69 ]] || fail "expected 69, got $status: '$stderr'"
   assert_file_not_exists "$T/ran"
-  wait_until -t 10 redis_answers || fail "the server did not wake up"
-  wait_until -t 2 lock_free k || fail "the lock is still held $(rcli pttl "$(lock_key k)")ms after the server woke: an orphan of the timed-out acquire"
+  no_orphan_once_awake
 }
 
 @test "acquire that timed out (server busy) leaves no lock behind" {
-  redis_start --enable-debug-command yes
-  # An earlier use: the server has rlock's scripts in its cache, so a queued EVALSHA runs.
-  rlock run k -- true || fail "the warm-up run failed"
-  redis_debug_sleep 1.5
+  warm_server_asleep
   run --separate-stderr rlock acquire -n --io-timeout 300ms -t 60s k
   [[ $status == 69 ]] || fail "expected 69, got $status: '$stderr'"
   assert_equal "$output" ""
-  wait_until -t 10 redis_answers || fail "the server did not wake up"
-  wait_until -t 2 lock_free k || fail "the lock is still held $(rcli pttl "$(lock_key k)")ms after the server woke: an orphan of the timed-out acquire"
+  no_orphan_once_awake
 }
 
 @test "acquire whose reply came after its lease's validity: 69, no token printed, the lock given back" {
-  redis_start --enable-debug-command yes
-  rlock run k -- true || fail "the warm-up run failed"
   # The server sleeps 1.5s: the acquire is answered after its 1s lease, as counted from when it
   # was sent, could still be trusted.
-  redis_debug_sleep 1.5
+  warm_server_asleep
   run --separate-stderr rlock acquire -n --io-timeout 5s -t 1s k
   [[ $status == 69 ]] || fail "expected 69, got $status: '$output' '$stderr'"
   assert_equal "$output" ""
