@@ -29,9 +29,22 @@ teardown() {
   assert_usage_error
 }
 
-@test "no command at all is a usage error" {
+@test "no command at all is a usage error, in rlock's words" {
   run --separate-stderr rlock
   assert_usage_error
+  assert_equal "$stderr" "rlock: error: no command given: use run, acquire, release, extend, status, list or log (see rlock --help)"
+  run --separate-stderr rlock -v -u redis://127.0.0.1:1
+  assert_usage_error
+  assert_equal "$stderr" "rlock: error: no command given: use run, acquire, release, extend, status, list or log (see rlock --help)"
+}
+
+@test "an option that takes one value, given twice, is a usage error in rlock's words" {
+  run --separate-stderr rlock run k -t 3s -t 4s -- true
+  assert_usage_error
+  assert_equal "$stderr" "rlock: error: --ttl given more than once (see rlock run --help)"
+  run --separate-stderr rlock acquire k --wait 1s --wait 2s
+  assert_usage_error
+  assert_equal "$stderr" "rlock: error: --wait given more than once (see rlock acquire --help)"
 }
 
 @test "a missing KEY is a usage error" {

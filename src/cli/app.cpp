@@ -171,11 +171,22 @@ std::vector<std::string> split_run_command(CLI::App* app, CLI::App* run, const s
   return plain_options({run, app}, "run", args, at, end);
 }
 
+constexpr const char* k_no_command =
+    "no command given: use run, acquire, release, extend, status, list or log (see rlock --help)";
+
 // CLI11's errors in rlock's words, naming the command's help.
 [[noreturn]] void parse_error(const CLI::ParseError& e, const std::string& command) {
   std::string message = e.what();
   if (auto nl = message.find('\n'); nl != std::string::npos) message.resize(nl);
   const std::string hint = help_hint(command);
+  if (command.empty() && dynamic_cast<const CLI::RequiredError*>(&e) &&
+      message.find("subcommand") != std::string::npos) {
+    usage(k_no_command);
+  }
+  // "--ttl: At Most 1 required but received 2": an option that takes one value, given twice.
+  if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) && message.find("At Most 1 required") != std::string::npos) {
+    usage(fmt::format("{} given more than once ({})", util::printable(message.substr(0, message.find(':'))), hint));
+  }
   if (dynamic_cast<const CLI::RequiredError*>(&e) && message.size() > 12 &&
       message.compare(message.size() - 12, 12, " is required") == 0) {
     usage(fmt::format("missing {} ({})", util::printable(message.substr(0, message.size() - 12)), hint));
@@ -285,8 +296,7 @@ std::optional<CommandOptions> parse_command_line(const std::vector<std::string>&
     bool positional = std::find(after_dashes.begin(), after_dashes.end(), extras.front()) != after_dashes.end();
     extra_words(extras, p.command_name, p.args, positional);
   }
-  if (!p.command || !p.command->parsed())
-    usage("no command given: use run, acquire, release, extend, status, list or log (see rlock --help)");
+  if (!p.command || !p.command->parsed()) usage(k_no_command);
   mark_given(p);
   return convert(p, stdout_closed);
 }
