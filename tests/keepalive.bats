@@ -50,6 +50,20 @@ SCRIPT
   assert_equal "$(state_files)" 0
 }
 
+@test "status --json says kept for a keepalive hold, as the table does" {
+  require_jq
+  local tok
+  tok=$(rlock acquire k --keepalive -t 30s)
+  run --separate-stderr rlock status k --json
+  assert_success
+  assert_equal "$(jq -r '.holders[0].state' <<<"$output")" kept
+  run --separate-stderr rlock status k
+  assert_success
+  [[ $output == *kept* ]] || fail "the table does not say kept: $output"
+  RLOCK_TOKEN=$tok rlock release k
+  wait_until no_keeper || fail "a keeper is still running: $(keepers)"
+}
+
 @test "a script killed with SIGKILL frees its lock within 1s; no keeper is left" {
   bg script bash -c 'tok=$(rlock acquire k --keepalive -t 30s); echo "$tok" > "$0"; sleep 1000' "$T/tok"
   wait_until test -s "$T/tok" || fail "the script did not get the lock: $(bg_err script)"

@@ -53,7 +53,10 @@ std::string holder_json(const lock::HolderState& h) {
       json_or_null(h.since_ms), json_or_null(h.held_for_ms), json_or_null(h.ttl_left_ms), json_or_null(h.lease_ms),
       json_or_null(h.fence), h.slot > 0 ? std::to_string(h.slot) : "null", h.shared,
       h.keeper ? std::to_string(h.keeper->keeper) : "null", h.keeper ? std::to_string(h.keeper->watched) : "null",
-      h.lingering ? "\"lingering\"" : "\"held\"", h.preemptible);
+      h.lingering ? "\"lingering\""
+      : h.keeper  ? "\"kept\""
+                  : "\"held\"",
+      h.preemptible);
 }
 
 std::string waiter_json(const lock::WaiterState& w) {
