@@ -125,8 +125,9 @@ assert_bg_status() {
   for i in 1 2 3; do
     assert_bg_status "h$i" 75
     grep -q 'lingering' "$T/h$i.err" || fail "h$i's stderr does not say lingering: $(bg_err "h$i")"
-    grep -qE 'until [0-9]{2}:[0-9]{2}:[0-9]{2} \([0-9.]+m?s left\)' "$T/h$i.err" ||
-      fail "h$i's stderr does not say until when: $(bg_err "h$i")"
+    # Until when, in UTC as status and log give times, with its Z.
+    grep -qE 'until [0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z \([0-9.]+m?s left\)' "$T/h$i.err" ||
+      fail "h$i's stderr does not say until when, in UTC: $(bg_err "h$i")"
     grep -q 'taken by h0 ' "$T/h$i.err" || fail "h$i's stderr does not name host h0: $(bg_err "h$i")"
   done
   # All four fired inside the 5s hold: the test means something only then.

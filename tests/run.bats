@@ -176,6 +176,30 @@ wait_for_go() {
   ((took >= 900 && took <= 3000)) || fail "-w 1 gave up after ${took}ms"
 }
 
+@test "a waiter that gives up does not count itself among the waiters" {
+  acquire_token k -t 60s
+  run --separate-stderr rlock run k -w 500ms -- true
+  assert_failure 75
+  [[ $stderr == *"k is held by "*"gave up after 500ms (--wait)"* ]] || fail "unexpected message: $stderr"
+  [[ $stderr != *waiting* ]] || fail "the lone waiter counted itself: $stderr"
+}
+
+@test "-v says acquired once, with how long it waited" {
+  run --separate-stderr rlock -v run k -- true
+  assert_success
+  assert_equal "$(grep -c 'acquired k ' <<<"$stderr")" 1
+  grep -q 'acquired k (fence [0-9]*, ttl 30s)$' <<<"$stderr" || fail "no acquired line: $stderr"
+  local tok
+  tok=$(rlock acquire k -t 60s)
+  (sleep 1 && RLOCK_TOKEN=$tok rlock release k) &
+  local releaser=$!
+  run --separate-stderr rlock -v run k -w 20 -- true
+  assert_success
+  assert_equal "$(grep -c 'acquired k ' <<<"$stderr")" 1
+  grep -qE 'acquired k \(fence [0-9]+, ttl 30s\) after waiting [0-9.]+m?s$' <<<"$stderr" || fail "no acquired line: $stderr"
+  wait "$releaser"
+}
+
 @test "-w 500ms gives up after about half a second" {
   acquire_token k -t 60s
   local t0 took

@@ -139,7 +139,7 @@ int acquire(const AcquireOptions& options) {
     token = enclosing[a.enclosing];
     log::verbose("{} is already held by an enclosing run (fence {})", name.key, a.fence);
   } else {
-    log::verbose("acquired {} (fence {}, ttl {})", name.key, a.fence, util::format_duration(options.take.ttl));
+    if (log::verbose_enabled()) log::verbose_line(acquired_text(name, a, options.take.ttl));
     // A slow answer (or --wait-replicas) may have used up the lease: a token handed out must hold
     // the lock for a while yet.
     if (util::BootClock::now() >= lock::Deadline(a.sent_at, options.take.ttl).valid_until()) {

@@ -126,11 +126,10 @@ std::string busy_message(const lock::LockName& name, const lock::Attempt& attemp
   if (attempt.lingering) {
     std::string until;
     if (attempt.ttl_left) {
-      time_t at = std::time(nullptr) + static_cast<time_t>((attempt.ttl_left->count() + 999) / 1000);
-      tm local{};
-      localtime_r(&at, &local);
-      char text[16];
-      std::strftime(text, sizeof text, "%H:%M:%S", &local);
+      // In UTC, as status and log give times; whole seconds, rounded up.
+      int64_t at = std::time(nullptr) + (attempt.ttl_left->count() + 999) / 1000;
+      std::string text = util::iso_time(at * 1000);
+      text.erase(text.size() - 5, 4);  // the milliseconds (".000") before the Z
       until = fmt::format(" until {} ({} left)", text, util::format_duration(*attempt.ttl_left));
     }
     return fmt::format("{} is lingering: taken{} and released, it stays taken (--min-hold){}{}", name.key,
@@ -152,6 +151,11 @@ std::string who_text(const lock::Holder& h) {
 std::string superseded_message(const lock::LockName& name, const lock::Attempt& attempt) {
   return fmt::format("a newer request for {} superseded this one (--supersede): {}", name.key,
                      who_text(attempt.superseded_by));
+}
+
+std::string acquired_text(const lock::LockName& name, const lock::Attempt& attempt, util::Millis ttl) {
+  std::string waited = attempt.waited ? " after waiting " + util::format_duration(*attempt.waited) : "";
+  return fmt::format("acquired {} (fence {}, ttl {}){}", name.key, attempt.fence, util::format_duration(ttl), waited);
 }
 
 std::string busy_outcome(const lock::LockName& name, const lock::Attempt& attempt, const TakeOptions& options) {

@@ -59,6 +59,10 @@ std::string superseded_message(const lock::LockName& name, const lock::Attempt& 
 // "host pid N (command)" of a holder or contender.
 std::string who_text(const lock::Holder& holder);
 // The same, with what rlock did about it: "...; not waiting (-n)" or "...; gave up after 5s (--wait)".
+// "acquired KEY (fence N, ttl T)", and how long it waited for it if it did: the one -v line of an
+// acquisition.
+std::string acquired_text(const lock::LockName& name, const lock::Attempt& attempt, util::Millis ttl);
+
 std::string busy_outcome(const lock::LockName& name, const lock::Attempt& attempt, const TakeOptions& options);
 
 // Reads the token for release and extend: from the file, else the variable. Throws Error 65 for an

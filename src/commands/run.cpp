@@ -263,7 +263,7 @@ int Supervisor::run() {
     log::event(log::Severity::notice, "busy: {}; skipped: {}", busy, m_options.display_command);
     return m_options.take.conflict_exit_code;
   }
-  log::verbose("acquired {} (fence {}, ttl {})", m_name.key, attempt.fence, util::format_duration(m_options.take.ttl));
+  if (log::verbose_enabled()) log::verbose_line(acquired_text(m_name, attempt, m_options.take.ttl));
   m_backend->check_eviction_after(m_options.take.strict);
   // A slow answer (or --wait-replicas) may have used up the lease: never start a child that
   // would have to be stopped before its first renewal.

@@ -69,7 +69,8 @@ struct Attempt {
   bool lingering = false;                // busy, queued: the hold is --min-hold's, with no process behind it
   int position = 0;                      // queued: 1 for the head
   int queue_length = 0;                  // busy, queued
-  std::optional<util::Millis> waited;    // queued: time in the queue, by the server's clock
+  std::optional<util::Millis> waited;    // queued: time in the queue, by the server's clock; acquired after
+                                         // waiting (take_lock): how long it waited, by ours
   std::vector<std::string> watch;        // queued: the ids whose mailboxes to wait on
   bool contended = false;                // busy, Redlock: nobody has a majority (leftovers, a split)
   Holder superseded_by;                  // superseded: the newer request

@@ -108,9 +108,8 @@ Attempt take_lock(Backend& backend, const LockName& name, const WaitLimits& limi
       return a;
     }
     if (a.outcome != Attempt::Outcome::queued) {
-      if (a.outcome == Attempt::Outcome::acquired && queued) {
-        log::verbose("acquired {} after waiting {}", name.key, util::format_duration(waited()));
-      }
+      // The caller says "acquired", once, with how long it waited.
+      if (a.outcome == Attempt::Outcome::acquired && queued) a.waited = waited();
       return a;  // acquired, reentered, or busy (-n)
     }
     queued = true;
@@ -122,6 +121,8 @@ Attempt take_lock(Backend& backend, const LockName& name, const WaitLimits& limi
     if (hooks.interrupted() || (give_up && Clock::now() >= *give_up)) {
       leave(!hooks.interrupted());
       a.outcome = Attempt::Outcome::busy;
+      // The queue it reported counted this request, which has left it.
+      a.queue_length = std::max(a.queue_length - 1, 0);
       return a;
     }
   }
