@@ -8,7 +8,7 @@ if(RLOCK_WERROR)
   target_compile_options(rlock_settings INTERFACE -Werror)
 endif()
 target_compile_definitions(rlock_settings INTERFACE _GNU_SOURCE FMT_HEADER_ONLY
-  RLOCK_VERSION="${PROJECT_VERSION}")
+  RLOCK_VERSION="${RLOCK_VERSION}")
 if(RLOCK_SANITIZE)
   target_compile_options(rlock_settings INTERFACE -fsanitize=address,undefined -fno-omit-frame-pointer
     -fno-sanitize-recover=undefined)

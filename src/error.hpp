@@ -11,7 +11,7 @@ class Error : public std::runtime_error {
 public:
   Error(int exit_code, const std::string& message) : std::runtime_error(message), m_exit_code(exit_code) {}
 
-  // The exit code of SPEC.md this failure maps to.
+  // The exit code (rlock(1), EXIT STATUS) this failure maps to.
   int exit_code() const noexcept { return m_exit_code; }
 
 private:

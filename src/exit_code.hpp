@@ -1,6 +1,6 @@
 #pragma once
 
-// The exit codes of the product contract (SPEC.md, "Exit codes"), named once.
+// The exit codes of rlock(1), EXIT STATUS, named once.
 namespace rlock::exit_code {
 
 inline constexpr int k_ok = 0;

@@ -182,13 +182,20 @@ teardown() {
   assert_output --partial --kill-after
 }
 
-@test "--version and -V print the version and exit 0" {
+@test "--version and -V print the version (git describe, or the project's) and exit 0" {
   run rlock --version
   assert_success
-  assert_output "rlock 0.1.0"
+  # A tag's "0.2.0-3-gabc1234", or with no tag the project's version and the commit; "-dirty"
+  # when built from changed files.
+  assert_output --regexp '^rlock [0-9]+\.[0-9]+\.[0-9]+((-[0-9]+-g|\+g)[0-9a-f]{7,})?(-dirty)?$'
+  local version=${output#rlock }
+  if [[ $version =~ g([0-9a-f]{7,}) ]] && [[ -d $RLOCK_SOURCE_DIR/.git || -f $RLOCK_SOURCE_DIR/.git ]]; then
+    git -C "$RLOCK_SOURCE_DIR" cat-file -e "${BASH_REMATCH[1]}^{commit}" ||
+      fail "the version names ${BASH_REMATCH[1]}, which is no commit of this checkout"
+  fi
   run rlock -V
   assert_success
-  assert_output "rlock 0.1.0"
+  assert_output "rlock $version"
 }
 
 # --- URLs and connections -----------------------------------------------------------------------

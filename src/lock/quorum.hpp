@@ -50,7 +50,7 @@ public:
                                            const std::vector<bool>& which) = 0;
 };
 
-// Redlock over independent masters (see ../shared/SPEC.md, guarantee 7, and the man page), with
+// Redlock over independent masters (see rlock(7), which states its guarantees and assumptions), with
 // a fencing token that increases strictly per key even as masters fail and restart:
 //
 //  1. Phase 1, on every master at once: the acquire script (SET NX PX, INCR fence, holder info),

@@ -1,23 +1,12 @@
 #include "timing.hpp"
 
-#include "util/text.hpp"
-
 #include <fmt/core.h>
-
-#include <cstdlib>
 
 namespace rlock::lock {
 
 Timing Timing::standard(int log_length) {
   Timing t;
   t.log_length = log_length;
-  long long percent = 100;
-  if (const char* scale = std::getenv("RLOCK_TEST_TIME_PERCENT");
-      scale && util::parse_int(scale, 1, 100, percent) && percent < 100) {
-    t.heartbeat = t.heartbeat * percent / 100;
-    t.lease = t.lease * percent / 100;
-    t.claim = t.claim * percent / 100;
-  }
   return t;
 }
 

@@ -16,8 +16,7 @@ struct Timing {
   util::Millis history{31LL * 24 * 3600 * 1000};  // the fence and the log of an idle lock expire after this
   int log_length = 1'000;                         // events kept per lock (0: no history)
 
-  // The standard timing with log_length events kept. The test suites scale the queue's times
-  // down with RLOCK_TEST_TIME_PERCENT (1-100); nothing else sets it.
+  // The standard timing with log_length events kept.
   static Timing standard(int log_length);
   // The same without history: for calls that only clean up after a failed attempt.
   Timing quiet() const;

@@ -50,7 +50,7 @@ Command eval_command(const Script& script, const std::vector<std::string>& keys,
 //
 // It is a state machine that never blocks by itself: start() an exchange, then poll pending()
 // and call advance() until finished(). The blocking calls (pipeline, call) drive it from a poll
-// of their own; MultiExchange drives several at once from one poll.
+// of their own; exchange_all (below) drives several at once from one poll.
 //
 // Transport failures are rlock::Error (69 unavailable, 77 refused) and close the socket, so the
 // next exchange reconnects; error replies of the server come back as Reply values.

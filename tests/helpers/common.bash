@@ -6,7 +6,7 @@
 #
 # Environment:
 #   RLOCK_BIN         the binary under test (default: ../build/rlock next to this directory)
-#   RLOCK_SOURCE_DIR  the source tree (unused by the suites, set by CTest)
+#   RLOCK_SOURCE_DIR  the source tree (set by CTest; cli.bats checks that the version names one of its commits)
 #
 # In the tests, `rlock` is the binary under test (a symlink on PATH), so child commands and
 # `sh -c` scripts can call it too.
