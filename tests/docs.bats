@@ -434,3 +434,58 @@ queued() { (($(rcli zcard "rlock:{$1}:q") >= $2)); }
     ((${#missing[@]} == 0)) || fail "$(printf '%s\n' "${missing[@]}")"
     common_teardown
 }
+
+@test "rlock(1) names every field of log --json" {
+    command -v jq >/dev/null || skip "jq is not installed"
+    load helpers/common
+    common_setup
+    redis_start
+    run rlock run k -- true
+    assert_success
+    run --separate-stderr rlock log k --json
+    assert_success
+    local fields text field
+    fields=$(jq -r 'keys_unsorted[]' <<<"$output" | sort -u)
+    (($(wc -l <<<"$fields") >= 10)) || fail "log --json printed only these fields: $fields"
+    # The --json entry of "Options of status, list and log".
+    text=$(sed -n '/^\.SS "\{0,1\}Options of status, list and log/,/^\.SS /p' "$MAN_PAGE" |
+        sed -n '/--json/,/^\.P/p' | sed -e 's/\\-/-/g' -e 's/\\&//g')
+    [[ -n $text ]] || fail "rlock(1) has no --json entry under 'Options of status, list and log'"
+    local -a missing=()
+    for field in $fields; do
+        grep -qF "\\fB$field\\fR" <<<"$text" || missing+=("$field")
+    done
+    ((${#missing[@]} == 0)) || fail "rlock(1)'s log --json does not name: ${missing[*]}"
+    common_teardown
+}
+
+@test "rlock(7) says how often a failed renewal is retried as src/lock/validity.cpp does, once" {
+    local code line div lo hi text
+    code=$(grep -E '^Millis retry_interval' "$RLOCK_SOURCE_DIR/src/lock/validity.cpp")
+    [[ $code =~ clamp\(ttl\ /\ ([0-9]+),\ Millis\(([0-9]+)\),\ Millis\(([0-9]+)\)\) ]] ||
+        fail "src/lock/validity.cpp: retry_interval is no longer clamp(ttl / N, Millis(LO), Millis(HI)): $code"
+    div=${BASH_REMATCH[1]} lo=${BASH_REMATCH[2]} hi=${BASH_REMATCH[3]}
+    # The page's text, joined into one line per paragraph.
+    text=$(sed -e 's/\\-/-/g' -e 's/\\&//g' -E -e 's/\\f(\[[^]]*\]|\(..|.)//g' "${MAN_PAGES[1]}" |
+        awk '/^\.(P|PP|SS|SH|RE|RS|IP)/ { if (p != "") print p; p = ""; next } { p = p " " $0 } END { print p }')
+    grep -qF "retried at once, then every TTL/$div (${lo}ms to ${hi}ms)" <<<"$text" ||
+        fail "rlock(7) does not say 'retried at once, then every TTL/$div (${lo}ms to ${hi}ms)'"
+    # No other interval for the same retries.
+    line=$(grep -iE 'renewal.{0,40}retried' <<<"$text" | grep -E 'TTL/[0-9]+ later|every (min\()?TTL/[0-9]+' |
+        grep -vF "TTL/$div (${lo}ms to ${hi}ms)" || true)
+    [[ -z $line ]] || fail "rlock(7) gives another retry interval: $line"
+}
+
+@test "the pages say how the scripts trim the history (MAXLEN, exact or ~)" {
+    local approx=0 page n
+    grep -qE "'MAXLEN', *'~'" "$RLOCK_SOURCE_DIR/src/lock/scripts/common.lua" && approx=1
+    grep -qE "'MAXLEN'" "$RLOCK_SOURCE_DIR/src/lock/scripts/common.lua" || fail "common.lua does not trim with MAXLEN"
+    for page in "${MAN_PAGES[@]}"; do
+        n=$(sed 's/\\-/-/g' "$page" | grep -c 'MAXLEN ~' || true)
+        if ((approx)); then
+            ((n > 0)) || fail "the scripts trim with MAXLEN ~, $page does not say so"
+        else
+            ((n == 0)) || fail "the scripts trim exactly (MAXLEN), but $page says MAXLEN ~"
+        fi
+    done
+}
