@@ -345,10 +345,11 @@ queued() { (($(rcli zcard "rlock:{$1}:q") >= $2)); }
     as_user "$writer" 0 run k --wait 5s -- true
     as_user "$writer" 0 run sem --limit 2 -- true
     as_user "$writer" 0 run sh -s -- true
-    # --min-hold: the lock lingers after the command; -n is busy (75), --wait queues behind it.
-    as_user "$writer" 0 run m --min-hold 1s -- true
+    # --min-hold: the lock lingers after the command (-n is busy: 75) until release --force.
+    as_user "$writer" 0 run m --min-hold 30s -- true
     as_user "$writer" 75 run m -n -- true
-    as_user "$writer" 0 run m --wait 20s -- true
+    as_user "$writer" 0 release m --force
+    as_user "$writer" 0 run m -n -- true
     # --supersede: the newer waiter takes the older one's place in the queue.
     as_user "$writer" 0 acquire s --ttl 30s
     tok=$output
