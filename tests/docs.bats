@@ -3,7 +3,10 @@
 # cover every option of the binary's option table (rlock --dump-options) and every variable that
 # gives one; the shell completions read that table; the pages lint clean;
 # rlock(1) documents every exit status and stays short (at most 1000 lines of roff); ARCHITECTURE.md
-# names every directory under src/.
+# names every directory under src/. Against the code, on a throwaway Redis where they need one:
+# rlock(7)'s ACL SETUSER lines (from src/redis/acl.txt) let their users run what the page says,
+# and acl.txt holds what the scripts and the code send; log --json's fields, the renewal retry
+# interval and the history's trimming are as the pages say.
 #
 # Environment: RLOCK_BIN (default $RLOCK_BUILD_DIR/rlock), RLOCK_BUILD_DIR (default
 # $RLOCK_SOURCE_DIR/build) and RLOCK_SOURCE_DIR (default: the parent of this file's directory).
