@@ -33,15 +33,17 @@ else()
   set(RLOCK_MAN_EPOCH 1795392000)  # 2026-11-23
 endif()
 set(RLOCK_MAN_PAGES)
+# rlock(7)'s ACL SETUSER lines come from the list that the permission error also gives.
+set(RLOCK_ACL ${PROJECT_SOURCE_DIR}/src/redis/acl.txt)
 foreach(section 1 7)
   set(source ${PROJECT_SOURCE_DIR}/man/rlock.${section}.scd)
   set(page ${PROJECT_BINARY_DIR}/man/rlock.${section})
   add_custom_command(
     OUTPUT ${page} ${page}.gz
     COMMAND ${CMAKE_COMMAND} -E make_directory ${PROJECT_BINARY_DIR}/man
-    COMMAND ${RLOCK_SH} ${PROJECT_SOURCE_DIR}/man/scdoc-page ${source} ${page} ${RLOCK_MAN_EPOCH}
+    COMMAND ${RLOCK_SH} ${PROJECT_SOURCE_DIR}/man/scdoc-page ${source} ${page} ${RLOCK_MAN_EPOCH} ${RLOCK_ACL}
     COMMAND ${RLOCK_GZIP} -9 -n -k -f ${page}
-    DEPENDS ${source} ${PROJECT_SOURCE_DIR}/man/scdoc-page
+    DEPENDS ${source} ${PROJECT_SOURCE_DIR}/man/scdoc-page ${RLOCK_ACL}
     COMMENT "Generating man page rlock.${section} with scdoc"
     VERBATIM)
   list(APPEND RLOCK_MAN_PAGES ${page}.gz)

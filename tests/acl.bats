@@ -238,3 +238,15 @@ life_cycle() {
   RLOCK_URL="redis://odd:p%40ss%3Aw%2Frd%25@127.0.0.1:$REDIS_PORT" run --separate-stderr rlock run k -- true
   assert_success
 }
+
+@test "a script command denied: 77 naming it, and listing the writer's commands of src/redis/acl.txt" {
+  local writer
+  writer=$(sed -n 's/^writer  *//p' "$BATS_TEST_DIRNAME/../src/redis/acl.txt")
+  [[ -n $writer ]] || fail "src/redis/acl.txt has no writer line"
+  rcli acl setuser noxadd on ">$PW" '~rlock:*' '+@all' -xadd >/dev/null
+  REDISCLI_AUTH=$PW run --separate-stderr rlock run k -u "$(url_as noxadd)" -- touch "$T/ran"
+  assert_error_exit 77
+  [[ $stderr == *"may not run XADD"* ]] || fail "the error does not name XADD: '$stderr'"
+  [[ $stderr == *"rlock needs $writer on its keys"* ]] || fail "the error does not list '$writer': '$stderr'"
+  assert_file_not_exist "$T/ran"
+}

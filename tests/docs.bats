@@ -3,7 +3,10 @@
 # cover every option of the binary's option table (rlock --dump-options) and every variable that
 # gives one; the shell completions read that table; the pages lint clean;
 # rlock(1) documents every exit status and stays short (at most 1000 lines of roff); ARCHITECTURE.md
-# names every directory under src/.
+# names every directory under src/. Against the code, on a throwaway Redis where they need one:
+# rlock(7)'s ACL SETUSER lines (from src/redis/acl.txt) let their users run what the page says,
+# and acl.txt holds what the scripts and the code send; log --json's fields, the renewal retry
+# interval and the history's trimming are as the pages say.
 #
 # Environment: RLOCK_BIN (default $RLOCK_BUILD_DIR/rlock), RLOCK_BUILD_DIR (default
 # $RLOCK_SOURCE_DIR/build) and RLOCK_SOURCE_DIR (default: the parent of this file's directory).
@@ -22,6 +25,13 @@ setup() {
     COMPLETIONS=(completions/rlock.bash completions/_rlock completions/rlock.fish)
     SUBCOMMANDS=(run acquire release extend status list log)
     EXIT_CODES=(0 1 64 65 69 70 71 75 76 77 78 126 127)
+}
+
+# The tests that start a Redis load helpers/common.bash.
+teardown() {
+    if declare -F common_teardown >/dev/null; then
+        common_teardown
+    fi
 }
 
 # Print FILE (relative to the source dir, or absolute) in a form where every long option
@@ -278,4 +288,208 @@ check_options() {
         grep -qF -- "${dir#"$RLOCK_SOURCE_DIR"/}" "$file" || missing+=("${dir#"$RLOCK_SOURCE_DIR"/}")
     done < <(find "$RLOCK_SOURCE_DIR/src" -mindepth 1 -type d | sort)
     ((${#missing[@]} == 0)) || fail "$(printf '%s\n' "ARCHITECTURE.md does not name:" "${missing[@]}")"
+}
+
+# ---------------------------------------------------------------------------------------------
+# ACL users (rlock(7), ACL permissions): the page's lines come from src/redis/acl.txt, as does the
+# permission error of src/redis/client.cpp.
+
+# acl_setuser KIND: creates the ACL user of rlock(7)'s "ACL SETUSER" line whose name contains
+# "read" (KIND reader) or not (KIND writer), as the generated page gives the line, with the
+# password $PW instead of PASSWORD; sets ACL_USER to its name.
+acl_setuser() {
+    local kind=$1 line
+    local -a lines words
+    mapfile -t lines < <(sed -E -e 's/\\-/-/g' -e 's/\\&//g' "${MAN_PAGES[1]}" | grep '^ACL SETUSER ')
+    ((${#lines[@]} == 2)) || fail "rlock(7) has ${#lines[@]} 'ACL SETUSER' lines, not 2 (a writer and a reader)"
+    for line in "${lines[@]}"; do
+        read -ra words <<<"$line"
+        [[ ${words[2]} == *read* ]] && [[ $kind == writer ]] && continue
+        [[ ${words[2]} != *read* ]] && [[ $kind == reader ]] && continue
+        [[ $line == *' >PASSWORD '* ]] || fail "the $kind line has no >PASSWORD: $line"
+        read -ra words <<<"${line/ >PASSWORD / >$PW }"
+        run rcli "${words[@]}"
+        assert_output OK
+        ACL_USER=${words[2]}
+        return 0
+    done
+    fail "rlock(7) has no ACL SETUSER line for a $kind: ${lines[*]}"
+}
+
+# as_user USER WANT RLOCK-ARGS...: rlock as the ACL user USER exits WANT.
+as_user() {
+    local user=$1 want=$2
+    shift 2
+    run --separate-stderr env RLOCK_URL="redis://$user@127.0.0.1:$REDIS_PORT" RLOCK_PASSWORD="$PW" rlock "$@"
+    ((status == want)) || fail "as $user, 'rlock $*' exited $status, not $want: $stderr"
+}
+
+# bg_as NAME USER RLOCK-ARGS...: the same in the background (helpers/common.bash: bg).
+bg_as() {
+    local name=$1 user=$2
+    shift 2
+    bg "$name" env RLOCK_URL="redis://$user@127.0.0.1:$REDIS_PORT" RLOCK_PASSWORD="$PW" rlock "$@"
+}
+
+queued() { (($(rcli zcard "rlock:{$1}:q") >= $2)); }
+
+@test "rlock(7)'s ACL lines: the writer runs every command, the reader status, list and log" {
+    load helpers/common
+    common_setup
+    redis_start
+    PW=acl-$RANDOM$RANDOM
+    local writer reader tok
+    acl_setuser writer
+    writer=$ACL_USER
+    acl_setuser reader
+    reader=$ACL_USER
+
+    as_user "$writer" 0 run k -- true
+    as_user "$writer" 0 run k --wait 5s -- true
+    as_user "$writer" 0 run sem --limit 2 -- true
+    as_user "$writer" 0 run sh -s -- true
+    # --min-hold: the lock lingers after the command (-n is busy: 75) until release --force.
+    as_user "$writer" 0 run m --min-hold 30s -- true
+    as_user "$writer" 75 run m -n -- true
+    as_user "$writer" 0 release m --force
+    as_user "$writer" 0 run m -n -- true
+    # --supersede: the newer waiter takes the older one's place in the queue.
+    as_user "$writer" 0 acquire s --ttl 30s
+    tok=$output
+    bg_as old "$writer" run s --supersede --wait 30s -- true
+    wait_until -t 10 queued s 1 || fail "the first waiter did not queue: $(bg_err old)"
+    bg_as new "$writer" run s --supersede --wait 30s -- true
+    bg_wait old 15
+    assert_equal "$BG_STATUS" 75
+    RLOCK_TOKEN=$tok as_user "$writer" 0 release s
+    bg_wait new 15
+    assert_equal "$BG_STATUS" 0
+    # acquire, extend, release; a second release finds the lock gone (1); release --force.
+    as_user "$writer" 0 acquire a --ttl 30s
+    tok=$output
+    RLOCK_TOKEN=$tok as_user "$writer" 0 extend a --ttl 1m
+    RLOCK_TOKEN=$tok as_user "$writer" 0 release a
+    RLOCK_TOKEN=$tok as_user "$writer" 1 release a
+    as_user "$writer" 0 acquire a --ttl 30s
+    as_user "$writer" 0 release a --force
+    as_user "$writer" 0 log k
+    as_user "$writer" 0 log --json
+    as_user "$writer" 1 status a
+    as_user "$writer" 0 list
+
+    # The reader, with a holder and a waiter to show.
+    as_user "$writer" 0 acquire h --ttl 30s
+    tok=$output
+    bg_as waiter "$writer" run h --wait 30s -- true
+    wait_until -t 10 queued h 1 || fail "the waiter did not queue: $(bg_err waiter)"
+    as_user "$reader" 0 status h
+    as_user "$reader" 0 -v status h
+    as_user "$reader" 0 status h --json
+    as_user "$reader" 0 status
+    as_user "$reader" 0 list
+    as_user "$reader" 0 log h
+    as_user "$reader" 0 log --json
+    # It writes nothing.
+    as_user "$reader" 77 run h -n -- true
+    RLOCK_TOKEN=$tok as_user "$writer" 0 release h
+    bg_wait waiter 15
+    assert_equal "$BG_STATUS" 0
+    common_teardown
+}
+
+@test "src/redis/acl.txt lists the commands that the scripts and the code send, and rlock(7) the set-up's others" {
+    load helpers/common
+    common_setup
+    redis_start
+    local acl=$RLOCK_SOURCE_DIR/src/redis/acl.txt writer reader section name info
+    writer=" $(sed -n 's/^writer  *//p' "$acl") "
+    reader=" $(sed -n 's/^reader  *//p' "$acl") "
+    section=$(sed -n '/^\.SS "\{0,1\}ACL permissions/,/^\.S[SH] /p' "${MAN_PAGES[1]}" | sed -e 's/\\-/-/g')
+    [[ -n $section ]] || fail "rlock(7) has no ACL permissions section"
+    local -a missing=() lua code
+    local -A used=([EVAL]=1 [EVALSHA]=1)
+    # The scripts: redis.call('NAME', ...), and a command built as a table ({'XADD', K.log, ...}).
+    mapfile -t lua < <(grep -ohE "(redis\.p?call\(|\{)'[A-Z]+'" "$RLOCK_SOURCE_DIR"/src/lock/scripts/*.lua |
+        grep -oE '[A-Z]+' | sort -u)
+    ((${#lua[@]} > 20)) || fail "only ${#lua[@]} commands found in the scripts: ${lua[*]}"
+    for name in "${lua[@]}"; do
+        used[$name]=1
+        [[ $writer == *" +${name,,} "* ]] || missing+=("$name (a lock script) is not on the writer line of $acl")
+    done
+    # The code: the Redis commands among the words written {"NAME", ...} (a redis::Command).
+    mapfile -t code < <(grep -rhoE '\{"[A-Z]+"' "$RLOCK_SOURCE_DIR"/src/{lock,redis,commands} | grep -oE '[A-Z]+' | sort -u)
+    for name in "${code[@]}"; do
+        info=$(rcli command info "$name")
+        [[ -n ${info//[[:space:]]/} ]] || continue      # an error code, a placeholder
+        grep -qx no_auth <<<"$info" && continue        # AUTH: no ACL rule applies to it
+        used[$name]=1
+        [[ $writer == *" +${name,,} "* ]] && continue
+        # A command of some set-ups only (SELECT, ROLE, WAIT, ASKING, CLUSTER...): in the prose.
+        grep -qE -- "\+${name,,}([^a-z_]|\$)" <<<"$section" ||
+            missing+=("$name (src/) is neither on the writer line of $acl nor in rlock(7)'s ACL permissions")
+    done
+    ((${#used[@]} > 30)) || fail "only ${#used[@]} commands found in the code: ${!used[*]}"
+    # Nothing more: each command of the lines is sent, and the reader's are the writer's too.
+    for name in $writer $reader; do
+        name=${name#+}
+        [[ -v used[${name^^}] ]] || missing+=("+$name on a line of $acl: neither the scripts nor the code send it")
+        [[ $writer == *" +$name "* ]] || missing+=("+$name is on the reader line of $acl, not the writer's")
+    done
+    ((${#missing[@]} == 0)) || fail "$(printf '%s\n' "${missing[@]}")"
+    common_teardown
+}
+
+@test "rlock(1) names every field of log --json" {
+    command -v jq >/dev/null || skip "jq is not installed"
+    load helpers/common
+    common_setup
+    redis_start
+    run rlock run k -- true
+    assert_success
+    run --separate-stderr rlock log k --json
+    assert_success
+    local fields text field
+    fields=$(jq -r 'keys_unsorted[]' <<<"$output" | sort -u)
+    (($(wc -l <<<"$fields") >= 10)) || fail "log --json printed only these fields: $fields"
+    # The --json entry of "Options of status, list and log".
+    text=$(sed -n '/^\.SS "\{0,1\}Options of status, list and log/,/^\.SS /p' "$MAN_PAGE" |
+        sed -n '/--json/,/^\.P/p' | sed -e 's/\\-/-/g' -e 's/\\&//g')
+    [[ -n $text ]] || fail "rlock(1) has no --json entry under 'Options of status, list and log'"
+    local -a missing=()
+    for field in $fields; do
+        grep -qF "\\fB$field\\fR" <<<"$text" || missing+=("$field")
+    done
+    ((${#missing[@]} == 0)) || fail "rlock(1)'s log --json does not name: ${missing[*]}"
+    common_teardown
+}
+
+@test "rlock(7) says how often a failed renewal is retried as src/lock/validity.cpp does, once" {
+    local code line div lo hi text
+    code=$(grep -E '^Millis retry_interval' "$RLOCK_SOURCE_DIR/src/lock/validity.cpp")
+    [[ $code =~ clamp\(ttl\ /\ ([0-9]+),\ Millis\(([0-9]+)\),\ Millis\(([0-9]+)\)\) ]] ||
+        fail "src/lock/validity.cpp: retry_interval is no longer clamp(ttl / N, Millis(LO), Millis(HI)): $code"
+    div=${BASH_REMATCH[1]} lo=${BASH_REMATCH[2]} hi=${BASH_REMATCH[3]}
+    # The page's text, joined into one line per paragraph.
+    text=$(sed -e 's/\\-/-/g' -e 's/\\&//g' -E -e 's/\\f(\[[^]]*\]|\(..|.)//g' "${MAN_PAGES[1]}" |
+        awk '/^\.(P|PP|SS|SH|RE|RS|IP)/ { if (p != "") print p; p = ""; next } { p = p " " $0 } END { print p }')
+    grep -qF "retried at once, then every TTL/$div (${lo}ms to ${hi}ms)" <<<"$text" ||
+        fail "rlock(7) does not say 'retried at once, then every TTL/$div (${lo}ms to ${hi}ms)'"
+    # No other interval for the same retries.
+    line=$(grep -iE 'renewal.{0,40}retried' <<<"$text" | grep -E 'TTL/[0-9]+ later|every (min\()?TTL/[0-9]+' |
+        grep -vF "TTL/$div (${lo}ms to ${hi}ms)" || true)
+    [[ -z $line ]] || fail "rlock(7) gives another retry interval: $line"
+}
+
+@test "the pages say how the scripts trim the history (MAXLEN, exact or ~)" {
+    local approx=0 page n
+    grep -qE "'MAXLEN', *'~'" "$RLOCK_SOURCE_DIR/src/lock/scripts/common.lua" && approx=1
+    grep -qE "'MAXLEN'" "$RLOCK_SOURCE_DIR/src/lock/scripts/common.lua" || fail "common.lua does not trim with MAXLEN"
+    for page in "${MAN_PAGES[@]}"; do
+        n=$(sed 's/\\-/-/g' "$page" | grep -c 'MAXLEN ~' || true)
+        if ((approx)); then
+            ((n > 0)) || fail "the scripts trim with MAXLEN ~, $page does not say so"
+        else
+            ((n == 0)) || fail "the scripts trim exactly (MAXLEN), but $page says MAXLEN ~"
+        fi
+    done
 }

@@ -740,6 +740,106 @@ EOF
   ((RAN >= 23)) || fail "only $RAN cases ran"
 }
 
+# minutes_of DURATION: the minutes in a duration of whole s, m, h or d (as in the recipes); 0 if
+# not one.
+minutes_of() {
+  local n=${1%[smhd]}
+  [[ $n =~ ^[0-9]+$ ]] || { echo 0; return; }
+  case $1 in
+    *s) echo "$((n / 60))" ;;
+    *m) echo "$n" ;;
+    *h) echo "$((n * 60))" ;;
+    *d) echo "$((n * 1440))" ;;
+  esac
+}
+
+@test "README.md's cron line, its period scaled to 5s, on 3 hosts firing apart: one run per tick for 3 ticks" {
+  local line period hold
+  line=$(grep -E '^ +\*/[0-9]+ \* \* \* \* rlock run ' "$RLOCK_SOURCE_DIR/README.md")
+  [[ -n $line && $line != *$'\n'* ]] || fail "README.md has not one '*/N * * * * rlock run' line: $line"
+  [[ $line =~ ^\ +\*/([0-9]+)\ \*\ \*\ \*\ \*\ (rlock\ run\ .*--min-hold\ ([0-9]+[smhd])\ .*)\ +#\ exit ]] ||
+    fail "README.md's cron line has no --min-hold: $line"
+  period=${BASH_REMATCH[1]} hold=$(minutes_of "${BASH_REMATCH[3]}")
+  local cmd=${BASH_REMATCH[2]} scaled_hold
+  # A minute becomes 1s/period*5: the period 5s, the --min-hold in proportion.
+  scaled_hold=$((hold * 5000 / period))ms
+  cmd=${cmd/--min-hold ${BASH_REMATCH[3]}/--min-hold $scaled_hold}
+  redis_up
+  local tick h t0 rc pids=()
+  t0=$(now_ms)
+  for tick in 1 2 3; do
+    # Each tick at its time; the hosts' crons fire 300ms apart.
+    sleep "$(awk -v ms=$((t0 + (tick - 1) * 5000 - $(now_ms))) 'BEGIN { print (ms > 0 ? ms / 1000 : 0) }')"
+    for h in 1 2 3; do
+      (
+        sleep "0.$((3 * (h - 1)))"
+        rc=0
+        cd "$T/work" && EXAMPLES_ID=tick$tick bash -c "$cmd" >"$T/runs/$tick.$h.out" 2>&1 || rc=$?
+        echo "$rc" >"$T/runs/$tick.$h.rc"
+      ) &
+      pids+=($!)
+    done
+  done
+  wait "${pids[@]}"
+  # The job's own lines: one per tick (exit 0), the other hosts skipped it (75).
+  for tick in 1 2 3; do
+    assert_equal "$(grep -c "^tick$tick " "$EXAMPLES_STUB_LOG")" 1 ||
+      fail "tick $tick ran the job $(grep -c "^tick$tick " "$EXAMPLES_STUB_LOG") times (--min-hold $scaled_hold every 5s): $(cat "$EXAMPLES_STUB_LOG")"
+    assert_equal "$(cat "$T/runs/$tick".*.rc | sort | tr '\n' ' ')" "0 75 75 "
+  done
+}
+
+# period_of SCHEDULE: the minutes between two runs of a crontab or CronJob schedule (*/N * * * *,
+# or M H * * *) or a systemd OnCalendar= (*-*-* HH:MM:SS); 0 for another form.
+period_of() {
+  if [[ $1 =~ ^\*/([0-9]+)\ \*\ \*\ \*\ \*$ ]]; then
+    echo "${BASH_REMATCH[1]}"
+  elif [[ $1 =~ ^[0-9]+\ [0-9]+\ \*\ \*\ \*$ || $1 =~ ^\*-\*-\*\ [0-9:]+$ ]]; then
+    echo 1440
+  else
+    echo 0
+  fi
+}
+
+# check_min_hold WHERE SCHEDULE COMMAND: a run with -n on SCHEDULE keeps the lock (--min-hold) for
+# at least half the period, so that hosts that fire a little later skip it, and less than the
+# period, so that the next run finds it free; appends to errors.
+check_min_hold() {
+  local where=$1 period hold
+  period=$(period_of "$2")
+  ((period > 0)) || { errors+=("$where: a schedule the test does not read: $2"); return; }
+  [[ " $3 " =~ \ --min-hold[\ =]+([0-9]+[smhd])\  ]] || { errors+=("$where: no --min-hold: $3"); return; }
+  hold=$(minutes_of "${BASH_REMATCH[1]}")
+  ((hold * 2 >= period && hold < period)) ||
+    errors+=("$where: --min-hold ${BASH_REMATCH[1]} for a period of ${period}m: keep it a little shorter than the period")
+}
+
+@test "the recipes run on a schedule with -n keep the lock a little less than their period (--min-hold)" {
+  local -a errors=()
+  local file line schedule service n=0
+  # Crontab entries (README.md's too).
+  for file in README.md examples/crontab; do
+    while IFS= read -r line; do
+      [[ $line =~ ^\ *(\*/[0-9]+\ \*\ \*\ \*\ \*|[0-9]+\ [0-9]+\ \*\ \*\ \*)\ +(rlock\ run\ .*) ]] || continue
+      [[ ${BASH_REMATCH[2]%%#*} == *' -n '* ]] || continue
+      check_min_hold "$file: $line" "${BASH_REMATCH[1]}" "${BASH_REMATCH[2]%%#*}"
+      n=$((n + 1))
+    done <"$RLOCK_SOURCE_DIR/$file"
+  done
+  # The Kubernetes CronJob: its schedule, and its container's argv.
+  file=$RLOCK_SOURCE_DIR/examples/kubernetes-cronjob.yaml
+  schedule=$(sed -nE 's/^ *schedule: *"([^"]*)".*/\1/p' "$file")
+  line=$(grep -E '^ *command: *\["rlock", "run"' "$file" | sed -E 's/^ *command: *\[//; s/\].*//; s/[",]//g')
+  [[ $line == *' -n '* ]] && check_min_hold "examples/kubernetes-cronjob.yaml" "$schedule" "$line" && n=$((n + 1))
+  # The systemd timer and its service.
+  file=$RLOCK_SOURCE_DIR/examples/systemd/nightly-report
+  schedule=$(sed -n 's/^OnCalendar=//p' "$file.timer")
+  line=$(sed -n 's/^ExecStart=//p' "$file.service")
+  [[ $line == *' -n '* ]] && check_min_hold "examples/systemd/nightly-report.service" "$schedule" "$line" && n=$((n + 1))
+  ((n >= 4)) || errors+=("only $n scheduled runs with -n found (README.md, crontab, CronJob, systemd)")
+  ((${#errors[@]} == 0)) || fail "$(printf '%s\n' "${errors[@]}")"
+}
+
 @test "examples/*.md: the commands exit as documented" {
   run_recipes markdown
 }

@@ -3,6 +3,7 @@
 #include "error.hpp"
 #include "exit_code.hpp"
 #include "log.hpp"
+#include "redis/acl.hpp"
 #include "util/text.hpp"
 
 #include <fmt/core.h>
@@ -250,11 +251,8 @@ Reply Client::eval(const Script& script, const std::vector<std::string>& keys, c
   if (reply.is_error() && reply.str.find("can't run this command") != std::string::npos) {
     throw Error(exit_code::k_permission,
                 fmt::format("{}: permission denied: the ACL user may not run {} (in rlock's {} script); rlock needs "
-                            "+evalsha +eval +get +set +del +exists +incr +hset +hget +hmget +hgetall +hdel "
-                            "+hincrby +pexpire +pexpireat +pttl +type +time +zadd +zrem +zscore +zrank +zcard "
-                            "+zcount +zrange +zrangebyscore +zrevrangebyscore +zpopmin +lpush +ltrim +blpop +xadd "
-                            "+xrange +xrevrange +scan on its keys",
-                            m_url.display(), script_command(script, reply.str), script.name));
+                            "{} on its keys",
+                            m_url.display(), script_command(script, reply.str), script.name, acl::k_writer));
   }
   return reply;
 }

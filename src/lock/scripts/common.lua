@@ -88,14 +88,14 @@ end
 -- Appends one event to the lock's history (capped at LOG_LENGTH; 0: no history). ev: field list.
 local function event(kind, ev)
   if LOG_LENGTH == 0 then return end
-  local args = {'XADD', K.log, 'MAXLEN', LOG_LENGTH, '*', 'e', kind}
+  local args = {K.log, 'MAXLEN', LOG_LENGTH, '*', 'e', kind}
   for i = 1, #ev, 2 do
     if ev[i + 1] and ev[i + 1] ~= '' then
       args[#args + 1] = ev[i]
       args[#args + 1] = ev[i + 1]
     end
   end
-  redis.call(unpack(args))
+  redis.call('XADD', unpack(args))
   redis.call('PEXPIRE', K.log, HISTORY)
 end
 
