@@ -56,6 +56,21 @@ RLOCK_GUARD_CODE __attribute__((noreturn)) void sys_exit(int code) {
 using sys::put_number;
 using sys::put_text;
 
+// CLOCK_BOOTTIME in nanoseconds, as util::BootClock counts it (rlock's deadlines are on it).
+RLOCK_GUARD_CODE int64_t boot_ns() {
+  struct {
+    long sec, nsec;
+  } now{0, 0};
+  sys::call(SYS_clock_gettime, CLOCK_BOOTTIME, reinterpret_cast<long>(&now));
+  return static_cast<int64_t>(now.sec) * 1'000'000'000 + now.nsec;
+}
+
+// Whether the command may still be executed: its first kill deadline has not passed. Checked
+// by the guard before it starts the child and by the child right before each execve, so that
+// a rlock or a guard held up (stopped, frozen, swapped out) never starts a command on a lease
+// that may have ended: the next holder may be running.
+RLOCK_GUARD_CODE bool too_late(const Setup& s) { return s.start_by > 0 && boot_ns() >= s.start_by; }
+
 // The cgroup v2 hierarchy's mount point, if it is mounted where systemd puts it.
 RLOCK_GUARD_CODE const char* cgroup2_mount() {
   struct {
@@ -191,9 +206,17 @@ RLOCK_GUARD_CODE int launch_child(void*) {
     sys::call(SYS_rt_sigaction, SIGPIPE, reinterpret_cast<long>(&dfl), 0, 8);
   }
   sys::call(SYS_rt_sigprocmask, SIG_SETMASK, reinterpret_cast<long>(&s.child_mask), 0, 8);
+  if (too_late(s)) {
+    s.late = true;
+    sys_exit(exit_code::k_system);
+  }
   long r = sys::call(SYS_execve, reinterpret_cast<long>(s.path), reinterpret_cast<long>(s.argv),
                      reinterpret_cast<long>(s.envp));
   if (r == -ENOEXEC) {
+    if (too_late(s)) {
+      s.late = true;
+      sys_exit(exit_code::k_system);
+    }
     r = sys::call(SYS_execve, reinterpret_cast<long>("/bin/sh"), reinterpret_cast<long>(s.sh_argv),
                   reinterpret_cast<long>(s.envp));
   }
@@ -356,6 +379,13 @@ RLOCK_GUARD_CODE int guard_main(void*) {
   // no command running without one.
   int64_t kill_at = first_deadline;
   if (kill_at > 0) arm(timer, kill_at);
+  s.start_by = first_deadline;
+  s.late = false;
+  if (too_late(s)) {
+    drop_cgroup(s);
+    sys_write_message(s.reports, k_report_late, 0, 0);
+    sys_exit(0);
+  }
 
   long child = s.cgroup[0] ? clone_into_cgroup(launch_child, s.cgroup_dir) : -ENOSYS;
   if (child < 0) {
@@ -369,6 +399,13 @@ RLOCK_GUARD_CODE int guard_main(void*) {
     }
   }
   sys::call(SYS_setpgid, child, child);  // may fail after exec (EACCES): the child did it already
+  if (s.late) {
+    int status = 0;
+    sys::call(SYS_wait4, child, reinterpret_cast<long>(&status), 0, 0);
+    drop_cgroup(s);
+    sys_write_message(s.reports, k_report_late, 0, 0);
+    sys_exit(0);
+  }
   if (s.exec_errno != 0) {
     int status = 0;
     sys::call(SYS_wait4, child, reinterpret_cast<long>(&status), 0, 0);

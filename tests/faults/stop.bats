@@ -117,6 +117,63 @@ END
   next_holder_then_lost
 }
 
+# strace_delay_possible: skips unless strace can hold up a system call of a command it starts
+# here (ptrace allowed, fault injection supported).
+strace_delay_possible() {
+  command -v strace >/dev/null || skip "no strace"
+  strace -o /dev/null -e trace=write -e inject=write:delay_enter=1000:when=1 true 2>/dev/null ||
+    skip "strace cannot delay a system call here"
+}
+
+@test "rlock held up past the lease between its check and the command's start: nothing is executed, 76" {
+  strace_delay_possible
+  # The command, watched by the kernel: an execve of it opens it (helpers/exec-watch), and it
+  # leaves a file if it ever runs.
+  printf '#!/bin/sh\ntouch "%s/ran"\n' "$T" >"$T/cmd"
+  chmod +x "$T/cmd"
+  bg watch "$FAULTS_PYTHON" "$FAULTS_HELPERS/exec-watch" "$T/cmd" "$T/opens"
+  wait_until test -s "$T/opens" || fail "exec-watch did not start: $(bg_err watch)"
+  # rlock's first write(2) is its request to the guard to start the command, made after the
+  # lease's check (without -v it writes nothing before): strace holds that call up for 4s,
+  # twice the lease, as a stopped process or a frozen VM would be held up.
+  bg holder strace -o "$T/strace" -e trace=write -e inject=write:delay_enter=4000000:when=1 \
+    "$RLOCK_BIN" run k -t 2s -- "$T/cmd"
+  # Meanwhile the lease ends and the next holder runs.
+  wait_until -t 10 lock_held k || fail "the first rlock did not take the lock: $(bg_err holder)"
+  rlock run k --wait 10s -- "$CS" "$WLOG" second 0 || fail "the next holder did not run"
+  bg_wait holder 20
+  [[ $(head -n 1 "$T/strace") == 'write('*'"\4\0\0\0'*', 16) = 16 (DELAYED)' ]] ||
+    fail "the delay did not hold up the request to the guard: $(cat "$T/strace")"
+  [[ $(grep -c '^open' "$T/opens") == 0 ]] || fail "the command was executed after its deadline"
+  assert_file_not_exists "$T/ran"
+  assert_equal "$BG_STATUS" 76
+  [[ $(count_error_lines "$(bg_err holder)") == 1 && $(bg_err holder) == *"not run"* ]] ||
+    fail "expected one error line saying the command was not run: $(bg_err holder)"
+  assert lock_free k
+}
+
+@test "the guard held up past the lease between its check and the child's start: the child does not exec, 76" {
+  strace_delay_possible
+  printf '#!/bin/sh\ntouch "%s/ran"\n' "$T" >"$T/cmd"
+  chmod +x "$T/cmd"
+  bg watch "$FAULTS_PYTHON" "$FAULTS_HELPERS/exec-watch" "$T/cmd" "$T/opens"
+  wait_until test -s "$T/opens" || fail "exec-watch did not start: $(bg_err watch)"
+  # Each process's first clone is held up 3s: rlock's (the guard's start, before the lock is
+  # taken: no harm), and the guard's, which starts the child once the guard found the deadline
+  # still ahead; the child then runs 3s later, past the 2s lease.
+  bg holder strace -f -o "$T/strace" -e trace=clone,clone3 -e inject=clone,clone3:delay_enter=3000000:when=1 \
+    "$RLOCK_BIN" run k -t 2s -- "$T/cmd"
+  bg_wait holder 30
+  [[ $(grep -c 'clone.*(DELAYED)' "$T/strace") == 2 ]] ||
+    fail "the delay did not hold up the guard's start of the child: $(cat "$T/strace")"
+  [[ $(grep -c '^open' "$T/opens") == 0 ]] || fail "the command was executed after its deadline"
+  assert_file_not_exists "$T/ran"
+  assert_equal "$BG_STATUS" 76
+  [[ $(count_error_lines "$(bg_err holder)") == 1 && $(bg_err holder) == *"not run"* ]] ||
+    fail "expected one error line saying the command was not run: $(bg_err holder)"
+  assert lock_free k
+}
+
 @test "without /proc (a mount namespace without it), the tree is still followed: rlock stopped, all gone" {
   no_proc_possible
   run --separate-stderr unshare -m --propagation private sh -c 'umount -l /proc && exec "$0" run k -- true' "$RLOCK_BIN"
