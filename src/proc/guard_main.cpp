@@ -286,14 +286,15 @@ RLOCK_GUARD_CODE long clone_into_cgroup(int (*fn)(void*), int cgroup) {
 #endif
 }
 
-// Signals every process of the tree: the child's group, then the cgroup's processes, or the
-// descendants found through /proc.
+// Signals every process of the tree once: the child's group, then the cgroup's processes, or
+// the descendants found through /proc, outside that group.
 RLOCK_GUARD_CODE void signal_tree(Setup& s, pid_t self, int sig) {
-  if (s.child > 0 && !s.child_reaped) sys::call(SYS_kill, -s.child, sig);
+  pid_t group = s.child > 0 && !s.child_reaped ? s.child : 0;
+  if (group > 0) sys::call(SYS_kill, -group, sig);
   if (s.cgroup_list >= 0) {
-    signal_cgroup(raw_kernel(), s.cgroup_list, sig);
+    signal_cgroup(raw_kernel(), s.cgroup_list, sig, group);
   } else if (s.proc_ok) {
-    signal_pass(raw_kernel(), self, sig);
+    signal_pass(raw_kernel(), self, sig, group);
   }
 }
 
@@ -418,6 +419,7 @@ RLOCK_GUARD_CODE int guard_main(void*) {
                     (s.proc_ok ? k_reach_proc : 0) | (s.cgroup[0] ? k_reach_cgroup : 0));
 
   bool stopping = false;
+  bool stop_signalled = false;  // the stop signal went out: once per hold, whoever asks again
   pollfd fds[3] = {{s.requests, POLLIN, 0}, {sigchld, POLLIN, 0}, {timer, POLLIN, 0}};
   for (;;) {
     fds[0].revents = fds[1].revents = fds[2].revents = 0;
@@ -434,7 +436,12 @@ RLOCK_GUARD_CODE int guard_main(void*) {
           if (!stopping || m.time_ns < kill_at) kill_at = m.time_ns;
           arm(timer, kill_at);
         } else if (m.kind == k_op_stop) {
-          if (m.value > 0) signal_tree(s, self, m.value);
+          // A second request to stop (a loss after --leftovers kill or a --preempt, say) only
+          // brings the SIGKILL forward: the command's handler runs once.
+          if (m.value > 0 && !stop_signalled) {
+            signal_tree(s, self, m.value);
+            stop_signalled = true;
+          }
           // The SIGKILL of a stop lands at its time, or at the lease's deadline if that is sooner.
           if (kill_at <= 0 || m.time_ns < kill_at) kill_at = m.time_ns;
           stopping = true;

@@ -19,7 +19,14 @@ RLOCK_GUARD_CODE long raw_reap() {
   return r > 0 ? r : 0;
 }
 
-const Kernel k_raw_kernel{"/proc", raw_kill, raw_reap};
+RLOCK_GUARD_CODE long raw_pgid(long pid) { return sys::call(SYS_getpgid, pid); }
+
+const Kernel k_raw_kernel{"/proc", raw_kill, raw_reap, raw_pgid};
+
+// Whether pid is in process group `signalled`, which was just signalled whole.
+RLOCK_GUARD_CODE bool got_it_already(const Kernel& kernel, long pid, pid_t signalled) {
+  return signalled > 0 && kernel.pgid && kernel.pgid(pid) == signalled;
+}
 
 using sys::put_number;
 using sys::put_text;
@@ -118,15 +125,15 @@ RLOCK_GUARD_CODE void pause_briefly() {
 
 const Kernel& raw_kernel() { return k_raw_kernel; }
 
-RLOCK_GUARD_CODE long signal_pass(const Kernel& kernel, pid_t root, int sig) {
+RLOCK_GUARD_CODE long signal_pass(const Kernel& kernel, pid_t root, int sig, pid_t signalled) {
   long pids[k_pass_capacity];  // on the stack: rlock and the guard share every static
   long count = add_children(kernel.proc, root, pids, 0, k_pass_capacity);
   for (long i = 0; i < count; ++i) count = add_children(kernel.proc, pids[i], pids, count, k_pass_capacity);
-  long signalled = 0;
+  long sent = 0;
   for (long i = 0; i < count; ++i) {
-    if (kernel.kill(pids[i], sig) == 0) ++signalled;
+    if (!got_it_already(kernel, pids[i], signalled) && kernel.kill(pids[i], sig) == 0) ++sent;
   }
-  return signalled;
+  return sent;
 }
 
 RLOCK_GUARD_CODE long kill_descendants(const Kernel& kernel, pid_t root) {
@@ -145,11 +152,11 @@ RLOCK_GUARD_CODE long kill_descendants(const Kernel& kernel, pid_t root) {
   return total;
 }
 
-RLOCK_GUARD_CODE long signal_cgroup(const Kernel& kernel, int procs_fd, int sig) {
+RLOCK_GUARD_CODE long signal_cgroup(const Kernel& kernel, int procs_fd, int sig, pid_t signalled) {
   char list[4096];
   long offset = 0;
   long value = -1;
-  long signalled = 0;
+  long sent = 0;
   for (;;) {
     long got = sys::call(SYS_pread64, procs_fd, reinterpret_cast<long>(list), sizeof list, offset);
     if (got <= 0) break;
@@ -159,13 +166,13 @@ RLOCK_GUARD_CODE long signal_cgroup(const Kernel& kernel, int procs_fd, int sig)
       if (c >= '0' && c <= '9') {
         value = (value < 0 ? 0 : value * 10) + (c - '0');
       } else if (value >= 0) {
-        if (kernel.kill(value, sig) == 0) ++signalled;
+        if (!got_it_already(kernel, value, signalled) && kernel.kill(value, sig) == 0) ++sent;
         value = -1;
       }
     }
   }
-  if (value >= 0 && kernel.kill(value, sig) == 0) ++signalled;
-  return signalled;
+  if (value >= 0 && !got_it_already(kernel, value, signalled) && kernel.kill(value, sig) == 0) ++sent;
+  return sent;
 }
 
 RLOCK_GUARD_CODE bool proc_is_ours(const char* proc) {

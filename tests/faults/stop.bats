@@ -2,6 +2,7 @@
 # The stop of a holder cut off from Redis reaches its whole tree before the lease ends, whatever
 # else fails: a tree of thousands of processes (half of them in sessions of their own) with
 # rlock stopped, the guard stopped, rlock stopped the moment the command starts, and no /proc.
+# A stop sends --signal once per hold, and nothing is executed after its kill deadline.
 #
 # Witnesses: the holder's critical section and the next holder's (helpers/cs) must not overlap;
 # the tree's working processes (helpers/tree) write timestamps, and none may be later than the
@@ -115,6 +116,64 @@ END
   wait_until -t 30 test -s "$T/ready" || fail "the tree did not start: $(bg_err holder)"
   [[ $(awk '{ print $3 }' /proc/"$holder_pid"/stat) == T ]] || fail "rlock is not stopped"
   next_holder_then_lost
+}
+
+# term_counter: a bash script that counts the SIGTERMs it gets (a line each in $T/terms, from a
+# trap), says it is ready, and works until it is killed.
+term_counter() {
+  cat <<'END'
+trap 'echo TERM >>"$T/terms"' TERM
+touch "$T/ready"
+while :; do sleep 0.05 & wait $!; done
+END
+}
+
+@test "renewals failing (Redis paused): the command gets --signal once, then SIGKILL" {
+  term_counter >"$T/cmd"
+  T=$T bg holder rlock run k -t 3s --kill-after 1s -- bash "$T/cmd"
+  wait_until test -e "$T/ready" || fail "the command did not start: $(bg_err holder)"
+  redis_pause
+  bg_wait holder 20
+  redis_resume
+  assert_equal "$BG_STATUS" 76
+  assert_equal "$(cat "$T/terms")" TERM
+}
+
+@test "renewals failing (Redis killed): a queued --signal arrives once per process, not once per way to the process" {
+  # A real-time signal queues: every kill(2) of it is one more instance, none merges with one
+  # still pending. The command blocks it and counts what arrives; it is in the child's process
+  # group and in the tree's cgroup (or found through /proc) at once.
+  cat >"$T/cmd.py" <<'END'
+import os, signal
+sig = 40
+signal.pthread_sigmask(signal.SIG_BLOCK, [sig])
+open(os.environ["T"] + "/ready", "w").close()
+while True:
+    if signal.sigtimedwait([sig], 0.1):
+        with open(os.environ["T"] + "/signals", "a") as f:
+            f.write("40\n")
+END
+  T=$T bg holder rlock run k -t 3s --kill-after 1s --signal 40 -- "$FAULTS_PYTHON" "$T/cmd.py"
+  wait_until -t 10 test -e "$T/ready" || fail "the command did not start: $(bg_err holder)"
+  redis_kill
+  bg_wait holder 20
+  assert_equal "$BG_STATUS" 76
+  assert_equal "$(cat "$T/signals")" 40
+}
+
+@test "a loss after --leftovers kill stopped the leftovers: they get --signal once, then SIGKILL" {
+  # The command leaves a counter behind and exits: --leftovers kill sends it TERM. Then the lock
+  # is deleted: the next renewal (within TTL/3, before --kill-after ends) finds it lost and
+  # stops the tree again.
+  term_counter >"$T/job"
+  printf 'bash "%s/job" &\nwhile [ ! -e "%s/ready" ]; do sleep 0.01; done\n' "$T" "$T" >"$T/cmd"
+  T=$T bg holder rlock run k -t 12s --kill-after 5.5s --leftovers kill -- sh "$T/cmd"
+  wait_until -t 10 test -s "$T/terms" || fail "the leftover got no TERM: $(bg_err holder)"
+  rcli del "$(lock_key k)" >/dev/null
+  bg_wait holder 20
+  assert_equal "$BG_STATUS" 76
+  [[ $(bg_err holder) == *"lost the lock"* ]] || fail "the loss was not found: $(bg_err holder)"
+  assert_equal "$(cat "$T/terms")" TERM
 }
 
 # strace_delay_possible: skips unless strace can hold up a system call of a command it starts
