@@ -248,7 +248,7 @@ std::vector<GuardEvent> Guard::take_events() {
       int status = 0;
       while (::waitpid(-1, &status, 0) > 0) {
       }
-      if (g_setup.cgroup[0]) ::rmdir(const_cast<const char*>(g_setup.cgroup));
+      if (g_setup.cgroup[0]) remove_cgroup(AT_FDCWD, const_cast<const char*>(g_setup.cgroup));
       m_pid = -1;
       m_done = true;
       events.push_back({GuardEvent::Kind::guard_lost, 0});

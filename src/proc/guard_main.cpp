@@ -88,7 +88,8 @@ RLOCK_GUARD_CODE const char* cgroup2_mount() {
 }
 
 // Removes the empty cgroups of guards that were killed before they could (rlock.PID where no
-// process PID lives): at most a few a run. A populated one cannot be removed, and a live guard's
+// process PID lives), with the cgroups under them (a nested run's, the command's own): at most a
+// few a run, each bounded (remove_cgroup). A populated one cannot be removed, and a live guard's
 // is never touched.
 RLOCK_GUARD_CODE void remove_stale_cgroups(const char* parent) {
   long dir = sys::call(SYS_openat, AT_FDCWD, reinterpret_cast<long>(parent), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -110,7 +111,7 @@ RLOCK_GUARD_CODE void remove_stale_cgroups(const char* parent) {
       long pid = 0;
       for (; name[i] >= '0' && name[i] <= '9'; ++i) pid = pid * 10 + (name[i] - '0');
       if (name[i] != '\0' || sys::call(SYS_kill, pid, 0) != -ESRCH) continue;
-      if (sys::call(SYS_unlinkat, dir, reinterpret_cast<long>(name), AT_REMOVEDIR) == 0) ++removed;
+      if (remove_cgroup(static_cast<int>(dir), name) == 0) ++removed;
     }
   }
   sys::call(SYS_close, dir);
@@ -154,7 +155,7 @@ RLOCK_GUARD_CODE void make_cgroup(Setup& s) {
   }
   long made = sys::call(SYS_mkdirat, AT_FDCWD, reinterpret_cast<long>(s.cgroup), 0755);
   if (made == -EEXIST) {  // left by an earlier guard with this pid that was killed
-    sys::call(SYS_unlinkat, AT_FDCWD, reinterpret_cast<long>(s.cgroup), AT_REMOVEDIR);
+    remove_cgroup(AT_FDCWD, s.cgroup);
     made = sys::call(SYS_mkdirat, AT_FDCWD, reinterpret_cast<long>(s.cgroup), 0755);
   }
   if (made != 0) {
@@ -180,14 +181,15 @@ RLOCK_GUARD_CODE void make_cgroup(Setup& s) {
   }
 }
 
-// Removes the tree's cgroup (empty once the tree is gone).
+// Removes the tree's cgroup (empty once the tree is gone), and the cgroups made under it: a
+// nested run's that was killed, or the command's own.
 RLOCK_GUARD_CODE void drop_cgroup(Setup& s) {
   if (!s.cgroup[0]) return;
   for (int* x : {&s.cgroup_dir, &s.cgroup_list, &s.cgroup_kill}) {
     if (*x >= 0) sys::call(SYS_close, *x);
     *x = -1;
   }
-  sys::call(SYS_unlinkat, AT_FDCWD, reinterpret_cast<long>(s.cgroup), AT_REMOVEDIR);
+  remove_cgroup(AT_FDCWD, s.cgroup);
   s.cgroup[0] = '\0';
 }
 

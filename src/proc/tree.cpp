@@ -2,10 +2,13 @@
 
 #include "proc/raw_syscall.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
+
+#include <cerrno>
 
 namespace rlock::proc {
 
@@ -114,6 +117,42 @@ RLOCK_GUARD_CODE long add_children(const char* proc, long pid, long* pids, long 
   return count;
 }
 
+// remove_cgroup's step: `name` under `at`, `depth` levels below the first, with `budget`
+// directories left to try.
+RLOCK_GUARD_CODE long remove_cgroup_at(int at, const char* name, int depth, long& budget) {
+  if (budget <= 0) return -EMLINK;
+  --budget;
+  long r = sys::call(SYS_unlinkat, at, reinterpret_cast<long>(name), AT_REMOVEDIR);
+  // Only a cgroup with cgroups under it (EBUSY; ENOTEMPTY for a plain directory) is looked into.
+  if ((r != -EBUSY && r != -ENOTEMPTY) || depth >= k_cgroup_depth) return r;
+  long dir = sys::call(SYS_openat, at, reinterpret_cast<long>(name), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dir < 0) return r;
+  char entries[1024];
+  // A second pass when the first removed something: a directory read while entries go may
+  // skip some.
+  for (int pass = 0; pass < 2; ++pass) {
+    bool removed = false;
+    sys::call(SYS_lseek, dir, 0, SEEK_SET);
+    for (;;) {
+      long n = sys::call(SYS_getdents64, dir, reinterpret_cast<long>(entries), sizeof entries);
+      if (n <= 0) break;
+      for (long i = 0; i < n;) {
+        long reclen = static_cast<unsigned char>(entries[i + 16]) | (static_cast<unsigned char>(entries[i + 17]) << 8);
+        if (reclen <= 0) break;
+        unsigned char type = static_cast<unsigned char>(entries[i + 18]);
+        const char* entry = entries + i + 19;
+        i += reclen;
+        if (type != DT_DIR && type != DT_UNKNOWN) continue;
+        if (entry[0] == '.' && (entry[1] == '\0' || (entry[1] == '.' && entry[2] == '\0'))) continue;
+        if (remove_cgroup_at(static_cast<int>(dir), entry, depth + 1, budget) == 0) removed = true;
+      }
+    }
+    if (!removed) break;
+  }
+  sys::call(SYS_close, dir);
+  return sys::call(SYS_unlinkat, at, reinterpret_cast<long>(name), AT_REMOVEDIR);
+}
+
 RLOCK_GUARD_CODE void pause_briefly() {
   struct {
     long sec, nsec;
@@ -173,6 +212,11 @@ RLOCK_GUARD_CODE long signal_cgroup(const Kernel& kernel, int procs_fd, int sig,
   }
   if (value >= 0 && !got_it_already(kernel, value, signalled) && kernel.kill(value, sig) == 0) ++sent;
   return sent;
+}
+
+RLOCK_GUARD_CODE long remove_cgroup(int at, const char* name) {
+  long budget = k_cgroup_count;
+  return remove_cgroup_at(at, name, 0, budget);
 }
 
 RLOCK_GUARD_CODE bool proc_is_ours(const char* proc) {

@@ -50,4 +50,15 @@ long signal_cgroup(const Kernel& kernel, int procs_fd, int sig, pid_t signalled 
 // Whether /proc is this PID namespace's: /proc/self names this process's pid.
 bool proc_is_ours(const char* proc);
 
+// How far remove_cgroup goes below the cgroup it removes: levels, and directories in all.
+inline constexpr int k_cgroup_depth = 8;
+inline constexpr long k_cgroup_count = 64;
+
+// Removes the cgroup directory `name` (relative to the directory open as `at`, or AT_FDCWD) and,
+// when it has cgroups of its own (a nested run's, or one the command made), those first,
+// depth-first: at most k_cgroup_depth levels below it and k_cgroup_count directories in all. A
+// cgroup with processes in it stays, and so do those above it. Returns 0 when `name` is gone,
+// else -errno.
+long remove_cgroup(int at, const char* name);
+
 }  // namespace rlock::proc

@@ -230,6 +230,60 @@ TEST(Tree, ACgroupListLeavesOutTheGroupSignalledBefore) {
   EXPECT_EQ(tree.signals.front(), (std::pair<long, long>{22, SIGTERM}));
 }
 
+// remove_cgroup on plain directories: rmdir(2) refuses a non-empty one (ENOTEMPTY) as it refuses
+// a cgroup with cgroups under it (EBUSY); a file stands for a process that keeps a cgroup.
+class RemoveCgroup : public ::testing::Test {
+protected:
+  RemoveCgroup() {
+    char tmpl[] = "/dev/shm/rlock-cgroups.XXXXXX";
+    m_dir = ::mkdtemp(tmpl);
+  }
+  ~RemoveCgroup() override { fs::remove_all(m_dir); }
+  fs::path path(const std::string& relative) const { return fs::path(m_dir) / relative; }
+  long remove(const std::string& relative) const {
+    return rlock::proc::remove_cgroup(AT_FDCWD, path(relative).c_str());
+  }
+  std::string m_dir;
+};
+
+TEST_F(RemoveCgroup, RemovesWhatIsUnderItDepthFirst) {
+  fs::create_directories(path("rlock.1/rlock.2/sub/deeper"));
+  fs::create_directories(path("rlock.1/rlock.2/other"));
+  fs::create_directories(path("rlock.1/mine"));
+  EXPECT_EQ(remove("rlock.1"), 0);
+  EXPECT_FALSE(fs::exists(path("rlock.1")));
+}
+
+TEST_F(RemoveCgroup, LeavesWhatHoldsAProcessAndWhatIsAboveIt) {
+  fs::create_directories(path("rlock.1/busy"));
+  fs::create_directories(path("rlock.1/idle/below"));
+  std::ofstream(path("rlock.1/busy/process")) << "1\n";
+  EXPECT_NE(remove("rlock.1"), 0);
+  EXPECT_TRUE(fs::exists(path("rlock.1/busy/process")));
+  EXPECT_FALSE(fs::exists(path("rlock.1/idle")));
+}
+
+TEST_F(RemoveCgroup, GoesNoDeeperThanItsBound) {
+  std::string chain = "rlock.1";
+  for (int i = 0; i < rlock::proc::k_cgroup_depth + 1; ++i) chain += "/d";
+  fs::create_directories(path(chain));
+  EXPECT_NE(remove("rlock.1"), 0);
+  EXPECT_TRUE(fs::exists(path(chain)));
+  chain = "rlock.2";
+  for (int i = 0; i < rlock::proc::k_cgroup_depth; ++i) chain += "/d";
+  fs::create_directories(path(chain));
+  EXPECT_EQ(remove("rlock.2"), 0);
+}
+
+TEST_F(RemoveCgroup, RemovesNoMoreThanItsCountEachTime) {
+  long subs = rlock::proc::k_cgroup_count + 20;
+  for (long i = 0; i < subs; ++i) fs::create_directories(path("rlock.1/" + std::to_string(i)));
+  EXPECT_NE(remove("rlock.1"), 0);
+  long left = std::distance(fs::directory_iterator(path("rlock.1")), fs::directory_iterator());
+  EXPECT_EQ(left, subs - (rlock::proc::k_cgroup_count - 1));
+  EXPECT_EQ(remove("rlock.1"), 0);  // the next sweep goes on
+}
+
 TEST(Tree, ProcIsOursOnlyWhenSelfNamesThisProcess) {
   EXPECT_TRUE(rlock::proc::proc_is_ours("/proc"));
   FakeTree tree(1);
