@@ -201,7 +201,7 @@ strace_delay_possible() {
   wait_until -t 10 lock_held k || fail "the first rlock did not take the lock: $(bg_err holder)"
   rlock run k --wait 10s -- "$CS" "$WLOG" second 0 || fail "the next holder did not run"
   bg_wait holder 20
-  [[ $(head -n 1 "$T/strace") == 'write('*'"\4\0\0\0'*', 16) = 16 (DELAYED)' ]] ||
+  [[ $(grep -m 1 'DELAYED' "$T/strace") == 'write('*'"\4\0\0\0'*', 16) = 16 (DELAYED)' ]] ||
     fail "the delay did not hold up the request to the guard: $(cat "$T/strace")"
   [[ $(grep -c '^open' "$T/opens") == 0 ]] || fail "the command was executed after its deadline"
   assert_file_not_exists "$T/ran"
