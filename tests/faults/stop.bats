@@ -176,6 +176,23 @@ END
   assert_equal "$(cat "$T/terms")" TERM
 }
 
+@test "a loss after a --preempt stop: the command gets --signal once, then SIGKILL" {
+  # The preemptor's request stops the command (TERM), which goes on; then the lock is deleted:
+  # the next renewal (within TTL/3, before --kill-after ends) finds it lost or taken and stops
+  # the tree again.
+  term_counter >"$T/cmd"
+  T=$T bg holder rlock run k -t 12s --kill-after 5.5s --preemptible -- bash "$T/cmd"
+  wait_until -t 10 test -e "$T/ready" || fail "the command did not start: $(bg_err holder)"
+  bg pre rlock run k --preempt --wait 30s -- true
+  wait_until -t 10 test -s "$T/terms" || fail "the preempted command got no TERM: $(bg_err holder)"
+  rcli del "$(lock_key k)" >/dev/null
+  bg_wait holder 20
+  [[ $(bg_err holder) == *"lost the lock"* ]] || fail "the loss was not found: $(bg_err holder)"
+  assert_equal "$(cat "$T/terms")" TERM
+  bg_wait pre 20
+  assert_equal "$BG_STATUS" 0
+}
+
 # strace_delay_possible: skips unless strace can hold up a system call of a command it starts
 # here (ptrace allowed, fault injection supported).
 strace_delay_possible() {
