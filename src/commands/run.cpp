@@ -136,7 +136,8 @@ private:
   int interrupted_while_waiting();
 
   // Holding it.
-  void start_child(const lock::Attempt& attempt, std::vector<lock::Hold> holds);
+  bool start_child(const lock::Attempt& attempt, std::vector<lock::Hold> holds);
+  int lost_before_start();
   void supervise();
   std::optional<Clock::time_point> next_wake() const;
   void drain_signals();
@@ -287,14 +288,14 @@ int Supervisor::run() {
                util::format_duration(std::chrono::duration_cast<Millis>(attempt.sent_at - m_began)),
                m_options.display_command);
   }
-  start_child(attempt, std::move(holds));
+  if (!start_child(attempt, std::move(holds))) return lost_before_start();
   supervise();
   return finish();
 }
 
 // --- holding ---------------------------------------------------------------------------------
 
-void Supervisor::start_child(const lock::Attempt& attempt, std::vector<lock::Hold> holds) {
+bool Supervisor::start_child(const lock::Attempt& attempt, std::vector<lock::Hold> holds) {
   holds.push_back({m_name.lock_key(), m_token, attempt.fence, proc::boot_id(), ::getpid(),
                    proc::start_time(::getpid()).value_or(0)});
   proc::SpawnSpec spec;
@@ -309,7 +310,7 @@ void Supervisor::start_child(const lock::Attempt& attempt, std::vector<lock::Hol
   spec.sigpipe_default = proc::sigpipe_was_default();
   try {
     if (!m_guard) m_guard.emplace();
-    m_guard->spawn(spec, m_schedule->kill_at());
+    if (!m_guard->spawn(spec, m_schedule->kill_at())) return false;
   } catch (const Error&) {
     release_quietly();
     throw;
@@ -323,6 +324,23 @@ void Supervisor::start_child(const lock::Attempt& attempt, std::vector<lock::Hol
     m_watch.emplace(*m_backend->single(), m_name.mailbox(m_contender.id()), block);
   }
   log::verbose("started the command, pid {}{}", m_guard->child(), m_terminal ? " (it has the terminal)" : "");
+  return true;
+}
+
+int Supervisor::lost_before_start() {
+  // rlock (or the guard) was held up between the lease's check and the command's start: a
+  // stopped or frozen process, a swapping host. The kill deadline passed, so the lease may have
+  // ended and the next holder may be running: the guard executed nothing.
+  m_lost = true;
+  log::error(
+      fmt::format("lost the lock {}: its deadline passed before the command could start (rlock was held up); "
+                  "the command was not run",
+                  m_name.key));
+  log::event(log::Severity::err,
+             "lost {} after holding it {}: its deadline passed before the command could start; not run: {}", m_name.key,
+             held_for(), m_options.display_command);
+  release_quietly();
+  return m_options.lost_exit_code;
 }
 
 std::optional<Clock::time_point> Supervisor::next_wake() const {

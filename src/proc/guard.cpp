@@ -94,7 +94,7 @@ void Guard::check_reach() {
               "without either, rlock could not stop the whole tree if the lock were lost, so it does not run it");
 }
 
-void Guard::spawn(const SpawnSpec& spec, util::BootClock::time_point kill_at) {
+bool Guard::spawn(const SpawnSpec& spec, util::BootClock::time_point kill_at) {
   ExecImage image(spec);
   // The guard reads these only once it has the request below (a system call apart).
   guard::Setup& s = g_setup;
@@ -124,6 +124,15 @@ void Guard::spawn(const SpawnSpec& spec, util::BootClock::time_point kill_at) {
     m_ready = true;
     m_reach = first.value;
   }
+  if (n == static_cast<ssize_t>(sizeof first) && first.kind == guard::k_report_late) {
+    // The deadline passed before the command could start (rlock or the guard was held up):
+    // nothing was executed. A child that took the terminal before it found out gave it up by
+    // exiting: the terminal comes back to rlock's group.
+    reap_guard();
+    m_done = true;
+    if (s.foreground) ::tcsetpgrp(STDIN_FILENO, ::getpgrp());
+    return false;
+  }
   if (n != static_cast<ssize_t>(sizeof first) || first.kind != guard::k_report_spawned) {
     reap_guard();
     m_done = true;
@@ -134,6 +143,7 @@ void Guard::spawn(const SpawnSpec& spec, util::BootClock::time_point kill_at) {
   m_child = first.value;
   m_cgroup = (first.time_ns & guard::k_reach_cgroup) != 0;
   if (s.foreground) m_took_terminal = ::tcsetpgrp(STDIN_FILENO, m_child) == 0 || ::tcgetpgrp(STDIN_FILENO) == m_child;
+  return true;
 }
 
 Guard::~Guard() {
@@ -238,7 +248,7 @@ std::vector<GuardEvent> Guard::take_events() {
       int status = 0;
       while (::waitpid(-1, &status, 0) > 0) {
       }
-      if (g_setup.cgroup[0]) ::rmdir(const_cast<const char*>(g_setup.cgroup));
+      if (g_setup.cgroup[0]) remove_cgroup(AT_FDCWD, const_cast<const char*>(g_setup.cgroup));
       m_pid = -1;
       m_done = true;
       events.push_back({GuardEvent::Kind::guard_lost, 0});

@@ -63,9 +63,12 @@ public:
   // followed: /proc is not this PID namespace's (unmounted, or another namespace's) and no
   // cgroup can be made for it. Waits for the guard's start only in that case.
   void check_reach();
-  // Starts the command through the guard, with its kill deadline armed before it exists. Throws
-  // rlock::Error 71 when it cannot, and 126/127 when the command cannot be executed.
-  void spawn(const SpawnSpec& spec, util::BootClock::time_point kill_at);
+  // Starts the command through the guard, with its kill deadline armed before it exists. Returns
+  // false, with nothing executed, when kill_at passed before the command could be (rlock or the
+  // guard was held up: stopped, frozen, swapped out); the guard checks before it starts the
+  // child, and the child right before its execve. Throws rlock::Error 71 when it cannot, and
+  // 126/127 when the command cannot be executed.
+  [[nodiscard]] bool spawn(const SpawnSpec& spec, util::BootClock::time_point kill_at);
 
   // The child's pid, which is also its process group.
   pid_t child() const { return m_child; }

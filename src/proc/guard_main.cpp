@@ -56,6 +56,21 @@ RLOCK_GUARD_CODE __attribute__((noreturn)) void sys_exit(int code) {
 using sys::put_number;
 using sys::put_text;
 
+// CLOCK_BOOTTIME in nanoseconds, as util::BootClock counts it (rlock's deadlines are on it).
+RLOCK_GUARD_CODE int64_t boot_ns() {
+  struct {
+    long sec, nsec;
+  } now{0, 0};
+  sys::call(SYS_clock_gettime, CLOCK_BOOTTIME, reinterpret_cast<long>(&now));
+  return static_cast<int64_t>(now.sec) * 1'000'000'000 + now.nsec;
+}
+
+// Whether the command may still be executed: its first kill deadline has not passed. Checked
+// by the guard before it starts the child and by the child right before each execve, so that
+// a rlock or a guard held up (stopped, frozen, swapped out) never starts a command on a lease
+// that may have ended: the next holder may be running.
+RLOCK_GUARD_CODE bool too_late(const Setup& s) { return s.start_by > 0 && boot_ns() >= s.start_by; }
+
 // The cgroup v2 hierarchy's mount point, if it is mounted where systemd puts it.
 RLOCK_GUARD_CODE const char* cgroup2_mount() {
   struct {
@@ -73,7 +88,8 @@ RLOCK_GUARD_CODE const char* cgroup2_mount() {
 }
 
 // Removes the empty cgroups of guards that were killed before they could (rlock.PID where no
-// process PID lives): at most a few a run. A populated one cannot be removed, and a live guard's
+// process PID lives), with the cgroups under them (a nested run's, the command's own): at most a
+// few a run, each bounded (remove_cgroup). A populated one cannot be removed, and a live guard's
 // is never touched.
 RLOCK_GUARD_CODE void remove_stale_cgroups(const char* parent) {
   long dir = sys::call(SYS_openat, AT_FDCWD, reinterpret_cast<long>(parent), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -95,7 +111,7 @@ RLOCK_GUARD_CODE void remove_stale_cgroups(const char* parent) {
       long pid = 0;
       for (; name[i] >= '0' && name[i] <= '9'; ++i) pid = pid * 10 + (name[i] - '0');
       if (name[i] != '\0' || sys::call(SYS_kill, pid, 0) != -ESRCH) continue;
-      if (sys::call(SYS_unlinkat, dir, reinterpret_cast<long>(name), AT_REMOVEDIR) == 0) ++removed;
+      if (remove_cgroup(static_cast<int>(dir), name) == 0) ++removed;
     }
   }
   sys::call(SYS_close, dir);
@@ -139,7 +155,7 @@ RLOCK_GUARD_CODE void make_cgroup(Setup& s) {
   }
   long made = sys::call(SYS_mkdirat, AT_FDCWD, reinterpret_cast<long>(s.cgroup), 0755);
   if (made == -EEXIST) {  // left by an earlier guard with this pid that was killed
-    sys::call(SYS_unlinkat, AT_FDCWD, reinterpret_cast<long>(s.cgroup), AT_REMOVEDIR);
+    remove_cgroup(AT_FDCWD, s.cgroup);
     made = sys::call(SYS_mkdirat, AT_FDCWD, reinterpret_cast<long>(s.cgroup), 0755);
   }
   if (made != 0) {
@@ -165,14 +181,15 @@ RLOCK_GUARD_CODE void make_cgroup(Setup& s) {
   }
 }
 
-// Removes the tree's cgroup (empty once the tree is gone).
+// Removes the tree's cgroup (empty once the tree is gone), and the cgroups made under it: a
+// nested run's that was killed, or the command's own.
 RLOCK_GUARD_CODE void drop_cgroup(Setup& s) {
   if (!s.cgroup[0]) return;
   for (int* x : {&s.cgroup_dir, &s.cgroup_list, &s.cgroup_kill}) {
     if (*x >= 0) sys::call(SYS_close, *x);
     *x = -1;
   }
-  sys::call(SYS_unlinkat, AT_FDCWD, reinterpret_cast<long>(s.cgroup), AT_REMOVEDIR);
+  remove_cgroup(AT_FDCWD, s.cgroup);
   s.cgroup[0] = '\0';
 }
 
@@ -191,9 +208,17 @@ RLOCK_GUARD_CODE int launch_child(void*) {
     sys::call(SYS_rt_sigaction, SIGPIPE, reinterpret_cast<long>(&dfl), 0, 8);
   }
   sys::call(SYS_rt_sigprocmask, SIG_SETMASK, reinterpret_cast<long>(&s.child_mask), 0, 8);
+  if (too_late(s)) {
+    s.late = true;
+    sys_exit(exit_code::k_system);
+  }
   long r = sys::call(SYS_execve, reinterpret_cast<long>(s.path), reinterpret_cast<long>(s.argv),
                      reinterpret_cast<long>(s.envp));
   if (r == -ENOEXEC) {
+    if (too_late(s)) {
+      s.late = true;
+      sys_exit(exit_code::k_system);
+    }
     r = sys::call(SYS_execve, reinterpret_cast<long>("/bin/sh"), reinterpret_cast<long>(s.sh_argv),
                   reinterpret_cast<long>(s.envp));
   }
@@ -263,14 +288,15 @@ RLOCK_GUARD_CODE long clone_into_cgroup(int (*fn)(void*), int cgroup) {
 #endif
 }
 
-// Signals every process of the tree: the child's group, then the cgroup's processes, or the
-// descendants found through /proc.
+// Signals every process of the tree once: the child's group, then the cgroup's processes, or
+// the descendants found through /proc, outside that group.
 RLOCK_GUARD_CODE void signal_tree(Setup& s, pid_t self, int sig) {
-  if (s.child > 0 && !s.child_reaped) sys::call(SYS_kill, -s.child, sig);
+  pid_t group = s.child > 0 && !s.child_reaped ? s.child : 0;
+  if (group > 0) sys::call(SYS_kill, -group, sig);
   if (s.cgroup_list >= 0) {
-    signal_cgroup(raw_kernel(), s.cgroup_list, sig);
+    signal_cgroup(raw_kernel(), s.cgroup_list, sig, group);
   } else if (s.proc_ok) {
-    signal_pass(raw_kernel(), self, sig);
+    signal_pass(raw_kernel(), self, sig, group);
   }
 }
 
@@ -356,6 +382,13 @@ RLOCK_GUARD_CODE int guard_main(void*) {
   // no command running without one.
   int64_t kill_at = first_deadline;
   if (kill_at > 0) arm(timer, kill_at);
+  s.start_by = first_deadline;
+  s.late = false;
+  if (too_late(s)) {
+    drop_cgroup(s);
+    sys_write_message(s.reports, k_report_late, 0, 0);
+    sys_exit(0);
+  }
 
   long child = s.cgroup[0] ? clone_into_cgroup(launch_child, s.cgroup_dir) : -ENOSYS;
   if (child < 0) {
@@ -369,6 +402,13 @@ RLOCK_GUARD_CODE int guard_main(void*) {
     }
   }
   sys::call(SYS_setpgid, child, child);  // may fail after exec (EACCES): the child did it already
+  if (s.late) {
+    int status = 0;
+    sys::call(SYS_wait4, child, reinterpret_cast<long>(&status), 0, 0);
+    drop_cgroup(s);
+    sys_write_message(s.reports, k_report_late, 0, 0);
+    sys_exit(0);
+  }
   if (s.exec_errno != 0) {
     int status = 0;
     sys::call(SYS_wait4, child, reinterpret_cast<long>(&status), 0, 0);
@@ -381,6 +421,7 @@ RLOCK_GUARD_CODE int guard_main(void*) {
                     (s.proc_ok ? k_reach_proc : 0) | (s.cgroup[0] ? k_reach_cgroup : 0));
 
   bool stopping = false;
+  bool stop_signalled = false;  // the stop signal went out: once per hold, whoever asks again
   pollfd fds[3] = {{s.requests, POLLIN, 0}, {sigchld, POLLIN, 0}, {timer, POLLIN, 0}};
   for (;;) {
     fds[0].revents = fds[1].revents = fds[2].revents = 0;
@@ -397,7 +438,12 @@ RLOCK_GUARD_CODE int guard_main(void*) {
           if (!stopping || m.time_ns < kill_at) kill_at = m.time_ns;
           arm(timer, kill_at);
         } else if (m.kind == k_op_stop) {
-          if (m.value > 0) signal_tree(s, self, m.value);
+          // A second request to stop (a loss after --leftovers kill or a --preempt, say) only
+          // brings the SIGKILL forward: the command's handler runs once.
+          if (m.value > 0 && !stop_signalled) {
+            signal_tree(s, self, m.value);
+            stop_signalled = true;
+          }
           // The SIGKILL of a stop lands at its time, or at the lease's deadline if that is sooner.
           if (kill_at <= 0 || m.time_ns < kill_at) kill_at = m.time_ns;
           stopping = true;

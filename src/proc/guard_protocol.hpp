@@ -32,6 +32,7 @@ constexpr int32_t k_report_continued = 5;
 constexpr int32_t k_report_deadline = 6;
 constexpr int32_t k_report_empty = 7;
 constexpr int32_t k_report_ready = 8;  // value: k_reach_* bits (how the tree can be followed)
+constexpr int32_t k_report_late = 9;   // the first deadline passed before the command could start: nothing ran
 
 constexpr int32_t k_reach_proc = 1;    // /proc is this PID namespace's
 constexpr int32_t k_reach_cgroup = 2;  // the tree gets a cgroup of its own
@@ -62,7 +63,9 @@ struct Setup {
   int cgroup_kill;             // its cgroup.kill (-1 before Linux 5.14)
   volatile pid_t child;        // the command, once started
   volatile bool child_reaped;  // its pid (and process group) may be reused: signal the group no more
+  int64_t start_by;            // the first kill deadline (CLOCK_BOOTTIME, ns): nothing is executed at or after it
   int exec_errno;              // written by the child when exec fails
+  volatile bool late;          // written by the child when start_by passed before its exec
   int cgroup_errno;            // written by the child when it could not enter the cgroup
 };
 

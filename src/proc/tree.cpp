@@ -2,10 +2,13 @@
 
 #include "proc/raw_syscall.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
+
+#include <cerrno>
 
 namespace rlock::proc {
 
@@ -19,7 +22,14 @@ RLOCK_GUARD_CODE long raw_reap() {
   return r > 0 ? r : 0;
 }
 
-const Kernel k_raw_kernel{"/proc", raw_kill, raw_reap};
+RLOCK_GUARD_CODE long raw_pgid(long pid) { return sys::call(SYS_getpgid, pid); }
+
+const Kernel k_raw_kernel{"/proc", raw_kill, raw_reap, raw_pgid};
+
+// Whether pid is in process group `signalled`, which was just signalled whole.
+RLOCK_GUARD_CODE bool got_it_already(const Kernel& kernel, long pid, pid_t signalled) {
+  return signalled > 0 && kernel.pgid && kernel.pgid(pid) == signalled;
+}
 
 using sys::put_number;
 using sys::put_text;
@@ -107,6 +117,42 @@ RLOCK_GUARD_CODE long add_children(const char* proc, long pid, long* pids, long 
   return count;
 }
 
+// remove_cgroup's step: `name` under `at`, `depth` levels below the first, with `budget`
+// directories left to try.
+RLOCK_GUARD_CODE long remove_cgroup_at(int at, const char* name, int depth, long& budget) {
+  if (budget <= 0) return -EMLINK;
+  --budget;
+  long r = sys::call(SYS_unlinkat, at, reinterpret_cast<long>(name), AT_REMOVEDIR);
+  // Only a cgroup with cgroups under it (EBUSY; ENOTEMPTY for a plain directory) is looked into.
+  if ((r != -EBUSY && r != -ENOTEMPTY) || depth >= k_cgroup_depth) return r;
+  long dir = sys::call(SYS_openat, at, reinterpret_cast<long>(name), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dir < 0) return r;
+  char entries[1024];
+  // A second pass when the first removed something: a directory read while entries go may
+  // skip some.
+  for (int pass = 0; pass < 2; ++pass) {
+    bool removed = false;
+    sys::call(SYS_lseek, dir, 0, SEEK_SET);
+    for (;;) {
+      long n = sys::call(SYS_getdents64, dir, reinterpret_cast<long>(entries), sizeof entries);
+      if (n <= 0) break;
+      for (long i = 0; i < n;) {
+        long reclen = static_cast<unsigned char>(entries[i + 16]) | (static_cast<unsigned char>(entries[i + 17]) << 8);
+        if (reclen <= 0) break;
+        unsigned char type = static_cast<unsigned char>(entries[i + 18]);
+        const char* entry = entries + i + 19;
+        i += reclen;
+        if (type != DT_DIR && type != DT_UNKNOWN) continue;
+        if (entry[0] == '.' && (entry[1] == '\0' || (entry[1] == '.' && entry[2] == '\0'))) continue;
+        if (remove_cgroup_at(static_cast<int>(dir), entry, depth + 1, budget) == 0) removed = true;
+      }
+    }
+    if (!removed) break;
+  }
+  sys::call(SYS_close, dir);
+  return sys::call(SYS_unlinkat, at, reinterpret_cast<long>(name), AT_REMOVEDIR);
+}
+
 RLOCK_GUARD_CODE void pause_briefly() {
   struct {
     long sec, nsec;
@@ -118,15 +164,15 @@ RLOCK_GUARD_CODE void pause_briefly() {
 
 const Kernel& raw_kernel() { return k_raw_kernel; }
 
-RLOCK_GUARD_CODE long signal_pass(const Kernel& kernel, pid_t root, int sig) {
+RLOCK_GUARD_CODE long signal_pass(const Kernel& kernel, pid_t root, int sig, pid_t signalled) {
   long pids[k_pass_capacity];  // on the stack: rlock and the guard share every static
   long count = add_children(kernel.proc, root, pids, 0, k_pass_capacity);
   for (long i = 0; i < count; ++i) count = add_children(kernel.proc, pids[i], pids, count, k_pass_capacity);
-  long signalled = 0;
+  long sent = 0;
   for (long i = 0; i < count; ++i) {
-    if (kernel.kill(pids[i], sig) == 0) ++signalled;
+    if (!got_it_already(kernel, pids[i], signalled) && kernel.kill(pids[i], sig) == 0) ++sent;
   }
-  return signalled;
+  return sent;
 }
 
 RLOCK_GUARD_CODE long kill_descendants(const Kernel& kernel, pid_t root) {
@@ -145,11 +191,11 @@ RLOCK_GUARD_CODE long kill_descendants(const Kernel& kernel, pid_t root) {
   return total;
 }
 
-RLOCK_GUARD_CODE long signal_cgroup(const Kernel& kernel, int procs_fd, int sig) {
+RLOCK_GUARD_CODE long signal_cgroup(const Kernel& kernel, int procs_fd, int sig, pid_t signalled) {
   char list[4096];
   long offset = 0;
   long value = -1;
-  long signalled = 0;
+  long sent = 0;
   for (;;) {
     long got = sys::call(SYS_pread64, procs_fd, reinterpret_cast<long>(list), sizeof list, offset);
     if (got <= 0) break;
@@ -159,13 +205,18 @@ RLOCK_GUARD_CODE long signal_cgroup(const Kernel& kernel, int procs_fd, int sig)
       if (c >= '0' && c <= '9') {
         value = (value < 0 ? 0 : value * 10) + (c - '0');
       } else if (value >= 0) {
-        if (kernel.kill(value, sig) == 0) ++signalled;
+        if (!got_it_already(kernel, value, signalled) && kernel.kill(value, sig) == 0) ++sent;
         value = -1;
       }
     }
   }
-  if (value >= 0 && kernel.kill(value, sig) == 0) ++signalled;
-  return signalled;
+  if (value >= 0 && !got_it_already(kernel, value, signalled) && kernel.kill(value, sig) == 0) ++sent;
+  return sent;
+}
+
+RLOCK_GUARD_CODE long remove_cgroup(int at, const char* name) {
+  long budget = k_cgroup_count;
+  return remove_cgroup_at(at, name, 0, budget);
 }
 
 RLOCK_GUARD_CODE bool proc_is_ours(const char* proc) {

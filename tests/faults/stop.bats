@@ -2,6 +2,7 @@
 # The stop of a holder cut off from Redis reaches its whole tree before the lease ends, whatever
 # else fails: a tree of thousands of processes (half of them in sessions of their own) with
 # rlock stopped, the guard stopped, rlock stopped the moment the command starts, and no /proc.
+# A stop sends --signal once per hold, and nothing is executed after its kill deadline.
 #
 # Witnesses: the holder's critical section and the next holder's (helpers/cs) must not overlap;
 # the tree's working processes (helpers/tree) write timestamps, and none may be later than the
@@ -115,6 +116,138 @@ END
   wait_until -t 30 test -s "$T/ready" || fail "the tree did not start: $(bg_err holder)"
   [[ $(awk '{ print $3 }' /proc/"$holder_pid"/stat) == T ]] || fail "rlock is not stopped"
   next_holder_then_lost
+}
+
+# term_counter: a bash script that counts the SIGTERMs it gets (a line each in $T/terms, from a
+# trap), says it is ready, and works until it is killed.
+term_counter() {
+  cat <<'END'
+trap 'echo TERM >>"$T/terms"' TERM
+touch "$T/ready"
+while :; do sleep 0.05 & wait $!; done
+END
+}
+
+@test "renewals failing (Redis paused): the command gets --signal once, then SIGKILL" {
+  term_counter >"$T/cmd"
+  T=$T bg holder rlock run k -t 3s --kill-after 1s -- bash "$T/cmd"
+  wait_until test -e "$T/ready" || fail "the command did not start: $(bg_err holder)"
+  redis_pause
+  bg_wait holder 20
+  redis_resume
+  assert_equal "$BG_STATUS" 76
+  assert_equal "$(cat "$T/terms")" TERM
+}
+
+@test "renewals failing (Redis killed): a queued --signal arrives once per process, not once per way to the process" {
+  # A real-time signal queues: every kill(2) of it is one more instance, none merges with one
+  # still pending. The command blocks it and counts what arrives; it is in the child's process
+  # group and in the tree's cgroup (or found through /proc) at once.
+  cat >"$T/cmd.py" <<'END'
+import os, signal
+sig = 40
+signal.pthread_sigmask(signal.SIG_BLOCK, [sig])
+open(os.environ["T"] + "/ready", "w").close()
+while True:
+    if signal.sigtimedwait([sig], 0.1):
+        with open(os.environ["T"] + "/signals", "a") as f:
+            f.write("40\n")
+END
+  T=$T bg holder rlock run k -t 3s --kill-after 1s --signal 40 -- "$FAULTS_PYTHON" "$T/cmd.py"
+  wait_until -t 10 test -e "$T/ready" || fail "the command did not start: $(bg_err holder)"
+  redis_kill
+  bg_wait holder 20
+  assert_equal "$BG_STATUS" 76
+  assert_equal "$(cat "$T/signals")" 40
+}
+
+@test "a loss after --leftovers kill stopped the leftovers: they get --signal once, then SIGKILL" {
+  # The command leaves a counter behind and exits: --leftovers kill sends it TERM. Then the lock
+  # is deleted: the next renewal (within TTL/3, before --kill-after ends) finds it lost and
+  # stops the tree again.
+  term_counter >"$T/job"
+  printf 'bash "%s/job" &\nwhile [ ! -e "%s/ready" ]; do sleep 0.01; done\n' "$T" "$T" >"$T/cmd"
+  T=$T bg holder rlock run k -t 12s --kill-after 5.5s --leftovers kill -- sh "$T/cmd"
+  wait_until -t 10 test -s "$T/terms" || fail "the leftover got no TERM: $(bg_err holder)"
+  rcli del "$(lock_key k)" >/dev/null
+  bg_wait holder 20
+  assert_equal "$BG_STATUS" 76
+  [[ $(bg_err holder) == *"lost the lock"* ]] || fail "the loss was not found: $(bg_err holder)"
+  assert_equal "$(cat "$T/terms")" TERM
+}
+
+@test "a loss after a --preempt stop: the command gets --signal once, then SIGKILL" {
+  # The preemptor's request stops the command (TERM), which goes on; then the lock is deleted:
+  # the next renewal (within TTL/3, before --kill-after ends) finds it lost or taken and stops
+  # the tree again.
+  term_counter >"$T/cmd"
+  T=$T bg holder rlock run k -t 12s --kill-after 5.5s --preemptible -- bash "$T/cmd"
+  wait_until -t 10 test -e "$T/ready" || fail "the command did not start: $(bg_err holder)"
+  bg pre rlock run k --preempt --wait 30s -- true
+  wait_until -t 10 test -s "$T/terms" || fail "the preempted command got no TERM: $(bg_err holder)"
+  rcli del "$(lock_key k)" >/dev/null
+  bg_wait holder 20
+  [[ $(bg_err holder) == *"lost the lock"* ]] || fail "the loss was not found: $(bg_err holder)"
+  assert_equal "$(cat "$T/terms")" TERM
+  bg_wait pre 20
+  assert_equal "$BG_STATUS" 0
+}
+
+# strace_delay_possible: skips unless strace can hold up a system call of a command it starts
+# here (ptrace allowed, fault injection supported).
+strace_delay_possible() {
+  command -v strace >/dev/null || skip "no strace"
+  strace -o /dev/null -e trace=write -e inject=write:delay_enter=1000:when=1 true 2>/dev/null ||
+    skip "strace cannot delay a system call here"
+}
+
+@test "rlock held up past the lease between its check and the command's start: nothing is executed, 76" {
+  strace_delay_possible
+  # The command, watched by the kernel: an execve of it opens it (helpers/exec-watch), and it
+  # leaves a file if it ever runs.
+  printf '#!/bin/sh\ntouch "%s/ran"\n' "$T" >"$T/cmd"
+  chmod +x "$T/cmd"
+  bg watch "$FAULTS_PYTHON" "$FAULTS_HELPERS/exec-watch" "$T/cmd" "$T/opens"
+  wait_until test -s "$T/opens" || fail "exec-watch did not start: $(bg_err watch)"
+  # rlock's first write(2) is its request to the guard to start the command, made after the
+  # lease's check (without -v it writes nothing before): strace holds that call up for 4s,
+  # twice the lease, as a stopped process or a frozen VM would be held up.
+  bg holder strace -o "$T/strace" -e trace=write -e inject=write:delay_enter=4000000:when=1 \
+    "$RLOCK_BIN" run k -t 2s -- "$T/cmd"
+  # Meanwhile the lease ends and the next holder runs.
+  wait_until -t 10 lock_held k || fail "the first rlock did not take the lock: $(bg_err holder)"
+  rlock run k --wait 10s -- "$CS" "$WLOG" second 0 || fail "the next holder did not run"
+  bg_wait holder 20
+  [[ $(grep -m 1 'DELAYED' "$T/strace") == 'write('*'"\4\0\0\0'*', 16) = 16 (DELAYED)' ]] ||
+    fail "the delay did not hold up the request to the guard: $(cat "$T/strace")"
+  [[ $(grep -c '^open' "$T/opens") == 0 ]] || fail "the command was executed after its deadline"
+  assert_file_not_exists "$T/ran"
+  assert_equal "$BG_STATUS" 76
+  [[ $(count_error_lines "$(bg_err holder)") == 1 && $(bg_err holder) == *"not run"* ]] ||
+    fail "expected one error line saying the command was not run: $(bg_err holder)"
+  assert lock_free k
+}
+
+@test "the guard held up past the lease between its check and the child's start: the child does not exec, 76" {
+  strace_delay_possible
+  printf '#!/bin/sh\ntouch "%s/ran"\n' "$T" >"$T/cmd"
+  chmod +x "$T/cmd"
+  bg watch "$FAULTS_PYTHON" "$FAULTS_HELPERS/exec-watch" "$T/cmd" "$T/opens"
+  wait_until test -s "$T/opens" || fail "exec-watch did not start: $(bg_err watch)"
+  # Each process's first clone is held up 3s: rlock's (the guard's start, before the lock is
+  # taken: no harm), and the guard's, which starts the child once the guard found the deadline
+  # still ahead; the child then runs 3s later, past the 2s lease.
+  bg holder strace -f -o "$T/strace" -e trace=clone,clone3 -e inject=clone,clone3:delay_enter=3000000:when=1 \
+    "$RLOCK_BIN" run k -t 2s -- "$T/cmd"
+  bg_wait holder 30
+  [[ $(grep -c 'clone.*(DELAYED)' "$T/strace") == 2 ]] ||
+    fail "the delay did not hold up the guard's start of the child: $(cat "$T/strace")"
+  [[ $(grep -c '^open' "$T/opens") == 0 ]] || fail "the command was executed after its deadline"
+  assert_file_not_exists "$T/ran"
+  assert_equal "$BG_STATUS" 76
+  [[ $(count_error_lines "$(bg_err holder)") == 1 && $(bg_err holder) == *"not run"* ]] ||
+    fail "expected one error line saying the command was not run: $(bg_err holder)"
+  assert lock_free k
 }
 
 @test "without /proc (a mount namespace without it), the tree is still followed: rlock stopped, all gone" {

@@ -3,6 +3,7 @@
 # leaves behind (in its process group, or daemonised with setsid) keep the lock until they end,
 # or are ended with --leftovers kill; when rlock itself is killed (SIGKILL), its whole tree goes
 # with it, even a child that cleared its parent-death signal by executing a set-group-ID binary.
+# No cgroup is left behind: a killed nested run's, the command's own, a killed guard's.
 #
 # Critical sections run the witness (helpers/cs), which records any overlap.
 
@@ -16,7 +17,32 @@ setup() {
 
 teardown() {
   common_teardown
+  # Cgroups a failed test left (a cgroup directory's files cannot be removed: rmdir, deepest first).
+  [[ -n ${stale:-} && -d $stale ]] && find "$stale" -depth -type d -exec rmdir {} + 2>/dev/null
+  true
 }
+
+# cgroup2_mount: where the cgroup v2 hierarchy is mounted (where the guard looks for it), or
+# nothing.
+cgroup2_mount() {
+  local m
+  for m in /sys/fs/cgroup /sys/fs/cgroup/unified; do
+    [[ $(stat -f -c %T "$m" 2>/dev/null) == cgroup2fs ]] && echo "$m" && return
+  done
+}
+
+# cgroup_of_command FILE: the cgroup directory that a command recorded in FILE (its "0::" line of
+# /proc/self/cgroup); skips the test unless the tree had a cgroup of its own (rlock.GUARD).
+cgroup_of_command() {
+  local mount rel
+  mount=$(cgroup2_mount)
+  rel=$(cat "$1")
+  [[ -n $mount && $rel == */rlock.[0-9]* ]] || skip "no cgroup v2 for the command's tree here"
+  echo "$mount$rel"
+}
+
+# The command's own cgroup, into $T/cgroup (as a path under the hierarchy).
+record_cgroup='sed -n "s/^0:://p" /proc/self/cgroup >"$T/cgroup.tmp" && mv "$T/cgroup.tmp" "$T/cgroup"'
 
 # A child that says it started, then exits 0 when the test creates $T/go.
 started_then_go() {
@@ -163,6 +189,42 @@ contend_while_job_runs() {
   # After the lease, another holder takes the lock: nothing of the first is left.
   wait_until -t 10 second_holder second || fail "no second holder after the TTL: $(cat "$T/second.err")"
   assert_no_overlap
+}
+
+@test "SIGKILL of the outer rlock of a nested run: the cgroups of both are removed" {
+  T=$T bg holder rlock run outer -t 3s -- "$RLOCK_BIN" run inner -t 3s -- sh -c "$record_cgroup; exec sleep 30"
+  wait_until -t 10 test -s "$T/cgroup" || fail "the inner command did not start: $(bg_err holder)"
+  local inner outer
+  inner=$(cgroup_of_command "$T/cgroup")
+  outer=${inner%/*}
+  [[ $outer == */rlock.[0-9]* ]] || skip "the outer tree had no cgroup of its own"
+  kill -KILL "$holder_pid"
+  wait_until -t 5 test ! -d "$outer" || fail "left behind: $(find "$outer" -type d)"
+}
+
+@test "a command that makes a cgroup under its tree's and moves into it: the tree's cgroup is removed" {
+  T=$T rlock run k -- sh -c "$record_cgroup"'
+    dir=$(cat "$T/cgroup") && mount=$0 && mkdir "$mount$dir/sub" && echo $$ >"$mount$dir/sub/cgroup.procs" &&
+      touch "$T/moved"' "$(cgroup2_mount)"
+  local tree
+  tree=$(cgroup_of_command "$T/cgroup")
+  [[ -e $T/moved ]] || skip "the command could not make a cgroup of its own here"
+  [[ ! -d $tree ]] || fail "left behind: $(find "$tree" -type d)"
+}
+
+@test "the cgroups of killed guards, nested ones included, are removed by the next run's sweep" {
+  local mount own dead1 dead2
+  mount=$(cgroup2_mount)
+  [[ -n $mount ]] || skip "no cgroup v2 here"
+  own=$(sed -n 's/^0:://p' /proc/self/cgroup)
+  own=${own%/}
+  dead1=$(sh -c 'echo $$')
+  dead2=$(sh -c 'echo $$')
+  stale=$mount$own/rlock.$dead1
+  mkdir -p "$stale/rlock.$dead2/sub" 2>/dev/null || skip "cannot make a cgroup here"
+  ! pid_alive "$dead1" || skip "pid $dead1 was taken again"
+  rlock run k -- true
+  [[ ! -d $stale ]] || fail "left behind: $(find "$stale" -type d)"
 }
 
 @test "SIGKILL of rlock: a child that executed a set-group-ID binary is gone within 1.5s" {

@@ -101,7 +101,15 @@ public:
     return n;
   }
 
+  // The process group of each process (its own pid unless set).
+  long pgid(long pid) const {
+    if (!m_parent.count(pid)) return -ESRCH;
+    auto g = groups.find(pid);
+    return g == groups.end() ? pid : g->second;
+  }
+
   std::vector<std::pair<long, long>> signals;
+  std::map<long, long> groups;
   size_t reaped = 0;
 
 private:
@@ -127,6 +135,7 @@ FakeTree* g_tree = nullptr;
 
 long fake_kill(long pid, long sig) { return g_tree->kill(pid, sig); }
 long fake_reap() { return g_tree->reap(); }
+long fake_pgid(long pid) { return g_tree->pgid(pid); }
 long no_reap() {
   g_tree->flush();
   return 0;
@@ -134,7 +143,7 @@ long no_reap() {
 
 Kernel kernel_of(FakeTree& tree, bool reaps = true) {
   g_tree = &tree;
-  return Kernel{tree.dir().c_str(), fake_kill, reaps ? fake_reap : no_reap};
+  return Kernel{tree.dir().c_str(), fake_kill, reaps ? fake_reap : no_reap, fake_pgid};
 }
 
 }  // namespace
@@ -191,6 +200,88 @@ TEST(Tree, ACgroupListIsSignalledWhole) {
   EXPECT_EQ(rlock::proc::signal_cgroup(k, fd, SIGKILL), 3);
   ::close(fd);
   EXPECT_EQ(tree.alive(), 0u);
+}
+
+TEST(Tree, APassLeavesOutTheGroupSignalledBefore) {
+  // The stop signals the child's group (10), then the rest of the tree: each process once.
+  FakeTree tree(1);
+  tree.add(10, 1);
+  tree.add(11, 10);
+  tree.add(12, 11);
+  tree.groups = {{11, 10}, {12, 12}};
+  Kernel k = kernel_of(tree);
+  EXPECT_EQ(rlock::proc::signal_pass(k, 1, SIGTERM, 10), 1);
+  ASSERT_EQ(tree.signals.size(), 1u);
+  EXPECT_EQ(tree.signals[0], (std::pair<long, long>{12, SIGTERM}));
+}
+
+TEST(Tree, ACgroupListLeavesOutTheGroupSignalledBefore) {
+  FakeTree tree(1);
+  for (long p : {20, 21, 22}) tree.add(p, 1);
+  tree.groups = {{21, 20}};
+  std::string procs = tree.dir() + "/cgroup.procs";
+  std::ofstream(procs) << "20\n21\n22\n";
+  Kernel k = kernel_of(tree);
+  int fd = ::open(procs.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(rlock::proc::signal_cgroup(k, fd, SIGTERM, 20), 1);
+  EXPECT_EQ(rlock::proc::signal_cgroup(k, fd, SIGTERM), 3);  // no group signalled before: all
+  ::close(fd);
+  EXPECT_EQ(tree.signals.front(), (std::pair<long, long>{22, SIGTERM}));
+}
+
+// remove_cgroup on plain directories: rmdir(2) refuses a non-empty one (ENOTEMPTY) as it refuses
+// a cgroup with cgroups under it (EBUSY); a file stands for a process that keeps a cgroup.
+class RemoveCgroup : public ::testing::Test {
+protected:
+  RemoveCgroup() {
+    char tmpl[] = "/dev/shm/rlock-cgroups.XXXXXX";
+    m_dir = ::mkdtemp(tmpl);
+  }
+  ~RemoveCgroup() override { fs::remove_all(m_dir); }
+  fs::path path(const std::string& relative) const { return fs::path(m_dir) / relative; }
+  long remove(const std::string& relative) const {
+    return rlock::proc::remove_cgroup(AT_FDCWD, path(relative).c_str());
+  }
+  std::string m_dir;
+};
+
+TEST_F(RemoveCgroup, RemovesWhatIsUnderItDepthFirst) {
+  fs::create_directories(path("rlock.1/rlock.2/sub/deeper"));
+  fs::create_directories(path("rlock.1/rlock.2/other"));
+  fs::create_directories(path("rlock.1/mine"));
+  EXPECT_EQ(remove("rlock.1"), 0);
+  EXPECT_FALSE(fs::exists(path("rlock.1")));
+}
+
+TEST_F(RemoveCgroup, LeavesWhatHoldsAProcessAndWhatIsAboveIt) {
+  fs::create_directories(path("rlock.1/busy"));
+  fs::create_directories(path("rlock.1/idle/below"));
+  std::ofstream(path("rlock.1/busy/process")) << "1\n";
+  EXPECT_NE(remove("rlock.1"), 0);
+  EXPECT_TRUE(fs::exists(path("rlock.1/busy/process")));
+  EXPECT_FALSE(fs::exists(path("rlock.1/idle")));
+}
+
+TEST_F(RemoveCgroup, GoesNoDeeperThanItsBound) {
+  std::string chain = "rlock.1";
+  for (int i = 0; i < rlock::proc::k_cgroup_depth + 1; ++i) chain += "/d";
+  fs::create_directories(path(chain));
+  EXPECT_NE(remove("rlock.1"), 0);
+  EXPECT_TRUE(fs::exists(path(chain)));
+  chain = "rlock.2";
+  for (int i = 0; i < rlock::proc::k_cgroup_depth; ++i) chain += "/d";
+  fs::create_directories(path(chain));
+  EXPECT_EQ(remove("rlock.2"), 0);
+}
+
+TEST_F(RemoveCgroup, RemovesNoMoreThanItsCountEachTime) {
+  long subs = rlock::proc::k_cgroup_count + 20;
+  for (long i = 0; i < subs; ++i) fs::create_directories(path("rlock.1/" + std::to_string(i)));
+  EXPECT_NE(remove("rlock.1"), 0);
+  long left = std::distance(fs::directory_iterator(path("rlock.1")), fs::directory_iterator());
+  EXPECT_EQ(left, subs - (rlock::proc::k_cgroup_count - 1));
+  EXPECT_EQ(remove("rlock.1"), 0);  // the next sweep goes on
 }
 
 TEST(Tree, ProcIsOursOnlyWhenSelfNamesThisProcess) {
