@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # rlock log: the history of a lock, written by the lock scripts into a capped stream per key
-# (PREFIX{KEY}:log): acquired, busy, released, lost, superseded, preempted, expired; oldest first,
-# the same from every host; -n, --json, --follow; several keys merged by time; --log-length caps
+# (PREFIX{KEY}:log): acquired, busy, released, returned (given back unused), lost, superseded,
+# preempted, expired; oldest first, the same from every host; -n, --json, --follow; several keys merged by time; --log-length caps
 # it (0: none); never a token or a password; read-only commands write nothing. On Sentinel and
 # Cluster too (one topology of each for the whole file).
 

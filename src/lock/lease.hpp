@@ -39,7 +39,7 @@ struct Contender {
   Holder holder;
   Mode mode = Mode::exclusive;
   int limit = 1;
-  util::Millis min_hold{0};  // --min-hold: the hold lingers until this long after it was taken
+  util::Millis min_hold{0};  // --min-hold: a used hold lingers until this long after its start
   bool supersede = false;    // --supersede: replaces older superseding waiters
   bool preempt = false;      // --preempt: asks a preemptible holder to stop, and is served next
   bool preemptible = false;  // --preemptible: a --preempt request may ask this hold to stop
