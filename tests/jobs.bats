@@ -177,6 +177,10 @@ assert_bg_status() {
   assert_failure 1
   run --separate-stderr rlock run k -n -- true
   assert_success
+  # A keepalive hold: its keeper gives it back, and it lingers the same.
+  run timeout 10 bash -ec 'tok=$(rlock acquire kept --keepalive --min-hold 20s); RLOCK_TOKEN=$tok rlock release kept'
+  assert_success
+  is_lingering kept || fail "the keepalive hold does not linger after release: $(status_json kept)"
 }
 
 @test "min-hold: a waiter is served when the hold ends, not before" {
@@ -235,6 +239,53 @@ assert_bg_status() {
   run --separate-stderr rlock run k -n -- true
   assert_success
   assert_equal "$stderr" ""
+}
+
+@test "min-hold: counts from the command's start: a waiter that claims its grant late keeps the lock the whole time" {
+  redis_start
+  bg holder rlock run k -- sh -c 'while [ ! -e "$0" ]; do sleep 0.05; done' "$T/go"
+  wait_until -t 10 lock_held k || fail "the holder did not take k: $(bg_err holder)"
+  bg waiter rlock run k --wait 60s --min-hold 3s -- "$T/job.sh" waiter 0
+  wait_until -t 10 queue_is k 1 || fail "the waiter did not queue: $(bg_err waiter)"
+  # The waiter is stopped when the lock is granted to it, and claims the grant only when
+  # continued, 1.2s later (inside the 2s claim window): its command starts 1.2s after the grant.
+  kill -STOP "$waiter_pid"
+  touch "$T/go"
+  assert_bg_status holder 0
+  sleep 1.2
+  kill -CONT "$waiter_pid"
+  assert_bg_status waiter 0
+  # The next run takes the lock as soon as the hold stops lingering.
+  wait_until -t 20 rlock run k -n -- "$T/job.sh" next 0 2>/dev/null || fail "the hold did not end"
+  local waiter next
+  waiter=$(start_ms waiter)
+  next=$(start_ms next)
+  [[ -n $waiter && -n $next ]] || fail "a command did not run: $(cat "$W")"
+  # 3s from the waiter's command's start (less the time its start took to be written down), not
+  # 3s from the grant, 1.2s or more before it (that leaves at most 1.8s, plus the next run's start).
+  echo "# --min-hold 3s, claimed 1.2s late: the next command started $((next - waiter))ms after the waiter's" >&3
+  ((next - waiter >= 2500)) || fail "the next command started $((next - waiter))ms after the waiter's, inside its 3s --min-hold"
+}
+
+@test "min-hold: a hold given back before its command started never lingers" {
+  redis_start
+  # --wait-replicas 1 on a server without replicas: the lock is taken, then given back (69).
+  run --separate-stderr rlock run k -n --min-hold 20s --wait-replicas 1 --wait-timeout 200ms -- touch "$T/ran"
+  assert_failure 69
+  assert_file_not_exists "$T/ran"
+  lock_free k
+  run --separate-stderr rlock run k -n -- touch "$T/ran"
+  assert_success
+  assert_file_exists "$T/ran"
+  # acquire: a token that cannot be written is never handed out, so the hold was never used.
+  run --separate-stderr rlock acquire a --min-hold 20s --token-file "$T/no/such/dir/token"
+  assert_failure 71
+  lock_free a
+  run --separate-stderr rlock acquire a -n --min-hold 20s --wait-replicas 1 --wait-timeout 200ms
+  assert_failure 69
+  lock_free a
+  run --separate-stderr rlock run a -n -- true
+  assert_success
 }
 
 # --- supersede --------------------------------------------------------------------------------

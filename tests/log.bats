@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # rlock log: the history of a lock, written by the lock scripts into a capped stream per key
-# (PREFIX{KEY}:log): acquired, busy, released, lost, superseded, preempted, expired; oldest first,
-# the same from every host; -n, --json, --follow; several keys merged by time; --log-length caps
+# (PREFIX{KEY}:log): acquired, busy, released, returned (given back unused), lost, superseded,
+# preempted, expired; oldest first, the same from every host; -n, --json, --follow; several keys merged by time; --log-length caps
 # it (0: none); never a token or a password; read-only commands write nothing. On Sentinel and
 # Cluster too (one topology of each for the whole file).
 
@@ -162,6 +162,28 @@ EVERY_EVENT="acquired busy released acquired released acquired lost acquired sup
     and (.[13].event == "preempted" and (.[13].by.pid | type == "number") and .[13].held_ms > 0)
     and (.[8].event == "superseded" and (.[8].by.pid | type == "number"))' <<<"$output"
   assert_success
+}
+
+@test "a hold given back before it was used is logged as returned, not released" {
+  redis_start
+  # run: --wait-replicas 1 on a server without replicas takes the lock, then gives it back (69)
+  # without starting the command.
+  run --separate-stderr rlock run k -n --wait-replicas 1 --wait-timeout 200ms -- touch "$T/ran"
+  assert_failure 69
+  assert_file_not_exists "$T/ran"
+  # acquire: a token that cannot be written is never handed out.
+  run --separate-stderr rlock acquire k --token-file "$T/no/such/dir/token"
+  assert_failure 71
+  # A hold that was used ends as released.
+  rlock run k -- true
+  assert_equal "$(event_kinds k)" "acquired returned acquired returned acquired released"
+  run --separate-stderr rlock log k
+  assert_success
+  [[ ${lines[1]} =~ \ returned\ [^[:space:]]+\ pid\ [0-9]+\ user\ .*\ fence\ [0-9]+\ held\ [0-9.]+m?s:\ touch ]] ||
+    fail "returned without host, pid, fence, held and command: ${lines[1]}"
+  run --separate-stderr rlock log k --json
+  assert_success
+  assert_equal "$(jq -r 'select(.event == "returned") | .exit' <<<"$output" | xargs)" "null null"
 }
 
 @test "the log reads the same from every host, and --log-length caps it" {

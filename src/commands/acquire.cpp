@@ -116,7 +116,7 @@ int acquire(const AcquireOptions& options) {
                           [&] { return interrupted.has_value(); }, std::ref(display)};
     a = lock::take_lock(locker, name, wait_limits(options.take), contender, enclosing, hooks);
   }
-  const lock::Ending unused{"", holder, a.fence};
+  const lock::Ending unused{"", holder, a.fence, false, std::nullopt};  // never used: no lingering
   if (interrupted) {
     if (a.outcome == lock::Attempt::Outcome::acquired) locker.release(name, token, unused);
     proc::die_by(*interrupted, false);
@@ -235,7 +235,8 @@ int release(const ReleaseOptions& options) {
     log::event(log::Severity::info, "released {} (its keeper gave it back)", options.key);
     return exit_code::k_ok;
   }
-  lock::Ending ending{"", this_holder(fmt::format("rlock release {}", options.key)), 0};
+  // The end of a hold that was used: it lingers until the --min-hold it recorded when taken.
+  lock::Ending ending{"", this_holder(fmt::format("rlock release {}", options.key)), 0, true, std::nullopt};
   lock::Released released = locker.release(name, token, ending);
   if (released == lock::Released::unknown) {
     log::warning(

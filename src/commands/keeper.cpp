@@ -110,7 +110,7 @@ bool Keeper::renew() {
 void Keeper::release_leftovers() {
   m_backend->cap_waits(Clock::now() + m_spec.connect.timeouts.command);
   try {
-    m_backend->release(m_spec.name, m_spec.token, lock::Ending{"", m_spec.holder, m_spec.fence});
+    m_backend->release(m_spec.name, m_spec.token, lock::Ending{"", m_spec.holder, m_spec.fence, false, std::nullopt});
   } catch (const Error&) {
   }
 }
@@ -129,7 +129,9 @@ int Keeper::give_back(bool requested) {
   bool released = false;
   try {
     // Not known lost unless a majority says so: an unknown end lapses on its own.
-    released = m_backend->release(m_spec.name, m_spec.token, lock::Ending{"", m_spec.holder, m_spec.fence}) !=
+    // The hold was used (its token handed out): with --min-hold, it lingers.
+    released = m_backend->release(m_spec.name, m_spec.token,
+                                  lock::Ending{"", m_spec.holder, m_spec.fence, true, std::nullopt}) !=
                lock::Released::not_held;
   } catch (const Error& e) {
     log::warning(fmt::format("could not release {} ({}); it expires within {}", m_spec.name.key, e.what(),

@@ -32,7 +32,7 @@ struct TakeOptions {
   bool strict = false;       // refuse a server that may evict locks, instead of warning
   bool shared = false;       // --shared
   int limit = 1;             // --limit N: a semaphore of N holders when N > 1
-  util::Millis min_hold{0};  // --min-hold: the hold lingers until this long after it was taken
+  util::Millis min_hold{0};  // --min-hold: the hold lingers until this long after the command started
   bool supersede = false;    // --supersede: newest wins among the waiters that give it
   bool preempt = false;      // --preempt: stop a --preemptible holder and be served next
 };
@@ -147,7 +147,8 @@ inline constexpr auto k_options = [] {
       {"--strict",                    on::take,    flag,  "",    "strict",                 "RLOCK_STRICT",
        "refuse a server whose maxmemory-policy can evict locks (default: {})", "warn", field<&TakeOptions::strict>()},
       {"--min-hold",                  on::take,    value, "D",   "min-hold",               "RLOCK_MIN_HOLD",
-       "keep the lock until D after it was taken, even if the command ends sooner (once per cron tick)", "",
+       "keep the lock until D after the command started (acquire: after it was taken), even if it ends sooner "
+       "(once per cron tick)", "",
        field<&TakeOptions::min_hold>(), {.zero_ok = true}},
       {"--supersede",                 on::take,    flag,  "",    "supersede",              "RLOCK_SUPERSEDE",
        "newest wins: replace the older waiters that also gave --supersede (they exit 75)", "",

@@ -177,6 +177,7 @@ private:
   int64_t m_fence = 0;          // this hold's fencing token (a quorum sets a restarted master again with it)
   Clock::time_point m_began{};  // when run started
   std::optional<Clock::time_point> m_acquired_at;
+  Clock::time_point m_command_at{};            // when the command was started: --min-hold counts from there
   std::optional<MailboxWatch> m_watch;         // --preemptible
   std::optional<lock::Holder> m_preempted_by;  // a --preempt request stopped the command
 };
@@ -289,6 +290,7 @@ int Supervisor::run() {
                m_options.display_command);
   }
   if (!start_child(attempt, std::move(holds))) return lost_before_start();
+  m_command_at = Clock::now();
   supervise();
   return finish();
 }
@@ -577,8 +579,11 @@ int Supervisor::finish() {
   // Released even when lost: once the tree is gone, whatever the token still holds (a quorum's
   // minority) is given back. The scripts compare the token, so nobody else's lock is touched.
   m_backend->cap_waits(std::nullopt);
+  // The command started: the hold lingers for what is left of --min-hold since then, measured on
+  // this host's monotonic clock and counted by the server from its own (no wall clock compared).
   lock::Ending ending{m_child_status ? std::to_string(proc::exit_code_of(*m_child_status)) : "", m_contender.holder,
-                      m_fence};
+                      m_fence, true,
+                      m_options.take.min_hold - std::chrono::duration_cast<Millis>(Clock::now() - m_command_at)};
   try {
     switch (m_backend->release(m_name, m_token, ending)) {
       case lock::Released::released: log::verbose("released {}", m_name.key); break;
@@ -647,7 +652,7 @@ void Supervisor::release_quietly() {
   m_watch.reset();
   m_backend->cap_waits(std::nullopt);
   try {
-    if (m_backend->release(m_name, m_token, lock::Ending{"", m_contender.holder, m_fence}) ==
+    if (m_backend->release(m_name, m_token, lock::Ending{"", m_contender.holder, m_fence, false, std::nullopt}) ==
         lock::Released::released) {
       log::verbose("released {}", m_name.key);
     } else {

@@ -19,7 +19,7 @@ struct Event {
   std::string stream_id;  // the entry's id, "MS-SEQ"
   int64_t time_ms = 0;    // when, server clock, ms since the epoch
   std::string key;        // the lock's KEY
-  std::string kind;       // acquired, busy, released, lost, superseded, preempted, expired
+  std::string kind;       // acquired, busy, released, returned, lost, superseded, preempted, expired
   Holder holder;
   std::optional<int64_t> fence;
   std::optional<int64_t> waited_ms;

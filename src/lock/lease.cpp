@@ -9,6 +9,8 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
+
 namespace rlock::lock {
 
 namespace {
@@ -285,10 +287,21 @@ void confirm_replicas(Node& node, const LockName& name, int n, util::Millis time
   }
 }
 
+std::vector<std::string> release_args(const std::string& token, const Ending& ending) {
+  std::string used;
+  if (ending.used) used = ending.linger ? std::to_string(std::max<int64_t>(ending.linger->count(), 0)) : "h";
+  return {token,
+          ending.exit_status,
+          ending.holder.host,
+          ending.holder.pid,
+          ending.holder.user,
+          ending.holder.command,
+          ending.fence ? std::to_string(ending.fence) : "",
+          used};
+}
+
 bool release(Node& node, const LockName& name, const Timing& timing, const std::string& token, const Ending& ending) {
-  ScriptReply r = run_script(node, name, timing, scripts::k_release, id_of(token),
-                             {token, ending.exit_status, ending.holder.host, ending.holder.pid, ending.holder.user,
-                              ending.holder.command, ending.fence ? std::to_string(ending.fence) : ""});
+  ScriptReply r = run_script(node, name, timing, scripts::k_release, id_of(token), release_args(token, ending));
   finish_work(node, name, timing, r.more);
   return r.code == 1;
 }

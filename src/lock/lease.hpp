@@ -39,7 +39,7 @@ struct Contender {
   Holder holder;
   Mode mode = Mode::exclusive;
   int limit = 1;
-  util::Millis min_hold{0};  // --min-hold: the hold lingers until this long after it was taken
+  util::Millis min_hold{0};  // --min-hold: a used hold lingers until this long after its start
   bool supersede = false;    // --supersede: replaces older superseding waiters
   bool preempt = false;      // --preempt: asks a preemptible holder to stop, and is served next
   bool preemptible = false;  // --preemptible: a --preempt request may ask this hold to stop
@@ -99,14 +99,25 @@ void cancel(Node& node, const LockName& name, const Timing& timing, const std::s
 void confirm_replicas(Node& node, const LockName& name, int n, util::Millis timeout);
 
 // How a hold ended, for the history: the command's exit status, and who held it (recorded as a
-// loss when the token no longer holds the lock).
+// loss when the token no longer holds the lock); and whether it lingers (--min-hold).
 struct Ending {
   std::string exit_status;  // "" when there was no command
   Holder holder;
   int64_t fence = 0;
+  // The hold was used: its command started (run), or its token was handed out (acquire). Only a
+  // used hold lingers; one never used is given back at once ("returned" in the history).
+  bool used = false;
+  // A used hold: how much longer it lingers, from the server's now (run: what is left of
+  // --min-hold since the command started, on rlock's monotonic clock); nullopt: until the minimum
+  // recorded when the hold was claimed (the release of an acquire hold).
+  std::optional<util::Millis> linger;
 };
 
-// Gives the hold of token back and hands the lock on (with --min-hold, leaves it lingering until
+// The release script's arguments after the timing: token, exit status, who, fence, and whether
+// and how long the hold lingers (see scripts/release.lua).
+std::vector<std::string> release_args(const std::string& token, const Ending& ending);
+
+// Gives the hold of token back and hands the lock on (a used hold with --min-hold lingers until
 // its time); false when the token no longer holds it.
 bool release(Node& node, const LockName& name, const Timing& timing, const std::string& token, const Ending& ending);
 

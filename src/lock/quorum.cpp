@@ -183,11 +183,13 @@ Quorum::Acquisition Quorum::acquire(const LockName& name, const Contender& conte
 
   if (granted >= majority() && validity(sent_at, contender.ttl) > util::Millis(0)) {
     // Phase 2: the fence the quorum agreed on, written back to the masters that granted.
-    std::vector<NodeAnswer> acks = m_nodes.eval_all(
-        scripts::k_merge, keys,
-        with_config(m_timing, {contender.token, std::to_string(highest), std::to_string(contender.ttl.count()), "0"},
-                    n),
-        out.granted);
+    std::vector<NodeAnswer> acks =
+        m_nodes.eval_all(scripts::k_merge, keys,
+                         with_config(m_timing,
+                                     {contender.token, std::to_string(highest), std::to_string(contender.ttl.count()),
+                                      "0", std::to_string(contender.min_hold.count())},
+                                     n),
+                         out.granted);
     size_t merged = 0;
     for (size_t i = 0; i < n; ++i) {
       if (!out.granted[i] || !acks[i].reply) continue;
@@ -281,13 +283,9 @@ Quorum::Extended Quorum::extend(const LockName& name, const std::string& token, 
 Quorum::Releases Quorum::release(const LockName& name, const std::string& token, const Ending& ending, bool quiet) {
   const size_t n = m_nodes.size();
   const Timing timing = quiet ? m_timing.quiet() : m_timing;
-  std::vector<NodeAnswer> answers = m_nodes.eval_all(
-      scripts::k_release, name.script_keys(id_of(token)),
-      with_config(timing,
-                  {token, ending.exit_status, ending.holder.host, ending.holder.pid, ending.holder.user,
-                   ending.holder.command, ending.fence ? std::to_string(ending.fence) : ""},
-                  n),
-      std::vector(n, true));
+  std::vector<NodeAnswer> answers =
+      m_nodes.eval_all(scripts::k_release, name.script_keys(id_of(token)),
+                       with_config(timing, release_args(token, ending), n), std::vector(n, true));
   Releases out;
   for (size_t i = 0; i < n; ++i) {
     std::optional<ScriptReply> reply = usable(answers[i], m_nodes.name(i), name, out.failures);

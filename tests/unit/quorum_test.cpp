@@ -137,6 +137,32 @@ TEST(Quorum, TooFewAnswersIsUnavailableNeverBusyAndEverythingIsGivenBack) {
   EXPECT_EQ(nodes_called(nodes, "release"), (std::set<size_t>{0, 1, 2, 3, 4}));
 }
 
+TEST(Quorum, TheMinimumHoldStartsAtPhaseTwoAndAFailedAttemptsGiveBackNeverLingers) {
+  FakeClock clock;
+  Contender c = contender();
+  c.min_hold = Millis(60'000);
+  // A majority: phase 2 carries the minimum hold (merge.lua records it there, not phase 1).
+  ScriptedNodes held(3, clock);
+  held.behaviours["acquire"] = {{granted(1)}, {granted(2)}, {std::nullopt}};
+  Quorum q1(held, rlock::lock::Timing{}, [&] { return clock.now; });
+  ASSERT_EQ(q1.acquire(k_name, c, {}).attempt.outcome, Attempt::Outcome::acquired);
+  ASSERT_EQ(held.calls["merge"].size(), 2u);
+  for (const auto& [i, args] : held.calls["merge"]) {
+    ASSERT_EQ(args.size(), 6u);
+    EXPECT_EQ(args[5], "60000");
+  }
+  // No majority: the give-back on the master that granted says the hold was never used.
+  ScriptedNodes failed(3, clock);
+  failed.behaviours["acquire"] = {{granted(1)}, {busy("7")}, {std::nullopt}};
+  Quorum q2(failed, rlock::lock::Timing{}, [&] { return clock.now; });
+  ASSERT_EQ(q2.acquire(k_name, c, {}).attempt.outcome, Attempt::Outcome::busy);
+  ASSERT_EQ(failed.calls["release"].size(), 3u);
+  for (const auto& [i, args] : failed.calls["release"]) {
+    ASSERT_EQ(args.size(), 9u);
+    EXPECT_EQ(args[8], "") << "master " << i;
+  }
+}
+
 TEST(Quorum, AHolderOnAMajorityIsBusy) {
   FakeClock clock;
   ScriptedNodes nodes(5, clock);

@@ -253,6 +253,14 @@ local function can_take(mode, limit)
   return mode == 's' or redis.call('ZCARD', K.h) == 0
 end
 
+-- Until when a hold claimed now is kept at least with --min-hold mh (ms): '' for none. The lease
+-- lasts that long (a holder that dies keeps the lock so long); the lingering after a release is
+-- the release's to say (scripts/release.lua).
+local function min_hold_until(mh)
+  if mh and tonumber(mh) and tonumber(mh) > 0 then return tostring(NOW + tonumber(mh)) end
+  return ''
+end
+
 -- The lease to set: the TTL, or longer when --min-hold keeps the lock until linger_until.
 local function lease_ms(ttl, linger_until)
   local px = tonumber(ttl)
@@ -263,11 +271,12 @@ local function lease_ms(ttl, linger_until)
 end
 
 -- Gives the lock to contender d (t m h p u c ttl o mh js): for its lease when it takes it itself
--- (claimed), for the claim window when it is granted to a waiter. Returns fence, slot.
+-- (claimed), for the claim window when it is granted to a waiter. The minimum hold counts from
+-- the claim, and on Redlock from phase 2 (merge.lua), once the quorum holds. Returns fence, slot.
 local function grant(id, d, claimed, limit)
   local fence = next_fence()
   local linger_until = ''
-  if d.mh and tonumber(d.mh) > 0 then linger_until = tostring(NOW + tonumber(d.mh)) end
+  if claimed and not string.find(d.o or '', 'r', 1, true) then linger_until = min_hold_until(d.mh) end
   local px = claimed and lease_ms(d.ttl, linger_until) or CLAIM
   local preemptible = string.find(d.o or '', 'e', 1, true) and '1' or '0'
   local slot = ''
@@ -357,21 +366,22 @@ end
 -- Turns a grant into a hold for the contender's full lease; the history records the acquisition.
 local function claim(id, mode, ttl, d)
   local js
+  local linger_until = min_hold_until(d.mh)
   if mode == 'x' then
-    local v = redis.call('HMGET', K.info, 'lu', 'js', 'fence')
-    local px = lease_ms(ttl, v[1])
-    js = v[2]
+    local v = redis.call('HMGET', K.info, 'js', 'fence')
+    local px = lease_ms(ttl, linger_until)
+    js = v[1]
     redis.call('PEXPIRE', K.lock, px)
-    redis.call('HSET', K.info, 'claimed', 1, 'exp', NOW + px)
+    redis.call('HSET', K.info, 'claimed', 1, 'exp', NOW + px, 'lu', linger_until)
     redis.call('PEXPIRE', K.info, px + HISTORY)
-    event('acquired', {'h', d.h, 'p', d.p, 'u', d.u, 'c', d.c, 'f', v[3], 'w', js and tostring(NOW - tonumber(js)) or '',
+    event('acquired', {'h', d.h, 'p', d.p, 'u', d.u, 'c', d.c, 'f', v[2], 'w', js and tostring(NOW - tonumber(js)) or '',
                        'id', id})
   else
-    local v = redis.call('HMGET', K.hi, id .. '.lu', id .. '.js', id .. '.f')
-    js = v[2]
-    redis.call('ZADD', K.h, 'XX', NOW + lease_ms(ttl, v[1]), id)
-    redis.call('HSET', K.hi, id .. '.k', 1)
-    event('acquired', {'h', d.h, 'p', d.p, 'u', d.u, 'c', d.c, 'f', v[3], 'w', js and tostring(NOW - tonumber(js)) or '',
+    local v = redis.call('HMGET', K.hi, id .. '.js', id .. '.f')
+    js = v[1]
+    redis.call('ZADD', K.h, 'XX', NOW + lease_ms(ttl, linger_until), id)
+    redis.call('HSET', K.hi, id .. '.k', 1, id .. '.lu', linger_until)
+    event('acquired', {'h', d.h, 'p', d.p, 'u', d.u, 'c', d.c, 'f', v[2], 'w', js and tostring(NOW - tonumber(js)) or '',
                        'id', id})
     -- Whoever waits behind it may be granted too (a run of shared waiters, free slots) or must
     -- now watch every holder: wake it.

@@ -2,7 +2,9 @@
 -- becomes at least T, the fencing token the quorum agreed on (and the acquisition goes into this
 -- master's history). With rejoin, a master that lost the key (a restart) and where the lock is
 -- free gets it back, together with the same fence merge.
--- KEYS: the lock's keys. ARGV: cfg, token, T, ttl_ms, rejoin (0/1).
+-- The minimum hold (--min-hold) starts here too, not at phase 1: a failed attempt's leftovers
+-- never keep the lock longer than its TTL.
+-- KEYS: the lock's keys. ARGV: cfg, token, T, ttl_ms, rejoin (0/1), min_hold_ms (optional).
 -- Returns {1, ...} when merged, {2, ...} when set again and merged, {0, ...} when the lock is not
 -- the caller's there.
 local token, fence, ttl, rejoin = ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
@@ -22,6 +24,16 @@ if current < fence then redis.call('SET', K.fence, ARGV[3]) end
 redis.call('PEXPIRE', K.fence, HISTORY)
 redis.call('HSET', K.info, 'fence', ARGV[3])
 if result == 1 then
+  local linger_until = min_hold_until(ARGV[6])
+  if linger_until ~= '' then
+    local px = tonumber(linger_until) - NOW
+    if px > redis.call('PTTL', K.lock) then
+      redis.call('PEXPIRE', K.lock, px)
+      redis.call('HSET', K.info, 'exp', NOW + px)
+      redis.call('PEXPIRE', K.info, px + HISTORY)
+    end
+    redis.call('HSET', K.info, 'lu', linger_until)
+  end
   local v = redis.call('HMGET', K.info, 'host', 'pid', 'user', 'cmd')
   event('acquired', {'h', v[1], 'p', v[2], 'u', v[3], 'c', v[4], 'f', ARGV[3], 'w', '0', 'id', CALLER})
 end

@@ -1,10 +1,15 @@
 -- Gives the lock back only if the token still holds it, and hands it to the next waiter. With
--- --min-hold, a hold released before its time lingers (no process behind it) until then.
+-- --min-hold, a used hold released before its time lingers (no process behind it) until then.
 -- KEYS: the lock's keys. ARGV: cfg, token, the command's exit status ('' if none), then who the
--- caller is (host pid user cmd fence), for the history when the token no longer holds the lock.
+-- caller is (host pid user cmd fence), for the history when the token no longer holds the lock,
+-- then whether the hold was used, and so may linger: '' or none, never used (a give-back: a run
+-- that did not start its command, a failed Redlock attempt; never lingers, "returned" in the
+-- history); 'h', used, lingering until the minimum the hold recorded at its claim (the release of
+-- an acquire hold); a number, used, lingering that many ms from now (a run: what is left of
+-- --min-hold since its command started, measured on the client's monotonic clock).
 -- Returns {1, more, push} when released (or left lingering), {0, more, push} when the token no
 -- longer holds the lock.
-local token, status = ARGV[2], ARGV[3]
+local token, status, used = ARGV[2], ARGV[3], ARGV[9] or ''
 local id = id_of(token)
 CALLER = id
 local kind = hold_kind(token, id)
@@ -28,7 +33,9 @@ end
 local held = v[6] and tostring(NOW - tonumber(v[6])) or ''
 local ev = {'h', v[1], 'p', v[2], 'u', v[3], 'c', v[4], 'f', v[5], 'd', held, 'x', status, 'id', id}
 local preempted = v[8] and v[8] ~= ''
-if preempted then
+if used == '' then
+  event('returned', ev)
+elseif preempted then
   ev[#ev + 1] = 'by'
   ev[#ev + 1] = v[8]
   event('preempted', ev)
@@ -36,7 +43,12 @@ else
   event('released', ev)
 end
 
-local linger_until = tonumber(v[7] or '')
+local linger_until = nil
+if used == 'h' then
+  linger_until = tonumber(v[7] or '')
+elseif used ~= '' then
+  linger_until = NOW + (tonumber(used) or 0)
+end
 if linger_until and linger_until > NOW and not preempted then
   if kind == 'x' then
     redis.call('SET', K.lock, '~' .. id, 'PX', linger_until - NOW)
