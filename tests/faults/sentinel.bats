@@ -145,6 +145,34 @@ queue_on_is() { [[ $(srv_cli "$1" zcard 'rlock:{k}:q' 2>/dev/null | tr -d '\r') 
   fi
 }
 
+# A holder on a master that is stopped and failed over, whose lock did not reach the new master
+# (asynchronous replication; here deleted there), ends its command once the old master is
+# continued, before any renewal. The old master is still a master and still holds the lock, but
+# the sentinels name the new one: the release is not clean there, and run exits 76, never 0.
+@test "a release on a master the sentinels no longer name is not clean: 76" {
+  repl_start
+  sentinels_start 3
+  wait_until -t 10 sentinels_know_each_other || fail "the sentinels did not find each other"
+  unset RLOCK_URL
+  bg holder rlock run k -t 60s --io-timeout 30s -u "$SENTINEL_URL" -- "$CS" "$WLOG" holder "until:$T/holder-go"
+  wait_cs holder holder
+  wait_until -t 10 eval '[[ $(srv_cli "$REPLICA_PORT" exists "rlock:{k}" | tr -d "\r") == 1 ]]' ||
+    fail "the replica did not get the lock"
+  kill -STOP "$MASTER_PID"
+  wait_until -t 30 sentinels_agree_on "$REPLICA_PORT" || {
+    kill -CONT "$MASTER_PID"
+    fail "the sentinels did not fail over to the replica"
+  }
+  wait_until -t 10 role_is "$REPLICA_PORT" master || fail "the replica was not promoted"
+  srv_cli "$REPLICA_PORT" del 'rlock:{k}' 'rlock:{k}:info' >/dev/null
+  kill -CONT "$MASTER_PID"
+  role_is "$MASTER_PORT" master || skip "Sentinel converted the old master at once"
+  touch "$T/holder-go"
+  bg_wait holder 30
+  [[ $BG_STATUS == 76 ]] || fail "expected 76, got $BG_STATUS: $(bg_err holder)"
+  grep -qi 'lost' <<<"$(bg_err holder)" || fail "rlock did not say the lock was lost: $(bg_err holder)"
+}
+
 # --- sentinels with a password --------------------------------------------------------------------
 
 # sentinels_start_auth PASSWORD: like sentinels_start 3, but the sentinels require PASSWORD
