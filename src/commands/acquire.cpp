@@ -3,6 +3,7 @@
 #include "commands/common.hpp"
 #include "commands/keeper.hpp"
 #include "lock/backend.hpp"
+#include "lock/renewal.hpp"
 #include "lock/take.hpp"
 #include "lock/validity.hpp"
 #include "error.hpp"
@@ -53,6 +54,12 @@ int report_loss(const std::string& key, const keeper::Ending& e) {
   log::error(fmt::format("{} was lost at {} while its keeper held it: {}", key, when, e.reason));
   log::event(log::Severity::err, "{} was lost at {} while its keeper held it: {}", key, when, e.reason);
   return exit_code::k_not_held;
+}
+
+// Until when release and extend try again a server that cannot be reached or cannot serve: the
+// lease they act on is not known here, so for --io-timeout.
+util::BootClock::time_point retry_until(const lock::Servers& connect) {
+  return util::BootClock::now() + connect.timeouts.command;
 }
 
 }  // namespace
@@ -237,10 +244,14 @@ int release(const ReleaseOptions& options) {
   }
   // The end of a hold that was used: it lingers until the --min-hold it recorded when taken.
   lock::Ending ending{"", this_holder(fmt::format("rlock release {}", options.key)), 0, true, std::nullopt};
-  lock::Released released = locker.release(name, token, ending);
+  // A server that restarts, or cannot serve for a moment, is tried again for --io-timeout at the
+  // renewals' retry interval: a lock left behind would keep the next waiter out for its TTL.
+  lock::Released released = lock::release_within(locker, name, token, ending, retry_until(options.connect),
+                                                 lock::validity::retry_interval(util::Millis(30'000)));
   if (released == lock::Released::unknown) {
-    log::warning(
-        fmt::format("could not tell whether {} was still held: no majority of the masters agreed", options.key));
+    log::warning(fmt::format("could not tell whether {} was still held: {}", options.key,
+                             locker.quorum() ? "no majority of the masters agreed"
+                                             : "an earlier attempt, whose answer was lost, may have released it"));
     return exit_code::k_ok;
   }
   if (released == lock::Released::not_held) {
@@ -270,8 +281,11 @@ int extend(const ExtendOptions& options) {
   if (locker.quorum() && !options.ttl) {
     throw Error(exit_code::k_usage, "extend with several URLs (a Redlock quorum) needs -t/--ttl");
   }
-  std::optional<lock::Extension> extension =
-      locker.extend(name, token, options.ttl, options.ttl.value_or(util::Millis(30'000)), 0);
+  std::optional<lock::Extension> extension;
+  util::Millis ttl = options.ttl.value_or(util::Millis(30'000));
+  // Retried as release is.
+  lock::retry_within(locker, retry_until(options.connect), lock::validity::retry_interval(ttl), {},
+                     [&] { extension = locker.extend(name, token, options.ttl, ttl, 0); });
   if (!extension) {
     log::error(fmt::format("{} is not held with this token (it expired, or another holder has it)", options.key));
     return exit_code::k_not_held;

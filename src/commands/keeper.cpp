@@ -6,6 +6,7 @@
 #include "lock/lease.hpp"
 #include "lock/renewal.hpp"
 #include "lock/schedule.hpp"
+#include "lock/validity.hpp"
 #include "log.hpp"
 #include "proc/ancestry.hpp"
 #include "proc/signals.hpp"
@@ -20,6 +21,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <exception>
@@ -125,14 +127,19 @@ int Keeper::lose(const std::string& reason) {
 }
 
 int Keeper::give_back(bool requested) {
-  m_backend->cap_waits(Clock::now() + m_spec.connect.timeouts.command);
+  auto now = Clock::now();
+  m_backend->cap_waits(now + m_spec.connect.timeouts.command);
+  // A server that restarted, or cannot serve for a moment, is tried again within the lease, as the
+  // renewals do; asked by `rlock release`, which waits for the answer, within --io-timeout.
+  auto until = m_schedule.valid_until();
+  if (requested) until = std::min(until, now + m_spec.connect.timeouts.command);
   bool released = false;
   try {
     // Not known lost unless a majority says so: an unknown end lapses on its own.
     // The hold was used (its token handed out): with --min-hold, it lingers.
-    released = m_backend->release(m_spec.name, m_spec.token,
-                                  lock::Ending{"", m_spec.holder, m_spec.fence, true, std::nullopt}) !=
-               lock::Released::not_held;
+    released = lock::release_within(*m_backend, m_spec.name, m_spec.token,
+                                    lock::Ending{"", m_spec.holder, m_spec.fence, true, std::nullopt}, until,
+                                    lock::validity::retry_interval(m_spec.ttl)) != lock::Released::not_held;
   } catch (const Error& e) {
     log::warning(fmt::format("could not release {} ({}); it expires within {}", m_spec.name.key, e.what(),
                              util::format_duration(m_spec.ttl)));

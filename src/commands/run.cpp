@@ -6,6 +6,7 @@
 #include "lock/backend.hpp"
 #include "lock/renewal.hpp"
 #include "lock/schedule.hpp"
+#include "lock/validity.hpp"
 #include "lock/take.hpp"
 #include "log.hpp"
 #include "proc/ancestry.hpp"
@@ -150,6 +151,7 @@ private:
   void follow_job_stop(int sig);
   void give_terminal_back();
   int finish();
+  bool pause_releasing(Millis duration);
   void release_quietly();
   std::string held_for() const;
 
@@ -585,7 +587,12 @@ int Supervisor::finish() {
                       m_fence, true,
                       m_options.take.min_hold - std::chrono::duration_cast<Millis>(Clock::now() - m_command_at)};
   try {
-    switch (m_backend->release(m_name, m_token, ending)) {
+    // A server that restarted, or cannot serve for a moment, is tried again within the lease, as
+    // the renewals do: a lock left behind would keep the next waiter out for a whole TTL.
+    lock::Released released = lock::release_within(*m_backend, m_name, m_token, ending, m_schedule->valid_until(),
+                                                   lock::validity::retry_interval(m_options.take.ttl),
+                                                   [this](Millis d) { return pause_releasing(d); });
+    switch (released) {
       case lock::Released::released: log::verbose("released {}", m_name.key); break;
       case lock::Released::not_held:
         if (m_lost) break;
@@ -601,11 +608,14 @@ int Supervisor::finish() {
         break;
       case lock::Released::unknown:
         // Renewals proved the lock ours while the command ran; what a minority says at the end
-        // proves no loss.
+        // (or a release whose first answer was lost) proves no loss.
         log::warning(
-            fmt::format("could not tell whether {} was still held when the command ended: no majority of "
-                        "the masters agreed; it expires within {} where it is left",
-                        m_name.key, util::format_duration(m_options.take.ttl)));
+            fmt::format("could not tell whether {} was still held when the command ended: {}; it expires "
+                        "within {} where it is left",
+                        m_name.key,
+                        m_backend->quorum() ? "no majority of the masters agreed"
+                                            : "an earlier attempt, whose answer was lost, may have released it",
+                        util::format_duration(m_options.take.ttl)));
         break;
     }
   } catch (const Error& e) {
@@ -641,6 +651,21 @@ int Supervisor::finish() {
     proc::die_by(sig, by_terminal);
   }
   return proc::exit_code_of(status);
+}
+
+bool Supervisor::pause_releasing(Millis duration) {
+  // Between attempts at the release: INT, QUIT, TERM or HUP gives up (rlock then dies by it).
+  auto wake = Clock::now() + duration;
+  while (!m_fatal_signal) {
+    pollfd fds[2] = {{m_signals.fd(), POLLIN, 0}, {log::pending_fd(), POLLOUT, 0}};
+    int n = util::poll_until(fds, fds[1].fd >= 0 ? 2 : 1, wake);
+    if (fds[1].revents) log::drain();
+    for (int s : fds[0].revents ? m_signals.take() : std::vector<int>{}) {
+      if (s == SIGINT || s == SIGQUIT || s == SIGTERM || s == SIGHUP) m_fatal_signal = s;
+    }
+    if (n == 0 || Clock::now() >= wake) break;
+  }
+  return !m_fatal_signal;
 }
 
 std::string Supervisor::held_for() const {

@@ -1,8 +1,10 @@
 #include "lock/renewal.hpp"
 
 #include "error.hpp"
+#include "exit_code.hpp"
 #include "lock/validity.hpp"
 #include "log.hpp"
+#include "util/clock.hpp"
 
 #include <fmt/core.h>
 
@@ -55,6 +57,38 @@ Renewal renew(Backend& backend, Schedule& schedule, const HeldLease& hold) {
     out.error = e.what();
   }
   return out;
+}
+
+bool retry_within(Backend& backend, Clock::time_point until, util::Millis interval,
+                  const std::function<bool(util::Millis)>& pause, const std::function<void()>& step) {
+  bool may_have_run = false;
+  for (bool first = true;; first = false) {
+    if (!first) backend.cap_waits(until);
+    try {
+      step();
+      backend.cap_waits(std::nullopt);
+      return may_have_run;
+    } catch (const Error& e) {
+      backend.cap_waits(std::nullopt);
+      if (e.exit_code() != exit_code::k_unavailable || Clock::now() + interval >= until) throw;
+      // An error reply (LOADING, READONLY...) ran nothing; a lost connection may have.
+      if (dynamic_cast<const TransientError*>(&e) == nullptr) may_have_run = true;
+      log::verbose("{}; again in {}", e.what(), util::format_duration(interval));
+      if (pause) {
+        if (!pause(interval)) throw;
+      } else {
+        util::poll_until(nullptr, 0, Clock::now() + interval);
+      }
+    }
+  }
+}
+
+Released release_within(Backend& backend, const LockName& name, const std::string& token, const Ending& ending,
+                        Clock::time_point until, util::Millis interval,
+                        const std::function<bool(util::Millis)>& pause) {
+  Released r = Released::unknown;
+  bool may_have_run = retry_within(backend, until, interval, pause, [&] { r = backend.release(name, token, ending); });
+  return r == Released::not_held && may_have_run ? Released::unknown : r;
 }
 
 }  // namespace rlock::lock

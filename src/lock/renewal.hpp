@@ -3,6 +3,7 @@
 #include "lock/backend.hpp"
 #include "lock/schedule.hpp"
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -37,5 +38,22 @@ struct Renewal {
 // the outcome: renewed from the time the request was sent, or failed. A lease that the server
 // shows shorter than the schedule expects (its clock stepped forward) is warned about.
 Renewal renew(Backend& backend, Schedule& schedule, const HeldLease& hold);
+
+// Runs `step` (one exchange with the lock's server) and, while it throws Error 69 (a server that
+// cannot be reached or cannot serve: a restart, LOADING, a master the sentinels do not confirm),
+// runs it again every `interval` (the renewals' retry interval) until `until` (the lease's
+// validity) is near, then throws the last error; other errors are thrown at once. The first
+// attempt keeps the cap the caller set (none: a hold already lost is still given back wherever it
+// remains); later ones are capped at `until`, and the cap is lifted at the end. `pause` sleeps between attempts, false
+// to give up (a signal); without it, a plain sleep. Returns whether an attempt failed once its request may have left
+// (it may have done its work: a later "not held" may be its own doing).
+bool retry_within(Backend& backend, Clock::time_point until, util::Millis interval,
+                  const std::function<bool(util::Millis)>& pause, const std::function<void()>& step);
+
+// The final release of a hold, retried as above. A "not held" answer after an attempt that may
+// have run is unknown.
+Released release_within(Backend& backend, const LockName& name, const std::string& token, const Ending& ending,
+                        Clock::time_point until, util::Millis interval,
+                        const std::function<bool(util::Millis)>& pause = {});
 
 }  // namespace rlock::lock

@@ -4,6 +4,7 @@
 #include "error.hpp"
 #include "exit_code.hpp"
 #include "lock/server.hpp"
+#include "log.hpp"
 
 #include <fmt/core.h>
 
@@ -28,6 +29,16 @@ public:
   }
   void cap_waits(std::optional<util::BootClock::time_point> cap) override { m_client->cap_waits(cap); }
   bool confirm_master() override { return m_client->confirm_master(); }
+  bool confirm_grant(const LockName& name, const std::string& token, std::string& why) override {
+    if (m_client->confirm_current_master(why)) return true;
+    try {
+      lock::release(m_node, name, timing(), token, Ending{});
+    } catch (const Error& e) {
+      log::verbose("could not give back the grant of {} ({}); it lapses with its lease", name.key, e.what());
+    }
+    m_client->forget_master();
+    return false;
+  }
   void learn_nodes() override { m_client->learn_nodes(); }
 
   Attempt try_acquire(const LockName& name, const Contender& c, bool queue,
@@ -42,6 +53,13 @@ public:
     lock::cancel(m_node, name, timing(), token, timed_out);
   }
   Released release(const LockName& name, const std::string& token, const Ending& ending) override {
+    std::string why;
+    if (!m_client->confirm_current_master(why)) {
+      // Released where the sentinels' majority says the lock lives: a hold on a master they no
+      // longer name is not known to have been ours alone.
+      log::verbose("{}: {}; asking the sentinels for the master to release {} on", display(), why, name.key);
+      m_client->forget_master();
+    }
     return lock::release(m_node, name, timing(), token, ending) ? Released::released : Released::not_held;
   }
   std::optional<Extension> extend(const LockName& name, const std::string& token, std::optional<util::Millis> ttl,

@@ -7,6 +7,8 @@
 #include "util/clock.hpp"
 #include "util/random.hpp"
 
+#include <fmt/core.h>
+
 #include <algorithm>
 #include <chrono>
 
@@ -57,6 +59,14 @@ Attempt take_lock(Backend& backend, const LockName& name, const WaitLimits& limi
         a = backend.try_acquire(name, contender, waiting, enclosing_tokens);
       }
       reached = true;
+      std::string why;
+      if (a.outcome == Attempt::Outcome::acquired && !backend.confirm_grant(name, contender.token, why)) {
+        // Granted by a master the sentinels no longer name (its queue outlived a failover): given
+        // back, and asked for again on the master they name, as after any failover.
+        queued = false;
+        throw Error(exit_code::k_unavailable,
+                    fmt::format("{}: granted by a server that is not the confirmed master ({})", name.key, why));
+      }
     } catch (const Error& e) {
       if (hooks.interrupted()) {
         leave(false);

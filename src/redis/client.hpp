@@ -53,6 +53,12 @@ public:
   // client and an old master cut off in a minority partition must not count their renewals.
   // Always true for other URLs. run calls this before every renewal.
   bool confirm_master();
+  // Sentinel: whether the server that commands go to now is the master a majority of the
+  // sentinels names and says so itself (ROLE), asked of all of them at once (one round trip).
+  // False (with `why`) when not confirmed; the caller then forgets the master (forget_master),
+  // so that the next command asks the sentinels again. Always true, with no I/O, for other URLs.
+  // Checked after a grant and before a release.
+  bool confirm_current_master(std::string& why);
 
   // Cluster: learns the other nodes (CLUSTER SLOTS), so that a master that fails later can be
   // replaced by asking them where its slots went. Asks once per client (the first call, even if
@@ -81,7 +87,9 @@ private:
   Connection& node(const std::string& host, int port);
   void resolve_master();
   // The address a majority of the sentinels names, if any; `why` explains when there is none.
-  std::optional<std::pair<std::string, int>> master_by_majority(std::string& why);
+  // With `also`, ROLE goes to that server in the same exchange, its outcome into role.
+  std::optional<std::pair<std::string, int>> master_by_majority(std::string& why, Connection* also = nullptr,
+                                                                std::optional<Outcome>* role = nullptr);
   std::vector<Reply> routed(const std::vector<Command>& commands, util::Millis budget,
                             const std::vector<Command>& undo);
   // After the current Cluster node failed: moves to another known node, if there is one.

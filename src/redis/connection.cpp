@@ -148,6 +148,12 @@ void Connection::start(const std::vector<Command>& commands, util::Millis budget
   m_received = 0;
   m_hello_names.clear();
   m_wire.clear();
+  if (m_socket.valid() && peer_hung_up()) {
+    // The server closed this idle connection (it restarted, or dropped idle clients): a request
+    // written there would only fail. Reconnect instead, before anything is sent.
+    log::verbose("{}: the server closed the connection; reconnecting", m_endpoint.display());
+    close();
+  }
   bool fresh = !m_socket.valid();
   if (fresh) {
     // AUTH and SELECT go out in the same write as the commands: no round trip of their own.
@@ -182,6 +188,11 @@ void Connection::start(const std::vector<Command>& commands, util::Millis budget
     return;
   }
   advance();
+}
+
+bool Connection::peer_hung_up() const {
+  pollfd p{m_socket.get(), POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
 pollfd Connection::pending() const {

@@ -113,6 +113,8 @@ public:
 private:
   enum class State { idle, resolving, connecting, handshaking, sending, receiving, failed };
 
+  // Whether the server has closed (or reset) the idle connection: checked before it is reused.
+  bool peer_hung_up() const;
   void begin_connect();
   void try_address();
   void connected_socket();

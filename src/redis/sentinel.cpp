@@ -15,7 +15,8 @@
 
 namespace rlock::redis {
 
-std::optional<std::pair<std::string, int>> Client::master_by_majority(std::string& why) {
+std::optional<std::pair<std::string, int>> Client::master_by_majority(std::string& why, Connection* also,
+                                                                      std::optional<Outcome>* role) {
   if (m_sentinels.empty()) {
     for (const Endpoint& s : m_url.sentinels) {
       Endpoint e = s;
@@ -32,11 +33,19 @@ std::optional<std::pair<std::string, int>> Client::master_by_majority(std::strin
   std::vector<Connection*> all;
   for (auto& c : m_sentinels) all.push_back(c.get());
   std::vector<std::vector<Command>> ask(all.size(), {{"SENTINEL", "get-master-addr-by-name", m_url.master}});
+  const size_t sentinels = all.size();
+  if (also) {
+    all.push_back(also);
+    ask.push_back({{"ROLE"}});
+  }
   size_t majority = m_url.sentinels.size() / 2 + 1;
-  // Done as soon as a majority names the same master: a paused sentinel costs nothing then.
+  // Done as soon as a majority names the same master (and the server asked for its ROLE has
+  // answered): a paused sentinel costs nothing then.
   auto agreed = [&](const std::vector<std::optional<Outcome>>& so_far) {
+    if (also && !so_far.back()) return false;
     std::map<std::string, size_t> same;
-    for (const auto& o : so_far) {
+    for (size_t i = 0; i < sentinels; ++i) {
+      const auto& o = so_far[i];
       if (!o || o->error || o->replies.empty()) continue;
       const Reply& r = o->replies.front();
       if (r.type != Reply::Type::array || r.elements.size() != 2) continue;
@@ -45,9 +54,10 @@ std::optional<std::pair<std::string, int>> Client::master_by_majority(std::strin
     return false;
   };
   std::vector<Outcome> answers = exchange_all(all, ask, m_interrupt_fd, m_on_interrupt, agreed);
+  if (also && role) *role = std::move(answers.back());
   std::map<std::pair<std::string, int>, size_t> votes;
   std::string last = "no sentinel answered";
-  for (size_t i = 0; i < answers.size(); ++i) {
+  for (size_t i = 0; i < sentinels; ++i) {
     const Endpoint& s = all[i]->endpoint();
     if (answers[i].error) {
       // A refused login is a configuration problem, not a partition: say so at once.
@@ -121,6 +131,30 @@ bool Client::confirm_master() {
   log::verbose("a majority of the sentinels now names {} as master {}: following the failover",
                master.endpoint().display(), m_url.master);
   m_current = &master;
+  return true;
+}
+
+bool Client::confirm_current_master(std::string& why) {
+  if (m_url.kind != Url::Kind::sentinel) return true;
+  if (!m_current) {
+    resolve_master();  // the majority and ROLE, or Error 69
+    return true;
+  }
+  Connection& was = *m_current;
+  std::optional<Outcome> role;
+  auto address = master_by_majority(why, &was, &role);
+  if (!address) return false;
+  if (was.endpoint().host != address->first || was.endpoint().port != address->second) {
+    why = fmt::format("a majority of the sentinels names {}:{} as master {}, not {}", address->first, address->second,
+                      m_url.master, was.endpoint().display());
+    return false;
+  }
+  if (!role || role->error || role->replies.empty() || role->replies.front().type != Reply::Type::array ||
+      role->replies.front().elements.empty() || role->replies.front().elements[0].str != "master") {
+    why = role && role->error ? std::string(role->error->what())
+                              : fmt::format("{} is not a master (any more)", was.endpoint().display());
+    return false;
+  }
   return true;
 }
 

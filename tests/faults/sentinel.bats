@@ -93,6 +93,86 @@ holder_cut_off() {
   assert cs_ended first
 }
 
+# --- a stale master's queue ---------------------------------------------------------------------------
+
+# Whether N contenders wait in the queue of lock k on the server on PORT.
+queue_on_is() { [[ $(srv_cli "$1" zcard 'rlock:{k}:q' 2>/dev/null | tr -d '\r') == "$2" ]]; }
+
+# A waiter queued on the master keeps its connection there through a SIGSTOP of the master (a
+# long --io-timeout). The master is failed over, a new holder takes the lock on the new master,
+# then the old master is continued: it is still a master, with its queue, until Sentinel
+# converts it, and grants the lock to the waiter at once (the first holder's lease ran out there).
+# That grant must not start the waiter's command: the sentinels name another master. The witness
+# is independent: no two critical sections overlap, and the waiter's runs after the new holder's.
+@test "a waiter granted the lock by a master the sentinels no longer name does not run its command then" {
+  repl_start
+  sentinels_start 3
+  wait_until -t 10 sentinels_know_each_other || fail "the sentinels did not find each other"
+  unset RLOCK_URL
+  bg holder rlock run k -t 2s -u "$SENTINEL_URL" -- "$CS" "$WLOG" holder "until:$T/holder-go"
+  wait_cs holder holder
+  bg waiter rlock run -v k -t 2s -w 90s --io-timeout 30s -u "$SENTINEL_URL" -- "$CS" "$WLOG" waiter 1
+  wait_until -t 10 queue_on_is "$MASTER_PORT" 1 || fail "the waiter did not queue: $(bg_err waiter)"
+  wait_until -t 10 queue_on_is "$REPLICA_PORT" 1 || fail "the replica did not get the queue"
+
+  kill -STOP "$MASTER_PID"
+  wait_until -t 30 sentinels_agree_on "$REPLICA_PORT" || {
+    kill -CONT "$MASTER_PID"
+    fail "the sentinels did not fail over to the replica"
+  }
+  wait_until -t 10 role_is "$REPLICA_PORT" master || fail "the replica was not promoted"
+  # The first holder follows the failover (or loses its lock, 76); either way it ends.
+  touch "$T/holder-go"
+  bg_wait holder 20
+  [[ $BG_STATUS == 0 || $BG_STATUS == 76 ]] || fail "the first holder exited $BG_STATUS: $(bg_err holder)"
+  # The new holder takes the lock on the new master, for long enough to meet a stale grant.
+  bg new rlock run k -t 2s -w 30s -u "$SENTINEL_URL" -- "$CS" "$WLOG" new 6
+  wait_cs new new 20
+  kill -CONT "$MASTER_PID"
+  local t0
+  t0=$(now_ms)
+  bg_wait new 30
+  [[ $BG_STATUS == 0 ]] || fail "the new holder exited $BG_STATUS: $(bg_err new)"
+  bg_wait waiter 60
+  echo "# the waiter exited $BG_STATUS, $(elapsed_ms "$t0")ms after the old master was continued" >&3
+  grep -i 'not the confirmed master' "$T/waiter.err" | head -n 2 | sed 's/^/# /' >&3 || true
+  assert_no_overlap
+  # The waiter's command runs only on the master the sentinels name: after the new holder's.
+  if cs_started waiter; then
+    [[ $BG_STATUS == 0 || $BG_STATUS == 76 ]] || fail "the waiter exited $BG_STATUS: $(bg_err waiter)"
+  else
+    [[ $BG_STATUS != 0 ]] || fail "the waiter exited 0 without running its command: $(bg_err waiter)"
+  fi
+}
+
+# A holder on a master that is stopped and failed over, whose lock did not reach the new master
+# (asynchronous replication; here deleted there), ends its command once the old master is
+# continued, before any renewal. The old master is still a master and still holds the lock, but
+# the sentinels name the new one: the release is not clean there, and run exits 76, never 0.
+@test "a release on a master the sentinels no longer name is not clean: 76" {
+  repl_start
+  sentinels_start 3
+  wait_until -t 10 sentinels_know_each_other || fail "the sentinels did not find each other"
+  unset RLOCK_URL
+  bg holder rlock run k -t 60s --io-timeout 30s -u "$SENTINEL_URL" -- "$CS" "$WLOG" holder "until:$T/holder-go"
+  wait_cs holder holder
+  wait_until -t 10 eval '[[ $(srv_cli "$REPLICA_PORT" exists "rlock:{k}" | tr -d "\r") == 1 ]]' ||
+    fail "the replica did not get the lock"
+  kill -STOP "$MASTER_PID"
+  wait_until -t 30 sentinels_agree_on "$REPLICA_PORT" || {
+    kill -CONT "$MASTER_PID"
+    fail "the sentinels did not fail over to the replica"
+  }
+  wait_until -t 10 role_is "$REPLICA_PORT" master || fail "the replica was not promoted"
+  srv_cli "$REPLICA_PORT" del 'rlock:{k}' 'rlock:{k}:info' >/dev/null
+  kill -CONT "$MASTER_PID"
+  role_is "$MASTER_PORT" master || skip "Sentinel converted the old master at once"
+  touch "$T/holder-go"
+  bg_wait holder 30
+  [[ $BG_STATUS == 76 ]] || fail "expected 76, got $BG_STATUS: $(bg_err holder)"
+  grep -qi 'lost' <<<"$(bg_err holder)" || fail "rlock did not say the lock was lost: $(bg_err holder)"
+}
+
 # --- sentinels with a password --------------------------------------------------------------------
 
 # sentinels_start_auth PASSWORD: like sentinels_start 3, but the sentinels require PASSWORD

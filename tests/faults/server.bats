@@ -68,6 +68,124 @@ fence_of_a_run() {
   assert cs_started waiter
 }
 
+# --- a restart with persistence, while a lock is held ----------------------------------------------
+
+# aof_restart: stops the server (SIGTERM: it writes its AOF out) and starts it again on the same port
+# and directory, with its data; the connections rlock had to it are dead.
+aof_restart() {
+  kill -TERM "$REDIS_PID"
+  wait_until -t 10 pid_gone "$REDIS_PID" || fail "redis-server did not stop"
+  aof_start_again
+}
+
+# aof_start_again: starts the stopped server again on its port and directory.
+aof_start_again() {
+  local attempt
+  for attempt in $(seq 1 50); do
+    if _redis_launch "$REDIS_PORT" --appendonly yes --appendfsync always; then
+      export REDIS_PID
+      return 0
+    fi
+    sleep 0.1
+  done
+  fail "could not start redis-server again on port $REDIS_PORT"
+}
+
+# aof_stop: stops the server (its AOF written out) and waits until it is gone.
+aof_stop() {
+  kill -TERM "$REDIS_PID"
+  wait_until -t 10 pid_gone "$REDIS_PID" || fail "redis-server did not stop"
+}
+
+ms_now() { date +%s%3N; }
+
+# Whether N contenders wait in the queue of lock KEY.
+queue_length_is() { [[ $(rcli zcard "$(lock_key "$1"):q" 2>/dev/null) == "$2" ]]; }
+
+@test "run releases after a restart of Redis: the next waiter starts within seconds of the command's end, not a TTL" {
+  redis_start --appendonly yes --appendfsync always
+  bg holder rlock run k -t 60s -- sh -c "touch '$T/started'; while [ ! -e '$T/go' ]; do sleep 0.05; done; date +%s%3N >'$T/holder-end'"
+  wait_until test -e "$T/started" || fail "the holder did not start: $(bg_err holder)"
+  aof_restart
+  assert lock_held k
+  bg waiter rlock run k -w 50s -- sh -c "date +%s%3N >'$T/waiter-start'"
+  wait_until -t 10 queue_length_is k 1 || fail "the waiter did not queue: $(bg_err waiter)"
+  touch "$T/go"
+  bg_wait holder 15
+  [[ $BG_STATUS == 0 ]] || fail "the holder exited $BG_STATUS: $(bg_err holder)"
+  grep -q 'could not release' <<<"$(bg_err holder)" && fail "the holder did not release: $(bg_err holder)"
+  bg_wait waiter 20
+  [[ $BG_STATUS == 0 ]] || fail "the waiter exited $BG_STATUS: $(bg_err waiter)"
+  local gap=$(($(cat "$T/waiter-start") - $(cat "$T/holder-end")))
+  echo "# the waiter started ${gap}ms after the holder's command ended" >&3
+  ((gap < 10000)) || fail "the waiter started ${gap}ms after the holder's command ended"
+}
+
+@test "run whose command ends while Redis is down releases once it is back: the next waiter starts within seconds" {
+  redis_start --appendonly yes --appendfsync always
+  bg holder rlock run k -t 60s -- sh -c "touch '$T/started'; while [ ! -e '$T/go' ]; do sleep 0.05; done; date +%s%3N >'$T/holder-end'"
+  wait_until test -e "$T/started" || fail "the holder did not start: $(bg_err holder)"
+  aof_stop
+  touch "$T/go"
+  wait_until test -e "$T/holder-end" || fail "the holder's command did not end"
+  sleep 1
+  aof_start_again
+  bg waiter rlock run k -w 50s -- sh -c "date +%s%3N >'$T/waiter-start'"
+  bg_wait holder 15
+  [[ $BG_STATUS == 0 ]] || fail "the holder exited $BG_STATUS: $(bg_err holder)"
+  bg_wait waiter 20
+  [[ $BG_STATUS == 0 ]] || fail "the waiter exited $BG_STATUS: $(bg_err waiter)"
+  local gap=$(($(cat "$T/waiter-start") - $(cat "$T/holder-end")))
+  echo "# the waiter started ${gap}ms after the holder's command ended (Redis was down for 1s of it)" >&3
+  ((gap < 10000)) || fail "the waiter started ${gap}ms after the holder's command ended"
+}
+
+@test "release while Redis restarts: retried within --io-timeout, and the lock is free at once" {
+  redis_start --appendonly yes --appendfsync always
+  acquire_token k -t 60s
+  aof_stop
+  RLOCK_TOKEN=$TOKEN bg rel rlock release k --io-timeout 8s
+  sleep 0.5
+  aof_start_again
+  bg_wait rel 15
+  [[ $BG_STATUS == 0 ]] || fail "release exited $BG_STATUS: $(bg_err rel)"
+  assert lock_free k
+  run rlock run k -n -- true
+  assert_success
+}
+
+@test "extend while Redis restarts: retried within --io-timeout, and the lease is extended" {
+  redis_start --appendonly yes --appendfsync always
+  acquire_token k -t 60s
+  aof_stop
+  RLOCK_TOKEN=$TOKEN bg ext rlock extend k -t 120s --io-timeout 8s
+  sleep 0.5
+  aof_start_again
+  bg_wait ext 15
+  [[ $BG_STATUS == 0 ]] || fail "extend exited $BG_STATUS: $(bg_err ext)"
+  local ttl
+  ttl=$(rcli pttl "$(lock_key k)")
+  ((ttl > 60000)) || fail "the lease was not extended: PTTL $ttl"
+}
+
+@test "a keeper releases after a restart of Redis: the next waiter gets the lock within seconds" {
+  redis_start --appendonly yes --appendfsync always
+  sleep 1000 &
+  local watched=$!
+  echo "$watched" >>"$BATS_TEST_TMPDIR/.bg_pids"
+  acquire_token k --keepalive --pid "$watched" -t 60s
+  aof_restart
+  assert lock_held k
+  local t0
+  t0=$(ms_now)
+  kill -KILL "$watched"
+  run --separate-stderr rlock run k -w 30s -- true
+  assert_success
+  local gap=$(($(ms_now) - t0))
+  echo "# the next run got the lock ${gap}ms after the watched process ended" >&3
+  ((gap < 10000)) || fail "the next run got the lock ${gap}ms after the watched process ended"
+}
+
 # --- eviction policy ------------------------------------------------------------------------------
 
 # warnings_about TEXT: the "rlock: warning: " lines of the last run's stderr that contain TEXT.
