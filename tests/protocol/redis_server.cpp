@@ -86,6 +86,7 @@ bool RedisServer::start(int port) {
   std::vector<std::string> args = {"redis-server", "--port", port_text, "--bind", "127.0.0.1", "--save", "",
                                    "--appendonly", "no",     "--dir",   m_dir,    "--logfile", log};
   std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   const pid_t parent = getpid();
