@@ -30,8 +30,9 @@ sockaddr_in loopback(int port) {
   return a;
 }
 
-// A port of 127.0.0.1 that nobody listens on now: the kernel's choice for port 0.
-int free_port() {
+}  // namespace
+
+int unused_port() {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw std::runtime_error("socket failed");
   sockaddr_in a = loopback(0);
@@ -44,6 +45,8 @@ int free_port() {
   close(fd);
   return ntohs(a.sin_port);
 }
+
+namespace {
 
 bool accepts(int port) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -64,7 +67,7 @@ RedisServer::RedisServer() {
   if (!mkdtemp(dir.data())) throw std::runtime_error("mkdtemp failed");
   m_dir = dir.data();
   for (int tries = 0; tries < 20; ++tries) {
-    if (start(free_port())) return;
+    if (start(unused_port())) return;
   }
   throw std::runtime_error("redis-server did not start (see " + m_dir + "/redis.log)");
 }

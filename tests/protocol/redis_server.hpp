@@ -29,6 +29,10 @@ private:
   pid_t m_pid = -1;
 };
 
+// A port of 127.0.0.1 that nobody listens on (the kernel's choice for port 0, closed again): a
+// server that refuses connections.
+int unused_port();
+
 // The one server the binary's tests share (started at first use, killed at exit), and, for the
 // Redlock tests, three more.
 RedisServer& shared_server();
