@@ -28,6 +28,7 @@ protected:
   redis::Client& master(int i) { return *clients.at(static_cast<size_t>(i)); }
   std::vector<std::string> urls() const {
     std::vector<std::string> out;
+    out.reserve(k_masters);
     for (int i = 0; i < k_masters; ++i) out.push_back(quorum_server(i).url());
     return out;
   }
