@@ -59,7 +59,7 @@ bool accepts(int port) {
 
 }  // namespace
 
-RedisServer::RedisServer() {
+RedisServer::RedisServer(bool persistent) {
   const char* tmp = std::getenv("TMPDIR");
   std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/rlock-protocol.XXXXXX";
   std::vector<char> dir(pattern.begin(), pattern.end());
@@ -67,7 +67,7 @@ RedisServer::RedisServer() {
   if (!mkdtemp(dir.data())) throw std::runtime_error("mkdtemp failed");
   m_dir = dir.data();
   for (int tries = 0; tries < 20; ++tries) {
-    if (start(unused_port())) return;
+    if (start(unused_port(), persistent)) return;
   }
   throw std::runtime_error("redis-server did not start (see " + m_dir + "/redis.log)");
 }
@@ -83,11 +83,22 @@ RedisServer::~RedisServer() {
 
 std::string RedisServer::url() const { return "redis://127.0.0.1:" + std::to_string(m_port); }
 
-bool RedisServer::start(int port) {
+bool RedisServer::start(int port, bool persistent) {
   const std::string port_text = std::to_string(port);
   const std::string log = m_dir + "/redis.log";
-  std::vector<std::string> args = {"redis-server", "--port", port_text, "--bind", "127.0.0.1", "--save", "",
-                                   "--appendonly", "no",     "--dir",   m_dir,    "--logfile", log};
+  std::vector<std::string> args = {"redis-server",
+                                   "--port",
+                                   port_text,
+                                   "--bind",
+                                   "127.0.0.1",
+                                   "--save",
+                                   "",
+                                   "--appendonly",
+                                   persistent ? "yes" : "no",
+                                   "--dir",
+                                   m_dir,
+                                   "--logfile",
+                                   log};
   std::vector<char*> argv;
   argv.reserve(args.size() + 1);
   for (std::string& a : args) argv.push_back(a.data());
@@ -131,7 +142,7 @@ RedisServer& shared_server() {
 RedisServer& quorum_server(int i) {
   static std::array<std::unique_ptr<RedisServer>, 3> servers;
   auto& s = servers.at(static_cast<size_t>(i));
-  if (!s) s = std::make_unique<RedisServer>();
+  if (!s) s = std::make_unique<RedisServer>(true);
   return *s;
 }
 

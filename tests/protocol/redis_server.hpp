@@ -6,12 +6,12 @@
 
 namespace rlock::test {
 
-// A redis-server of the tests' own: on a free port of 127.0.0.1, keeping nothing on disk, in a
-// temporary directory of its own (its log is there). It dies with the test binary, even one that
-// crashes (PR_SET_PDEATHSIG), and is killed and its directory removed by the destructor.
+// A redis-server of the tests' own: on a free port of 127.0.0.1, keeping nothing on disk (or,
+// persistent, an append-only file), in a temporary directory of its own (its log is there). It dies with the test
+// binary, even one that crashes (PR_SET_PDEATHSIG), and is killed and its directory removed by the destructor.
 class RedisServer {
 public:
-  RedisServer();
+  explicit RedisServer(bool persistent = false);
   ~RedisServer();
   RedisServer(const RedisServer&) = delete;
   RedisServer& operator=(const RedisServer&) = delete;
@@ -22,7 +22,7 @@ public:
 
 private:
   // Starts redis-server on port; false when it exited (the port was taken meanwhile).
-  bool start(int port);
+  bool start(int port, bool persistent);
 
   std::string m_dir;
   int m_port = 0;
@@ -34,7 +34,8 @@ private:
 int unused_port();
 
 // The one server the binary's tests share (started at first use, killed at exit), and, for the
-// Redlock tests, three more.
+// Redlock tests, three more: persistent, so that a quorum counts them at once (a master without
+// persistence counts only once it has run for a TTL).
 RedisServer& shared_server();
 RedisServer& quorum_server(int i);
 
