@@ -129,5 +129,18 @@ TEST_F(AcquireTest, ForeignDataAtTheLockIsRefused) {
   }
 }
 
+TEST_F(AcquireTest, AnExclusiveHoldInsideASharedOneOfTheSameTreeIsRefused) {
+  Contender outer = contender("100", Mode::shared);
+  ASSERT_EQ(acquire(outer).outcome, Outcome::acquired);
+  try {
+    lock::try_acquire(node, name, timing, contender("101"), true, {outer.token});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 64);
+  }
+  Attempt inner = lock::try_acquire(node, name, timing, contender("102", Mode::shared), true, {outer.token});
+  EXPECT_EQ(inner.outcome, Outcome::reentered);
+}
+
 }  // namespace
 }  // namespace rlock::test

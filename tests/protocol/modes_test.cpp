@@ -179,5 +179,63 @@ TEST_F(ModesTest, ExtendResetsASharedLease) {
   EXPECT_EQ(s.holders.at(0).lease_ms, 20'000);
 }
 
+TEST_F(ModesTest, ARunOfSharedWaitersLongerThanTheBudgetIsGrantedOverSeveralCalls) {
+  Contender writer = contender("200");
+  ASSERT_EQ(acquire(writer).outcome, Outcome::acquired);
+  constexpr int k_readers = 45;  // more than two budgets (scripts/common.lua, BUDGET)
+  std::vector<Contender> readers;
+  std::vector<Attempt> at;
+  for (int i = 0; i < k_readers; ++i) {
+    readers.push_back(contender(std::to_string(100 + i), Mode::shared));
+    at.push_back(acquire(readers.back()));
+    ASSERT_EQ(at.back().position, i + 1);
+  }
+  ASSERT_TRUE(release(writer));
+  LockState s = state();
+  EXPECT_EQ(s.holder_count, k_readers) << "the release's further calls granted the rest of the run";
+  EXPECT_EQ(s.queue_length, 0);
+  // Each is woken at once: its own mailbox, or the one it watched, was pushed.
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < k_readers; ++i) {
+    ASSERT_EQ(step(readers[static_cast<size_t>(i)], at[static_cast<size_t>(i)], 8s).outcome, Outcome::acquired)
+        << "reader " << i;
+  }
+  EXPECT_LT(since(start), 5s);
+}
+
+TEST_F(ModesTest, AForcedReleaseRemovesEverySharedHoldABudgetAtATime) {
+  constexpr int k_readers = 45;
+  for (int i = 0; i < k_readers; ++i) {
+    ASSERT_EQ(acquire(contender(std::to_string(100 + i), Mode::shared)).outcome, Outcome::acquired);
+  }
+  Contender writer = contender("200");
+  Attempt aw = acquire(writer);
+  ASSERT_EQ(aw.outcome, Outcome::queued);
+  lock::ForcedRelease forced = lock::force_release(node, name, timing);
+  EXPECT_TRUE(forced.was_held);
+  EXPECT_EQ(forced.shared_holds, k_readers);
+  EXPECT_EQ(state().holder_count, 1) << "the writer was granted";
+  EXPECT_EQ(state().holders.at(0).holder.pid, "200");
+  EXPECT_EQ(step(writer, aw).outcome, Outcome::acquired);
+}
+
+TEST_F(ModesTest, ASemaphoreSlotOfAHolderThatDiedIsGivenToTheNext) {
+  Contender dying = contender("100", Mode::semaphore, 2, 100ms);
+  Contender other = contender("101", Mode::semaphore, 2);
+  Attempt ad = acquire(dying);
+  ASSERT_EQ(ad.outcome, Outcome::acquired);
+  ASSERT_EQ(acquire(other).outcome, Outcome::acquired);
+  Contender next = contender("102", Mode::semaphore, 2);
+  Attempt an = acquire(next);
+  ASSERT_EQ(an.outcome, Outcome::queued);
+  ASSERT_TRUE(eventually([&] {
+    an = step(next, an, 20ms);
+    return an.outcome == Outcome::acquired;
+  }));
+  EXPECT_EQ(an.slot, ad.slot);
+  EXPECT_EQ(state().holder_count, 2);
+  EXPECT_FALSE(release(dying));
+}
+
 }  // namespace
 }  // namespace rlock::test

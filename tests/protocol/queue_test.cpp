@@ -338,5 +338,25 @@ TEST_F(QueueTest, ANewerSupersedingRequestReplacesTheOlderWaiter) {
   EXPECT_EQ(step(newer, an).outcome, Outcome::acquired);
 }
 
+TEST_F(QueueTest, AWaiterWhoseQueueWasLostJoinsItAgain) {
+  Contender a = contender("100");
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  Contender b = contender("101");
+  Contender c = contender("102");
+  acquire(b);
+  Attempt ac = acquire(c);
+  ASSERT_EQ(ac.position, 2);
+  // A failover to a replica that had not seen the queue: it is gone.
+  call({"DEL", name.key_of(lock::Part::queue), name.key_of(lock::Part::waiters), name.key_of(lock::Part::leases)});
+  ASSERT_EQ(state().queue_length, 0);
+  Attempt back = step(c, ac);
+  ASSERT_EQ(back.outcome, Outcome::queued);
+  EXPECT_EQ(back.position, 1);
+  LockState s = state();
+  ASSERT_EQ(s.waiters.size(), 1u);
+  EXPECT_EQ(s.waiters[0].holder.pid, "102");
+  EXPECT_EQ(s.holders.at(0).holder.pid, "100") << "the holder is unaffected";
+}
+
 }  // namespace
 }  // namespace rlock::test
