@@ -189,5 +189,27 @@ TEST_F(RedlockTest, OneMasterDownStillMakesAMajorityTwoDoNot) {
   EXPECT_FALSE(on(0).held) << "the lone grant was given back";
 }
 
+TEST_F(RedlockTest, ALockGoneFromAMajorityIsLostAtRenewal) {
+  auto q = quorum();
+  Contender c = contender("100");
+  Attempt got = q->try_acquire(name, c, false, {});
+  ASSERT_EQ(got.outcome, Outcome::acquired);
+  for (int i : {0, 1}) master(i).call({"DEL", name.lock_key()});
+  EXPECT_FALSE(q->extend(name, c.token, std::nullopt, c.ttl, got.fence));
+  EXPECT_FALSE(on(0).held) << "a lost lock is not set again";
+  EXPECT_EQ(q->release(name, c.token, lock::Ending{}), lock::Released::not_held);
+}
+
+TEST_F(RedlockTest, AnEnclosingHoldOnAMajorityIsReentered) {
+  auto q = quorum();
+  Contender outer = contender("100");
+  Attempt got = q->try_acquire(name, outer, false, {});
+  ASSERT_EQ(got.outcome, Outcome::acquired);
+  Attempt inner = q->try_acquire(name, contender("101"), false, {lock::new_token(), outer.token});
+  ASSERT_EQ(inner.outcome, Outcome::reentered);
+  EXPECT_EQ(inner.fence, got.fence);
+  EXPECT_EQ(inner.enclosing, 1u);
+}
+
 }  // namespace
 }  // namespace rlock::test
