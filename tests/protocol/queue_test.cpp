@@ -269,6 +269,30 @@ TEST_F(QueueTest, AnAttemptBehindManyDeadWaitersCallsAgainUntilItHasAnAnswer) {
   expect_bounded(counting, dead);
 }
 
+TEST_F(QueueTest, AWaitStepBehindManyDeadWaitersCallsAgainUntilItHasAnAnswer) {
+  Timing dying = timing;
+  dying.lease = k_dying_lease;
+  Contender a = contender("100");
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  const int64_t dead = 3 * k_budget + 5;
+  for (int64_t i = 0; i < dead; ++i) ASSERT_EQ(acquire(contender("d"), true, &dying).outcome, Outcome::queued);
+  Contender live = contender("200");
+  Attempt al = acquire(live);
+  ASSERT_EQ(state().queue_length, dead + 1) << "all queued before the first died";
+  // The holder's lease ends with nobody to hand it on (no release): the live waiter's own step
+  // finds the lock free behind the dead.
+  ASSERT_TRUE(lock::extend(node, name, timing, a.token, Millis(50)));
+  ASSERT_TRUE(eventually([&] { return state().queue_length == 1 && !state().held; }));
+
+  CountingNode counting(node, name.key_of(lock::Part::queue));
+  Attempt got = lock::wait_turn(counting, name, timing, live, al.watch, 20ms);
+  EXPECT_EQ(got.outcome, Outcome::acquired);
+  ASSERT_GE(counting.codes.size(), 3u);
+  EXPECT_EQ(counting.codes.front(), 4) << "the first answer: call again";
+  EXPECT_EQ(counting.codes.back(), 1);
+  expect_bounded(counting, dead + 1);
+}
+
 TEST_F(QueueTest, CancelLeavesTheQueueAndWakesTheOneBehind) {
   Contender a = contender("100");
   ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
