@@ -1,0 +1,386 @@
+// The queue: FIFO order, the hand-off push, claim windows, dead waiters and the bounded work of
+// each script call, cancel and supersede.
+#include "protocol.hpp"
+
+#include <atomic>
+#include <future>
+
+namespace rlock::test {
+namespace {
+
+using QueueTest = ProtocolTest;
+
+// A Node that passes every call on and records, after each script, its `more` flag and how many
+// waiters the queue still holds.
+class CountingNode final : public lock::Node {
+public:
+  CountingNode(lock::Node& inner, std::string queue_key) : m_inner(inner), m_queue(std::move(queue_key)) {}
+  redis::Reply eval(const redis::Script& script, const std::vector<std::string>& keys,
+                    const std::vector<std::string>& args, const std::vector<redis::Command>& undo = {}) override {
+    redis::Reply r = m_inner.eval(script, keys, args, undo);
+    codes.push_back(r.elements.empty() ? -1 : r.elements[0].integer);
+    more.push_back(r.elements.size() > 1 && r.elements[1].integer == 1);
+    queued.push_back(m_inner.pipeline({{"ZCARD", m_queue}}).at(0).integer);
+    return r;
+  }
+  std::vector<redis::Reply> pipeline(const std::vector<redis::Command>& commands, util::Millis budget = {}) override {
+    return m_inner.pipeline(commands, budget);
+  }
+  std::vector<std::string> scan(const std::string& match) override { return m_inner.scan(match); }
+  int64_t wait_replicas(int n, util::Millis timeout) override { return m_inner.wait_replicas(n, timeout); }
+
+  std::vector<int64_t> codes;
+  std::vector<bool> more;
+  std::vector<int64_t> queued;
+
+private:
+  lock::Node& m_inner;
+  std::string m_queue;
+};
+
+// The scripts' budget of entries removed or granted per call (scripts/common.lua, BUDGET).
+constexpr int64_t k_budget = 20;
+
+// Asserts that each call removed at most the budget of waiters, and that the work took several.
+void expect_bounded(const CountingNode& n, int64_t queued_before) {
+  int64_t before = queued_before;
+  for (int64_t after : n.queued) {
+    EXPECT_LE(before - after, k_budget + 1) << "one call removed more than the budget";
+    before = after;
+  }
+}
+
+TEST_F(QueueTest, WaitersAreServedInArrivalOrder) {
+  Contender a = contender("100");
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  std::vector<Contender> w = {contender("101"), contender("102"), contender("103")};
+  std::vector<Attempt> at;
+  for (size_t i = 0; i < w.size(); ++i) {
+    at.push_back(acquire(w[i]));
+    ASSERT_EQ(at[i].outcome, Outcome::queued);
+    EXPECT_EQ(at[i].position, static_cast<int>(i + 1));
+    EXPECT_EQ(at[i].queue_length, static_cast<int>(i + 1));
+    EXPECT_EQ(at[i].holder.pid, "100");
+  }
+  // Each watches the one before it; the head watches the holder.
+  EXPECT_EQ(at[0].watch, std::vector<std::string>{a.id()});
+  EXPECT_EQ(at[1].watch, std::vector<std::string>{w[0].id()});
+  EXPECT_EQ(at[2].watch, std::vector<std::string>{w[1].id()});
+
+  LockState s = state();
+  EXPECT_EQ(s.queue_length, 3);
+  ASSERT_EQ(s.waiters.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(s.waiters[i].holder.pid, w[i].holder.pid);
+    EXPECT_EQ(s.waiters[i].position, static_cast<int>(i + 1));
+    EXPECT_FALSE(s.waiters[i].shared);
+  }
+  EXPECT_EQ(state(2).waiters.size(), 2u) << "inspect reads at most the number asked";
+
+  int64_t fence = 0;
+  Contender* holder = &a;
+  for (size_t i = 0; i < w.size(); ++i) {
+    // The ones behind are not served before their turn.
+    for (size_t j = i + 1; j < w.size(); ++j) {
+      Attempt later = step(w[j], at[j]);
+      ASSERT_EQ(later.outcome, Outcome::queued);
+      EXPECT_EQ(later.position, static_cast<int>(j - i + 1));
+      at[j] = later;
+    }
+    ASSERT_TRUE(release(*holder));
+    Attempt got = step(w[i], at[i]);
+    ASSERT_EQ(got.outcome, Outcome::acquired) << "waiter " << i;
+    EXPECT_GT(got.fence, fence);
+    fence = got.fence;
+    EXPECT_EQ(state().holders.at(0).holder.pid, w[i].holder.pid);
+    holder = &w[i];
+  }
+  EXPECT_EQ(state().queue_length, 0);
+}
+
+TEST_F(QueueTest, ReleasePushesTheNextWaitersMailbox) {
+  Contender a = contender("100");
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  Contender b = contender("101");
+  Attempt queued = acquire(b);
+  ASSERT_EQ(queued.outcome, Outcome::queued);
+
+  // b blocks in its wait step with a heartbeat far longer than the test allows: only the push of
+  // the mailbox it watches wakes it in time.
+  const Millis heartbeat = 8s;
+  auto waiter = std::async(std::launch::async, [&] {
+    redis::Client client(redis::parse_url(shared_server().url()), redis::Timeouts{}, redis::TlsOptions{});
+    lock::ClientNode own(client);
+    Attempt got = lock::wait_turn(own, name, timing, b, queued.watch, heartbeat);
+    return std::make_pair(got, std::chrono::steady_clock::now());
+  });
+  ASSERT_TRUE(eventually([&] {
+    std::string info = call({"INFO", "clients"}).str;
+    return info.find("blocked_clients:1") != std::string::npos;
+  }));
+  auto released = std::chrono::steady_clock::now();
+  ASSERT_TRUE(release(a));
+  ASSERT_EQ(waiter.wait_for(heartbeat - 2s), std::future_status::ready) << "not woken by the release";
+  auto [got, woke] = waiter.get();
+  EXPECT_EQ(got.outcome, Outcome::acquired);
+  EXPECT_LT(woke - released, 3s);
+  EXPECT_EQ(state().holders.at(0).holder.pid, "101");
+}
+
+TEST_F(QueueTest, AGrantNotClaimedWithinTheClaimWindowGoesToTheNext) {
+  // A claim window long enough for the test to see the grant before it lapses, even on a loaded
+  // machine.
+  Timing t = timing;
+  t.claim = 500ms;
+  Contender a = contender("100");
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  Contender b = contender("101");
+  Contender c = contender("102");
+  Attempt ab = acquire(b);
+  Attempt ac = acquire(c);
+  ASSERT_EQ(ac.position, 2);
+
+  auto released = std::chrono::steady_clock::now();
+  ASSERT_TRUE(lock::release(node, name, t, a.token, lock::Ending{}));
+  // b is granted, for the claim window only.
+  LockState s = state();
+  ASSERT_TRUE(s.held);
+  EXPECT_EQ(s.holders.at(0).holder.pid, "101");
+  EXPECT_LE(*s.holders.at(0).ttl_left_ms, 500);
+  EXPECT_EQ(s.queue_length, 1);
+
+  // b never claims; c, stepping, gets it once the window has passed.
+  Attempt got;
+  ASSERT_TRUE(eventually([&] {
+    got = step(c, ac, 20ms, &t);
+    ac = got;
+    return got.outcome == Outcome::acquired;
+  }));
+  EXPECT_GE(since(released), t.claim - 20ms);
+  EXPECT_EQ(state().holders.at(0).holder.pid, "102");
+  EXPECT_EQ(*state().holders.at(0).ttl_left_ms > 10'000, true) << "c claimed its whole lease";
+
+  // b's late step finds its grant gone: it waits again, at the end of the queue.
+  Attempt late = step(b, ab, 20ms, &t);
+  EXPECT_EQ(late.outcome, Outcome::queued);
+  EXPECT_EQ(late.position, 1);
+  EXPECT_EQ(late.holder.pid, "102");
+}
+
+TEST_F(QueueTest, AGrantClaimedWithinItsWindowIsAHold) {
+  Timing t = timing;
+  t.claim = 5s;
+  Contender a = contender("100");
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  Contender b = contender("101", Mode::exclusive, 1, 20s);
+  Attempt ab = acquire(b);
+  ASSERT_TRUE(lock::release(node, name, t, a.token, lock::Ending{}));
+  EXPECT_LE(*state().holders.at(0).ttl_left_ms, 5'000);
+  ASSERT_EQ(step(b, ab, 20ms, &t).outcome, Outcome::acquired);
+  EXPECT_GT(*state().holders.at(0).ttl_left_ms, 5'000);
+  EXPECT_EQ(state().holders.at(0).lease_ms, 20'000);
+}
+
+TEST_F(QueueTest, ADeadWaiterIsSkippedAndTheNextIsWokenOnItsOwnMailbox) {
+  Timing dying = timing;
+  dying.lease = 500ms;  // c joins behind b before it dies, even on a loaded machine
+  Contender a = contender("100");
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  Contender b = contender("101");
+  Contender c = contender("102");
+  ASSERT_EQ(acquire(b, true, &dying).outcome, Outcome::queued);
+  Attempt ac = acquire(c);
+  ASSERT_EQ(ac.position, 2);
+  ASSERT_EQ(ac.watch, std::vector<std::string>{b.id()});
+
+  // b's heartbeats stop: after its lease, inspect no longer shows it.
+  ASSERT_TRUE(eventually([&] { return state().waiters.size() == 1; }));
+  EXPECT_EQ(state().waiters.at(0).holder.pid, "102");
+  EXPECT_EQ(state().waiters.at(0).position, 1);
+  EXPECT_EQ(state().queue_length, 1);
+
+  // c still watches b's mailbox, which nobody pushes: the release wakes c on its own.
+  ASSERT_TRUE(release(a));
+  auto start = std::chrono::steady_clock::now();
+  Attempt got = step(c, ac, 8s);
+  EXPECT_EQ(got.outcome, Outcome::acquired);
+  EXPECT_LT(since(start), 3s);
+  EXPECT_EQ(state().queue_length, 0);
+
+  // b comes back (a stopped process continued): it joins the queue again, at its end.
+  Attempt back = acquire(b);
+  EXPECT_EQ(back.outcome, Outcome::queued);
+  EXPECT_EQ(back.position, 1);
+}
+
+// The dying waiters' lease: long enough that all of them are queued before the first dies (a
+// later enqueue reaps the dead it finds).
+constexpr Millis k_dying_lease = 1s;
+
+TEST_F(QueueTest, ManyDeadWaitersAreDroppedABudgetAtATimeOnRelease) {
+  Timing dying = timing;
+  dying.lease = k_dying_lease;
+  Contender a = contender("100");
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  const int64_t dead = 3 * k_budget + 5;
+  for (int64_t i = 0; i < dead; ++i) ASSERT_EQ(acquire(contender("d"), true, &dying).outcome, Outcome::queued);
+  Contender live = contender("200");
+  Attempt al = acquire(live);
+  ASSERT_EQ(al.position, dead + 1);
+  ASSERT_EQ(state().queue_length, dead + 1) << "all queued before the first died";
+  ASSERT_TRUE(eventually([&] { return state().queue_length == 1; }));
+
+  CountingNode counting(node, name.key_of(lock::Part::queue));
+  ASSERT_TRUE(lock::release(counting, name, timing, a.token, lock::Ending{}));
+  // The release reaped a budget and said "more"; the C++ side called again until the live
+  // waiter was granted.
+  ASSERT_GE(counting.more.size(), 4u);
+  EXPECT_TRUE(counting.more.front());
+  EXPECT_FALSE(counting.more.back());
+  expect_bounded(counting, dead + 1);
+  EXPECT_EQ(counting.queued.back(), 0) << "the live waiter was granted, the dead ones dropped";
+  LockState s = state();
+  EXPECT_EQ(s.holders.at(0).holder.pid, "200");
+
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(step(live, al, 8s).outcome, Outcome::acquired);
+  EXPECT_LT(since(start), 3s);
+}
+
+TEST_F(QueueTest, AnAttemptBehindManyDeadWaitersCallsAgainUntilItHasAnAnswer) {
+  Timing dying = timing;
+  dying.lease = k_dying_lease;
+  Contender a = contender("100");
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  const int64_t dead = 3 * k_budget + 5;
+  for (int64_t i = 0; i < dead; ++i) ASSERT_EQ(acquire(contender("d"), true, &dying).outcome, Outcome::queued);
+  ASSERT_EQ(state().queue_length, dead) << "all queued before the first died";
+  // The holder goes too (its lease ends): the lock is free, the queue full of the dead.
+  ASSERT_TRUE(lock::extend(node, name, timing, a.token, Millis(50)));
+  ASSERT_TRUE(eventually([&] { return state().queue_length == 0 && !state().held; }));
+
+  CountingNode counting(node, name.key_of(lock::Part::queue));
+  Contender b = contender("101");
+  Attempt got = lock::try_acquire(counting, name, timing, b, false, {});
+  EXPECT_EQ(got.outcome, Outcome::acquired) << "nobody alive waits: the lock is free";
+  ASSERT_GE(counting.codes.size(), 3u);
+  EXPECT_EQ(counting.codes.front(), 4) << "the first answer: call again";
+  EXPECT_EQ(counting.codes.back(), 1);
+  expect_bounded(counting, dead);
+}
+
+TEST_F(QueueTest, AWaitStepBehindManyDeadWaitersCallsAgainUntilItHasAnAnswer) {
+  Timing dying = timing;
+  dying.lease = k_dying_lease;
+  Contender a = contender("100");
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  const int64_t dead = 3 * k_budget + 5;
+  for (int64_t i = 0; i < dead; ++i) ASSERT_EQ(acquire(contender("d"), true, &dying).outcome, Outcome::queued);
+  Contender live = contender("200");
+  Attempt al = acquire(live);
+  ASSERT_EQ(state().queue_length, dead + 1) << "all queued before the first died";
+  // The holder's lease ends with nobody to hand it on (no release): the live waiter's own step
+  // finds the lock free behind the dead.
+  ASSERT_TRUE(lock::extend(node, name, timing, a.token, Millis(50)));
+  ASSERT_TRUE(eventually([&] { return state().queue_length == 1 && !state().held; }));
+
+  CountingNode counting(node, name.key_of(lock::Part::queue));
+  Attempt got = lock::wait_turn(counting, name, timing, live, al.watch, 20ms);
+  EXPECT_EQ(got.outcome, Outcome::acquired);
+  ASSERT_GE(counting.codes.size(), 3u);
+  EXPECT_EQ(counting.codes.front(), 4) << "the first answer: call again";
+  EXPECT_EQ(counting.codes.back(), 1);
+  expect_bounded(counting, dead + 1);
+}
+
+TEST_F(QueueTest, CancelLeavesTheQueueAndWakesTheOneBehind) {
+  Contender a = contender("100");
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  Contender b = contender("101");
+  Contender c = contender("102");
+  Attempt ab = acquire(b);
+  Attempt ac = acquire(c);
+  ASSERT_EQ(ac.watch, std::vector<std::string>{b.id()});
+  lock::cancel(node, name, timing, b.token, false);
+  ASSERT_EQ(state().waiters.size(), 1u);
+  EXPECT_EQ(state().waiters.at(0).holder.pid, "102");
+  // b's mailbox was pushed: c wakes at once, now at the head.
+  auto start = std::chrono::steady_clock::now();
+  Attempt next = step(c, ac, 8s);
+  EXPECT_EQ(next.outcome, Outcome::queued);
+  EXPECT_EQ(next.position, 1);
+  EXPECT_EQ(next.watch, std::vector<std::string>{a.id()});
+  EXPECT_LT(since(start), 3s);
+}
+
+TEST_F(QueueTest, CancelGivesBackAGrantNotYetClaimed) {
+  Contender a = contender("100");
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  Contender b = contender("101");
+  Contender c = contender("102");
+  acquire(b);
+  Attempt ac = acquire(c);
+  ASSERT_TRUE(release(a));
+  ASSERT_EQ(state().holders.at(0).holder.pid, "101") << "granted to b";
+  lock::cancel(node, name, timing, b.token, true);
+  EXPECT_EQ(state().holders.at(0).holder.pid, "102") << "handed on to c";
+  EXPECT_EQ(step(c, ac).outcome, Outcome::acquired);
+}
+
+TEST_F(QueueTest, ANewerSupersedingRequestReplacesTheOlderWaiter) {
+  Contender a = contender("100");
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  Contender plain = contender("101");
+  Contender old = contender("102");
+  old.supersede = true;
+  Contender newer = contender("103");
+  newer.supersede = true;
+  Attempt ap = acquire(plain);
+  Attempt ao = acquire(old);
+  ASSERT_EQ(ao.position, 2);
+
+  Attempt an = acquire(newer);
+  ASSERT_EQ(an.outcome, Outcome::queued);
+  EXPECT_EQ(an.position, 2) << "the older superseding waiter left";
+  LockState s = state();
+  ASSERT_EQ(s.waiters.size(), 2u);
+  EXPECT_EQ(s.waiters[0].holder.pid, "101") << "a waiter without --supersede stays";
+  EXPECT_EQ(s.waiters[1].holder.pid, "103");
+
+  // The older one is told at its next step, at once: its mailbox was pushed.
+  auto start = std::chrono::steady_clock::now();
+  Attempt told = step(old, ao, 8s);
+  ASSERT_EQ(told.outcome, Outcome::superseded);
+  EXPECT_EQ(told.superseded_by.pid, "103");
+  EXPECT_EQ(told.superseded_by.command, "cmd 103");
+  EXPECT_LT(since(start), 3s);
+  EXPECT_EQ(state().queue_length, 2);
+
+  ASSERT_TRUE(release(a));
+  EXPECT_EQ(step(plain, ap).outcome, Outcome::acquired);
+  ASSERT_TRUE(release(plain));
+  EXPECT_EQ(step(newer, an).outcome, Outcome::acquired);
+}
+
+TEST_F(QueueTest, AWaiterWhoseQueueWasLostJoinsItAgain) {
+  Contender a = contender("100");
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  Contender b = contender("101");
+  Contender c = contender("102");
+  acquire(b);
+  Attempt ac = acquire(c);
+  ASSERT_EQ(ac.position, 2);
+  // A failover to a replica that had not seen the queue: it is gone.
+  call({"DEL", name.key_of(lock::Part::queue), name.key_of(lock::Part::waiters), name.key_of(lock::Part::leases)});
+  ASSERT_EQ(state().queue_length, 0);
+  Attempt back = step(c, ac);
+  ASSERT_EQ(back.outcome, Outcome::queued);
+  EXPECT_EQ(back.position, 1);
+  LockState s = state();
+  ASSERT_EQ(s.waiters.size(), 1u);
+  EXPECT_EQ(s.waiters[0].holder.pid, "102");
+  EXPECT_EQ(s.holders.at(0).holder.pid, "100") << "the holder is unaffected";
+}
+
+}  // namespace
+}  // namespace rlock::test

@@ -1,0 +1,215 @@
+// Redlock over three redis-servers: phase 1 on every master, the fence merge of phase 2, a master
+// that lost the key set again with the fence, and the majority's rule.
+#include "protocol.hpp"
+
+namespace rlock::test {
+namespace {
+
+class RedlockTest : public testing::Test {
+protected:
+  static constexpr int k_masters = 3;
+
+  void SetUp() override {
+    for (int i = 0; i < k_masters; ++i) {
+      clients.push_back(std::make_unique<redis::Client>(redis::parse_url(quorum_server(i).url()), redis::Timeouts{},
+                                                        redis::TlsOptions{}));
+      ASSERT_EQ(master(i).call({"FLUSHALL"}).str, "OK");
+    }
+  }
+
+  redis::Client& master(int i) { return *clients.at(static_cast<size_t>(i)); }
+  std::vector<std::string> urls() const {
+    std::vector<std::string> out;
+    out.reserve(k_masters);
+    for (int i = 0; i < k_masters; ++i) out.push_back(quorum_server(i).url());
+    return out;
+  }
+  std::unique_ptr<lock::Backend> quorum(std::vector<std::string> masters = {}) const {
+    if (masters.empty()) masters = urls();
+    return lock::quorum_backend(servers_of(masters), timing, 500ms);
+  }
+  static Contender contender(const std::string& pid) {
+    Contender c;
+    c.token = lock::new_token();
+    c.ttl = 5s;
+    c.holder = {"host", pid, "user", "cmd " + pid};
+    return c;
+  }
+  // The lock as one master alone shows it.
+  LockState on(int i) {
+    lock::ClientNode node(master(i));
+    return lock::inspect(node, name);
+  }
+  std::string get(int i, const std::string& key) { return master(i).call({"GET", key}).str; }
+  int64_t info_fence(int i) { return std::stoll(master(i).call({"HGET", name.info_key(), "fence"}).str); }
+
+  std::vector<std::unique_ptr<redis::Client>> clients;
+  Timing timing = test_timing();
+  LockName name{"rlock:", testing::UnitTest::GetInstance()->current_test_info()->name()};
+};
+
+TEST_F(RedlockTest, AcquiresOnEveryMasterWithOneFence) {
+  auto q = quorum();
+  Contender c = contender("100");
+  Attempt got = q->try_acquire(name, c, false, {});
+  ASSERT_EQ(got.outcome, Outcome::acquired);
+  EXPECT_GT(got.fence, 0);
+  for (int i = 0; i < k_masters; ++i) {
+    EXPECT_EQ(get(i, name.lock_key()), c.token) << "master " << i;
+    EXPECT_EQ(info_fence(i), got.fence) << "master " << i;
+    EXPECT_GE(std::stoll(get(i, name.fence_key())), got.fence) << "master " << i;
+  }
+  LockState s = q->inspect(name, 100);
+  EXPECT_TRUE(s.held);
+  EXPECT_EQ(s.agreeing, 3);
+  ASSERT_EQ(s.masters.size(), 3u);
+  EXPECT_EQ(s.holders.at(0).holder.pid, "100");
+  EXPECT_EQ(s.holders.at(0).fence, got.fence);
+
+  EXPECT_EQ(q->try_acquire(name, contender("101"), false, {}).outcome, Outcome::busy);
+  EXPECT_EQ(q->release(name, c.token, lock::Ending{}), lock::Released::released);
+  EXPECT_EQ(q->release(name, c.token, lock::Ending{}), lock::Released::not_held);
+  EXPECT_FALSE(q->inspect(name, 100).held);
+}
+
+TEST_F(RedlockTest, PhaseTwoRaisesEveryMastersFenceToTheHighest) {
+  // Master 2's counter is far ahead (it handed out more fences than the others).
+  auto q = quorum();
+  Contender first = contender("100");
+  ASSERT_EQ(q->try_acquire(name, first, false, {}).outcome, Outcome::acquired);
+  ASSERT_EQ(q->release(name, first.token, lock::Ending{}), lock::Released::released);
+  const int64_t ahead = std::stoll(get(2, name.fence_key())) + 1'000'000;
+  master(2).call({"SET", name.fence_key(), std::to_string(ahead)});
+
+  Contender c = contender("101");
+  Attempt got = q->try_acquire(name, c, false, {});
+  ASSERT_EQ(got.outcome, Outcome::acquired);
+  EXPECT_EQ(got.fence, ahead + 1);
+  for (int i = 0; i < k_masters; ++i) {
+    EXPECT_EQ(std::stoll(get(i, name.fence_key())), got.fence) << "master " << i;
+    EXPECT_EQ(info_fence(i), got.fence) << "master " << i;
+  }
+  // So the next holder's fence is higher, whichever majority it gets.
+  ASSERT_EQ(q->release(name, c.token, lock::Ending{}), lock::Released::released);
+  lock::ClientNode node0(master(0));
+  lock::ClientNode node1(master(1));
+  Contender next = contender("102");
+  EXPECT_GT(lock::try_acquire(node0, name, timing, next, false, {}).fence, got.fence);
+  EXPECT_GT(lock::try_acquire(node1, name, timing, next, false, {}).fence, got.fence);
+}
+
+TEST_F(RedlockTest, AMasterThatLostTheKeyGetsItBackWithTheFenceAtRenewal) {
+  auto q = quorum();
+  Contender c = contender("100");
+  Attempt got = q->try_acquire(name, c, false, {});
+  ASSERT_EQ(got.outcome, Outcome::acquired);
+  // Master 0 loses everything of the lock (a restart without persistence, as seen by the keys).
+  master(0).call({"DEL", name.lock_key(), name.info_key(), name.fence_key()});
+
+  std::optional<lock::Extension> e = q->extend(name, c.token, std::nullopt, c.ttl, got.fence);
+  ASSERT_TRUE(e) << "a majority extended";
+  EXPECT_EQ(e->ttl, 5s);
+  EXPECT_EQ(get(0, name.lock_key()), c.token) << "set again";
+  EXPECT_EQ(std::stoll(get(0, name.fence_key())), got.fence) << "with the fence";
+  EXPECT_EQ(info_fence(0), got.fence);
+  LockState s = on(0);
+  ASSERT_TRUE(s.held);
+  EXPECT_GT(*s.holders.at(0).ttl_left_ms, 0);
+  EXPECT_LE(*s.holders.at(0).ttl_left_ms, 5'000);
+  EXPECT_EQ(q->inspect(name, 100).agreeing, 3);
+}
+
+TEST_F(RedlockTest, AHolderOnAMajorityMakesTheLockBusyAndTheAttemptLeavesNothing) {
+  Contender other = contender("200");
+  for (int i : {1, 2}) {
+    lock::ClientNode node(master(i));
+    ASSERT_EQ(lock::try_acquire(node, name, timing, other, false, {}).outcome, Outcome::acquired);
+  }
+  auto q = quorum();
+  Contender c = contender("100");
+  Attempt got = q->try_acquire(name, c, false, {});
+  EXPECT_EQ(got.outcome, Outcome::busy);
+  EXPECT_EQ(got.holder.pid, "200");
+  EXPECT_FALSE(on(0).held) << "master 0's grant was given back";
+  LockState s = q->inspect(name, 100);
+  EXPECT_TRUE(s.held);
+  EXPECT_EQ(s.holders.at(0).holder.pid, "200");
+  EXPECT_EQ(s.agreeing, 2);
+}
+
+// Known bug (lock/quorum.cpp, Quorum::acquire): the refused masters' holders are told apart by
+// "host pid since", and `since` is each master's own clock in ms when its phase 1 ran. One
+// Redlock holder whose phase-1 writes landed in different milliseconds (about 1 in 20 on an idle
+// machine) counts as several holders, none with a majority: the busy lock is reported contended
+// ("nobody has a majority"), and take_lock with -n tries again up to 3 more times before it says
+// busy. Enable once the holders are compared by their id (or host and pid) alone.
+TEST_F(RedlockTest, DISABLED_AHolderOnAMajorityIsOneHolderWhateverItsMillisecondsOnEachMaster) {
+  Contender other = contender("200");
+  for (int i : {1, 2}) {
+    lock::ClientNode node(master(i));
+    ASSERT_EQ(lock::try_acquire(node, name, timing, other, false, {}).outcome, Outcome::acquired);
+    std::this_thread::sleep_for(5ms);  // the two writes land in different milliseconds
+  }
+  Attempt got = quorum()->try_acquire(name, contender("100"), false, {});
+  EXPECT_EQ(got.outcome, Outcome::busy);
+  EXPECT_FALSE(got.contended) << "one holder has a majority";
+}
+
+TEST_F(RedlockTest, AHolderOnAMinorityDoesNotStopTheMajority) {
+  Contender other = contender("200");
+  lock::ClientNode node0(master(0));
+  ASSERT_EQ(lock::try_acquire(node0, name, timing, other, false, {}).outcome, Outcome::acquired);
+  auto q = quorum();
+  Contender c = contender("100");
+  ASSERT_EQ(q->try_acquire(name, c, false, {}).outcome, Outcome::acquired);
+  EXPECT_EQ(get(0, name.lock_key()), other.token) << "the minority's leftover stays until its lease ends";
+  LockState s = q->inspect(name, 100);
+  EXPECT_EQ(s.holders.at(0).holder.pid, "100");
+  EXPECT_EQ(s.agreeing, 2);
+  EXPECT_FALSE(s.masters.at(0).agrees);
+}
+
+TEST_F(RedlockTest, OneMasterDownStillMakesAMajorityTwoDoNot) {
+  std::vector<std::string> one_down = {quorum_server(0).url(), quorum_server(1).url(),
+                                       "redis://127.0.0.1:" + std::to_string(unused_port())};
+  auto q = quorum(one_down);
+  Contender c = contender("100");
+  ASSERT_EQ(q->try_acquire(name, c, false, {}).outcome, Outcome::acquired);
+  EXPECT_EQ(q->release(name, c.token, lock::Ending{}), lock::Released::released);
+
+  std::vector<std::string> two_down = {quorum_server(0).url(), "redis://127.0.0.1:" + std::to_string(unused_port()),
+                                       "redis://127.0.0.1:" + std::to_string(unused_port())};
+  auto lost = quorum(two_down);
+  try {
+    lost->try_acquire(name, contender("101"), false, {});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 69);
+  }
+  EXPECT_FALSE(on(0).held) << "the lone grant was given back";
+}
+
+TEST_F(RedlockTest, ALockGoneFromAMajorityIsLostAtRenewal) {
+  auto q = quorum();
+  Contender c = contender("100");
+  Attempt got = q->try_acquire(name, c, false, {});
+  ASSERT_EQ(got.outcome, Outcome::acquired);
+  for (int i : {0, 1}) master(i).call({"DEL", name.lock_key()});
+  EXPECT_FALSE(q->extend(name, c.token, std::nullopt, c.ttl, got.fence));
+  EXPECT_FALSE(on(0).held) << "a lost lock is not set again";
+  EXPECT_EQ(q->release(name, c.token, lock::Ending{}), lock::Released::not_held);
+}
+
+TEST_F(RedlockTest, AnEnclosingHoldOnAMajorityIsReentered) {
+  auto q = quorum();
+  Contender outer = contender("100");
+  Attempt got = q->try_acquire(name, outer, false, {});
+  ASSERT_EQ(got.outcome, Outcome::acquired);
+  Attempt inner = q->try_acquire(name, contender("101"), false, {lock::new_token(), outer.token});
+  ASSERT_EQ(inner.outcome, Outcome::reentered);
+  EXPECT_EQ(inner.fence, got.fence);
+  EXPECT_EQ(inner.enclosing, 1u);
+}
+
+}  // namespace
+}  // namespace rlock::test

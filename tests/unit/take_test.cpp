@@ -1,0 +1,220 @@
+#include "lock/take.hpp"
+#include "error.hpp"
+#include "fake_backend.hpp"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+using namespace std::chrono_literals;
+using rlock::Error;
+using rlock::lock::Attempt;
+using rlock::lock::Contender;
+using rlock::lock::LockName;
+using rlock::lock::Timing;
+using rlock::lock::WaitHooks;
+using rlock::lock::WaitLimits;
+using rlock::util::Millis;
+using Outcome = rlock::lock::Attempt::Outcome;
+
+namespace take_test {
+
+Timing timing() {
+  Timing t;
+  t.heartbeat = 40ms;
+  return t;
+}
+
+FakeBackend::Answer answer(Outcome o, int position = 0, std::vector<std::string> watch = {},
+                           std::optional<Millis> ttl_left = std::nullopt) {
+  return [=] {
+    Attempt a;
+    a.outcome = o;
+    a.position = position;
+    a.watch = watch;
+    a.ttl_left = ttl_left;
+    a.queue_length = position;
+    return a;
+  };
+}
+
+FakeBackend::Answer fails(int code) {
+  return [code]() -> Attempt { throw Error(code, "fails"); };
+}
+FakeBackend::Answer blips() {
+  return []() -> Attempt { throw rlock::lock::TransientError(69, "TRYAGAIN"); };
+}
+
+struct Hooks {
+  std::vector<Millis> pauses;
+  bool interrupted = false;
+  int progress = 0;
+  WaitHooks get() {
+    WaitHooks h;
+    h.pause = [this](Millis d) {
+      pauses.push_back(d);
+      return true;
+    };
+    h.interrupted = [this] { return interrupted; };
+    h.progress = [this](const Attempt&, Millis) { ++progress; };
+    return h;
+  }
+};
+
+WaitLimits wait_for(std::optional<Millis> wait) {
+  WaitLimits l;
+  l.wait = wait;
+  return l;
+}
+
+const LockName k_name{"rlock:", "k"};
+Contender contender() {
+  Contender c;
+  c.token = std::string(48, 'a');
+  return c;
+}
+
+TEST(TakeLock, WaitsStepByStepWatchingWhatEachAnswerSaid) {
+  FakeBackend b(timing());
+  b.acquire_answers = {answer(Outcome::queued, 2, {"before"})};
+  b.wait_answers = {answer(Outcome::queued, 1, {"holder"}, 5ms), answer(Outcome::acquired)};
+  Hooks h;
+  Attempt a = rlock::lock::take_lock(b, k_name, wait_for(std::nullopt), contender(), {}, h.get());
+  EXPECT_EQ(a.outcome, Outcome::acquired);
+  ASSERT_EQ(b.acquire_calls, std::vector<bool>{true}) << "asks to join the queue";
+  ASSERT_EQ(b.wait_calls.size(), 2u);
+  EXPECT_EQ(b.wait_calls[0].watch, std::vector<std::string>{"before"});
+  EXPECT_EQ(b.wait_calls[0].heartbeat, 40ms) << "the heartbeat";
+  EXPECT_EQ(b.wait_calls[1].watch, std::vector<std::string>{"holder"});
+  EXPECT_EQ(b.wait_calls[1].heartbeat, 7ms) << "the head wakes when the holder's lease ends";
+  EXPECT_EQ(h.progress, 2);
+  EXPECT_TRUE(b.cancel_calls.empty());
+  EXPECT_TRUE(h.pauses.empty());
+}
+
+TEST(TakeLock, NoWaitAsksOnceWithoutQueueing) {
+  FakeBackend b(timing());
+  b.acquire_answers = {answer(Outcome::busy)};
+  Hooks h;
+  EXPECT_EQ(rlock::lock::take_lock(b, k_name, wait_for(0ms), contender(), {}, h.get()).outcome, Outcome::busy);
+  EXPECT_EQ(b.acquire_calls, std::vector<bool>{false});
+  EXPECT_TRUE(b.wait_calls.empty());
+  EXPECT_TRUE(b.cancel_calls.empty());
+}
+
+TEST(TakeLock, AServerNeverReachedIsAnErrorAtOnce) {
+  FakeBackend b(timing());
+  b.acquire_answers = {fails(69)};
+  Hooks h;
+  EXPECT_THROW(rlock::lock::take_lock(b, k_name, wait_for(10s), contender(), {}, h.get()), Error);
+  EXPECT_TRUE(h.pauses.empty());
+  EXPECT_TRUE(b.cancel_calls.empty()) << "it never had a place";
+}
+
+TEST(TakeLock, BlipsAreWaitedOutWithBackoffOnceTheServerAnswered) {
+  FakeBackend b(timing());
+  b.acquire_answers = {blips(), answer(Outcome::queued, 1)};
+  b.wait_answers = {fails(69), blips(), answer(Outcome::acquired)};
+  Hooks h;
+  Attempt a = rlock::lock::take_lock(b, k_name, wait_for(10s), contender(), {}, h.get());
+  EXPECT_EQ(a.outcome, Outcome::acquired);
+  EXPECT_EQ(h.pauses.size(), 3u);
+  EXPECT_EQ(b.acquire_calls.size(), 2u);
+  EXPECT_EQ(b.wait_calls.size(), 3u);
+  EXPECT_TRUE(b.cancel_calls.empty());
+}
+
+TEST(TakeLock, AnErrorThatIsNotABlipLeavesTheQueueAndEndsTheWait) {
+  FakeBackend b(timing());
+  b.acquire_answers = {answer(Outcome::queued, 1)};
+  b.wait_answers = {fails(65)};
+  Hooks h;
+  try {
+    rlock::lock::take_lock(b, k_name, wait_for(10s), contender(), {}, h.get());
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 65);
+  }
+  EXPECT_EQ(b.cancel_calls, std::vector<bool>{false});
+}
+
+TEST(TakeLock, ASignalLeavesTheQueue) {
+  FakeBackend b(timing());
+  b.acquire_answers = {answer(Outcome::queued, 3)};
+  Hooks h;
+  h.interrupted = true;
+  Attempt a = rlock::lock::take_lock(b, k_name, wait_for(10s), contender(), {}, h.get());
+  EXPECT_EQ(a.outcome, Outcome::busy);
+  EXPECT_EQ(b.cancel_calls, std::vector<bool>{false}) << "interrupted, not timed out";
+}
+
+TEST(TakeLock, AWaitThatRunsOutLeavesTheQueueAsTimedOut) {
+  FakeBackend b(timing());
+  b.acquire_answers = {answer(Outcome::queued, 1)};
+  for (int i = 0; i < 1000; ++i)
+    b.wait_answers.push_back([] {
+      std::this_thread::sleep_for(5ms);
+      Attempt a;
+      a.outcome = Outcome::queued;
+      a.position = 1;
+      return a;
+    });
+  Hooks h;
+  Attempt a = rlock::lock::take_lock(b, k_name, wait_for(50ms), contender(), {}, h.get());
+  EXPECT_EQ(a.outcome, Outcome::busy);
+  EXPECT_EQ(b.cancel_calls, std::vector<bool>{true});
+  for (const auto& w : b.wait_calls) EXPECT_LE(w.heartbeat, 50ms) << "no step waits past the wait's end";
+}
+
+TEST(TakeLock, SupersededEndsTheWaitWithoutCancel) {
+  FakeBackend b(timing());
+  b.acquire_answers = {answer(Outcome::queued, 2)};
+  b.wait_answers = {answer(Outcome::superseded)};
+  Hooks h;
+  EXPECT_EQ(rlock::lock::take_lock(b, k_name, wait_for(10s), contender(), {}, h.get()).outcome, Outcome::superseded);
+  EXPECT_TRUE(b.cancel_calls.empty()) << "its place is gone already";
+}
+
+TEST(TakeLock, ReplicasThatDoNotConfirmGiveTheLockBack) {
+  FakeBackend b(timing());
+  b.acquire_answers = {answer(Outcome::acquired)};
+  b.on_confirm_replicas = [] { throw Error(69, "only 0 of 1 replicas"); };
+  WaitLimits l = wait_for(0ms);
+  l.wait_replicas = 1;
+  Hooks h;
+  EXPECT_THROW(rlock::lock::take_lock(b, k_name, l, contender(), {}, h.get()), Error);
+  EXPECT_EQ(b.release_calls, 1);
+}
+
+TEST(TakeLock, AQuorumTriesABusyLockAgainAfterAPause) {
+  FakeBackend b(timing(), true);
+  b.acquire_answers = {answer(Outcome::busy), answer(Outcome::busy), answer(Outcome::acquired)};
+  Hooks h;
+  EXPECT_EQ(rlock::lock::take_lock(b, k_name, wait_for(10s), contender(), {}, h.get()).outcome, Outcome::acquired);
+  EXPECT_EQ(h.pauses.size(), 2u);
+  EXPECT_TRUE(b.wait_calls.empty()) << "a quorum has no queue";
+}
+
+TEST(TakeLock, AQuorumWithNoWaitTriesAContendedLockAFewTimesOnly) {
+  FakeBackend b(timing(), true);
+  auto contended = [] {
+    Attempt a;
+    a.contended = true;
+    return a;
+  };
+  for (int i = 0; i < 10; ++i) b.acquire_answers.push_back(contended);
+  Hooks h;
+  EXPECT_EQ(rlock::lock::take_lock(b, k_name, wait_for(0ms), contender(), {}, h.get()).outcome, Outcome::busy);
+  EXPECT_EQ(b.acquire_calls.size(), 4u);
+  for (Millis p : h.pauses) {
+    EXPECT_GE(p, 10ms);
+    EXPECT_LT(p, 50ms);
+  }
+
+  FakeBackend held(timing(), true);
+  held.acquire_answers = {answer(Outcome::busy)};
+  EXPECT_EQ(rlock::lock::take_lock(held, k_name, wait_for(0ms), contender(), {}, h.get()).outcome, Outcome::busy);
+  EXPECT_EQ(held.acquire_calls.size(), 1u) << "held by someone on a majority: busy at once";
+}
+
+}  // namespace take_test
