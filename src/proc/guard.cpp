@@ -110,16 +110,27 @@ bool Guard::spawn(const SpawnSpec& spec, util::BootClock::time_point kill_at) {
   m_kill_at = kill_at;
   send(guard::k_op_spawn, 0, kill_at.time_since_epoch().count());
 
-  // The first report after the start says whether the command started. Waiting in a blocking
-  // read keeps rlock off errno while the guard and the child may use it.
+  // The first report after the start says whether the command started. The wait for it is
+  // bounded by the deadline as the run loop's is: a stopped guard (which could neither start the
+  // command nor keep the deadline) is continued, and once the kill deadline has passed without
+  // its word (the guard is starved, or held up between the start and its report), rlock kills
+  // the tree itself, as enforce() does later.
   Message first{};
   ssize_t n;
+  std::optional<util::BootClock::time_point> kill_again;
   for (;;) {
-    do {
-      pollfd p{m_reports.get(), POLLIN, 0};
-      ::poll(&p, 1, -1);
-      n = ::read(m_reports.get(), &first, sizeof first);
-    } while (n < 0 && (errno == EINTR || errno == EAGAIN));
+    pollfd p{m_reports.get(), POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(k_spawn_check.count())) == 0) {
+      continue_if_stopped();
+      auto now = util::BootClock::now();
+      if (now >= kill_at + k_grace && (!kill_again || now >= *kill_again)) {
+        kill_tree_here();
+        kill_again = now + std::chrono::milliseconds(250);
+      }
+      continue;
+    }
+    n = ::read(m_reports.get(), &first, sizeof first);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n != static_cast<ssize_t>(sizeof first) || first.kind != guard::k_report_ready) break;
     m_ready = true;
     m_reach = first.value;
@@ -204,7 +215,9 @@ void Guard::kill_tree_here() {
   char cgroup[sizeof g_setup.cgroup];
   std::memcpy(cgroup, const_cast<const char*>(g_setup.cgroup), sizeof cgroup);
   cgroup[sizeof cgroup - 1] = '\0';
-  if (m_cgroup && cgroup[0]) {
+  // Before the start's report, the guard's ready report says whether the tree has a cgroup.
+  bool cgroup_made = m_cgroup || (m_spawned && m_child < 0 && (m_reach & guard::k_reach_cgroup) != 0);
+  if (cgroup_made && cgroup[0]) {
     util::Fd kill_file(::open((std::string(cgroup) + "/cgroup.kill").c_str(), O_WRONLY | O_CLOEXEC));
     if (!kill_file.valid() || ::write(kill_file.get(), "1", 1) != 1) {
       util::Fd procs(::open((std::string(cgroup) + "/cgroup.procs").c_str(), O_RDONLY | O_CLOEXEC));

@@ -44,8 +44,8 @@ struct GuardEvent {
 //   the tree at once; a setuid child (whose PR_SET_PDEATHSIG the kernel clears) included.
 // - As the subreaper, it knows when the last process of the tree is gone, background jobs and
 //   daemonised (setsid, double-forked) ones included.
-// - rlock watches the guard in turn: a stopped guard is continued, and when a kill deadline
-//   passes without the guard's word, rlock kills the tree itself.
+// - rlock watches the guard in turn, from the command's start on: a stopped guard is continued,
+//   and when a kill deadline passes without the guard's word, rlock kills the tree itself.
 //
 // It shares rlock's memory (clone with CLONE_VM: no fork, whose page copying costs more here
 // than the rest of a run) and makes only raw system calls (proc/guard_main.cpp). It reports over
@@ -103,6 +103,9 @@ public:
 
   // How long after the kill deadline rlock steps in.
   static constexpr std::chrono::milliseconds k_grace{100};
+  // How often spawn(), waiting for the start's report, checks that the guard is not stopped and
+  // the deadline not passed.
+  static constexpr std::chrono::milliseconds k_spawn_check{50};
 
 private:
   void send(int32_t op, int32_t arg, int64_t time_ns);

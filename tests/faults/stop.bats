@@ -193,6 +193,9 @@ END
   assert_equal "$BG_STATUS" 0
 }
 
+# guard_of_holder: the background rlock "holder" has its guard process.
+guard_of_holder() { pgrep -P "$holder_pid" -x 'rlock guard' >/dev/null; }
+
 # strace_delay_possible: skips unless strace can hold up a system call of a command it starts
 # here (ptrace allowed, fault injection supported).
 strace_delay_possible() {
@@ -247,6 +250,32 @@ strace_delay_possible() {
   assert_equal "$BG_STATUS" 76
   [[ $(count_error_lines "$(bg_err holder)") == 1 && $(bg_err holder) == *"not run"* ]] ||
     fail "expected one error line saying the command was not run: $(bg_err holder)"
+  assert lock_free k
+}
+
+@test "the guard held up between the command's start and its report, past the lease: rlock kills the tree in time, 76" {
+  strace_delay_possible
+  local tok guard
+  tok=$(rlock acquire k -t 60s)
+  # The guard starts while rlock waits in the queue; strace then holds up its next write(2), the
+  # report that the command started, for 4s: twice the lease, as a starved or frozen guard
+  # would be. The command runs meanwhile, and the guard cannot keep its deadline.
+  bg holder rlock run k --wait 30s -t 2s -- "$CS" "$WLOG" first 8 0.02
+  wait_until guard_of_holder || fail "no guard: $(bg_err holder)"
+  guard=$(pgrep -P "$holder_pid" -x 'rlock guard')
+  bg tracer strace -p "$guard" -o "$T/strace" -e trace=write -e inject=write:delay_enter=4000000:when=1
+  wait_until grep -q attached "$T/tracer.err" 2>/dev/null || wait_until test -s "$T/strace" ||
+    fail "strace did not attach: $(bg_err tracer)"
+  RLOCK_TOKEN=$tok rlock release k
+  wait_cs first holder
+  # The next holder runs once the lease has run out in Redis: by then the first command must be
+  # gone, killed by rlock itself (its guard being held up).
+  rlock run k --wait 20s -- "$CS" "$WLOG" second 0 || fail "the next holder did not run"
+  bg_wait holder 20
+  grep -q 'write(.*"\\1\\0\\0\\0.*(DELAYED)' "$T/strace" ||
+    fail "the delay did not hold up the guard's report of the start: $(cat "$T/strace")"
+  assert_no_overlap
+  assert_equal "$BG_STATUS" 76
   assert lock_free k
 }
 
