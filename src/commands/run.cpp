@@ -588,6 +588,11 @@ int Supervisor::finish() {
   } catch (const Error& e) {
     if (m_lost) {
       log::verbose("could not give back what remains of {} ({})", m_name.key, e.what());
+    } else if (e.exit_code() == exit_code::k_data) {
+      // Another program's data took the lock's key: the command ran on a lock no longer ours.
+      m_lost = true;
+      log::error(fmt::format("lost the lock {}: when the command ended, {}", m_name.key, e.what()));
+      log::event(log::Severity::err, "lost {}: when the command ended after {}, {}", m_name.key, held_for(), e.what());
     } else {
       log::warning(fmt::format("could not release {} ({}); it expires within {}", m_name.key, e.what(),
                                util::format_duration(m_options.take.ttl)));

@@ -77,11 +77,29 @@ local function fields(id, names)
   return out
 end
 
+-- Whether the string at the lock's key is rlock's: a holder's token (48 hex digits) or a lingering
+-- mark (~ and the id), always with an expiry, of the holder that :info names (if it names one).
+local function lock_value_ours()
+  if redis.call('PTTL', K.lock) < 0 then return false end
+  local value = redis.call('GET', K.lock)
+  local id
+  if #value == 48 and not string.find(value, '[^0-9a-f]') then
+    id = string.sub(value, 1, 16)
+  elseif #value == 17 and string.sub(value, 1, 1) == '~' and not string.find(value, '[^0-9a-f]', 2) then
+    id = string.sub(value, 2)
+  else
+    return false
+  end
+  local holder = redis.call('HGET', K.info, 'id')
+  return not holder or holder == id
+end
+
 local function check_types()
   local kind = redis.call('TYPE', K.lock)['ok']
   if kind ~= 'none' and kind ~= 'string' then
     return redis.error_reply('WRONGTYPE ' .. K.lock .. ' holds a ' .. kind .. ', not an rlock lock')
   end
+  if kind == 'string' and not lock_value_ours() then return redis.error_reply('RLOCKFOREIGN lock') end
   return nil
 end
 

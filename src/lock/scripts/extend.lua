@@ -18,6 +18,8 @@ if redis.call('GET', K.lock) == token then
   redis.call('PEXPIRE', K.info, px + HISTORY)
   return reply(1, before, tonumber(ttl), v[3] or '')
 end
+local bad = check_types()
+if bad then return bad end
 local expiry = redis.call('ZSCORE', K.h, id)
 if not expiry or tonumber(expiry) <= NOW or redis.call('HGET', K.hi, id .. '.t') ~= token then return reply(0) end
 local v = redis.call('HMGET', K.hi, id .. '.ttl', id .. '.lu')
