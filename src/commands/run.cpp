@@ -504,7 +504,8 @@ void Supervisor::on_guard_silent() {
 
 void Supervisor::on_preempted(const lock::Holder& by) {
   if (m_stopping) return;
-  // The lock stays ours, renewed, until the tree is gone; then the preemptor is served next.
+  // The lock stays ours, renewed, until the tree is gone; then the preemptor is served next (or,
+  // if it left meanwhile, the next waiter: the stop, once begun, goes on).
   m_stopping = true;
   m_preempted_by = by;
   auto now = Clock::now();
@@ -602,8 +603,7 @@ int Supervisor::finish() {
   if (m_lost) return m_options.lost_exit_code;
   int status = m_child_status.value_or(0);
   if (m_preempted_by) {
-    log::info(fmt::format("{}: the command was stopped for {} (--preempt), which is served next", m_name.key,
-                          who_text(*m_preempted_by)));
+    log::info(fmt::format("{}: the command was stopped for {} (--preempt)", m_name.key, who_text(*m_preempted_by)));
     log::event(log::Severity::notice, "preempted {} after holding it {}: {} asked for it (--preempt)", m_name.key,
                held_for(), who_text(*m_preempted_by));
     return m_options.take.conflict_exit_code;
