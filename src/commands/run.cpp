@@ -48,8 +48,12 @@ public:
 
   // What to poll (fd -1: nothing now).
   pollfd pending() const { return m_running ? m_connection->pending() : pollfd{-1, 0, 0}; }
-  // When step() must run at the latest.
-  Clock::time_point wake() const { return m_running ? m_connection->deadline() : m_retry_at; }
+  // When step() must run at the latest: at once when the answer came within start() (a mailbox
+  // pushed before the BLPOP), which leaves nothing to poll.
+  Clock::time_point wake() const {
+    if (!m_running) return m_retry_at;
+    return m_connection->finished() ? Clock::time_point{} : m_connection->deadline();
+  }
   // Moves the watch on (after the poll, whatever woke it); true when the mailbox was pushed.
   bool step() {
     if (!m_running) {

@@ -354,8 +354,12 @@ local function advance()
       remove_waiter(id)
       grant(id, d, false, limit)
       -- It sleeps on someone else's mailbox (a waiter dropped since): the caller wakes it. A
-      -- preemptor does not watch the exclusive holder (see waiting): it is woken on its own.
-      if (d.wt ~= CALLER or string.find(d.o or '', 'p', 1, true)) and id ~= CALLER then PUSH[#PUSH + 1] = id end
+      -- preemptor may not watch the exclusive holder (see waiting): it is woken on its own
+      -- mailbox, twice, as the waiter behind it watches that mailbox too and may take one push.
+      if (d.wt ~= CALLER or string.find(d.o or '', 'p', 1, true)) and id ~= CALLER then
+        PUSH[#PUSH + 1] = id
+        if string.find(d.o or '', 'p', 1, true) then PUSH[#PUSH + 1] = id end
+      end
       -- A preemptible one granted while a preemptor waits is asked to stop at once.
       if d.m == 'x' and string.find(d.o or '', 'e', 1, true) then preempt_next() end
       if d.m == 'x' then break end
@@ -482,8 +486,8 @@ end
 -- ms), now, holder host, pid, cmd, holder since, lingering, ms left of the holder's lease (-1:
 -- none; the head waits no longer than that), then the ids whose mailboxes to watch}. The watched
 -- id is recorded, so that a grant after it was dropped pushes the waiter's own mailbox. A
--- preemptor does not watch the exclusive holder, whose mailbox its requests push: its grant
--- pushes its own.
+-- preemptor does not watch a --preemptible exclusive holder that has not yet seen its request,
+-- as its steps push that mailbox: its grant pushes its own.
 local function waiting(id)
   local rank = redis.call('ZRANK', K.q, id)
   local watch = {}
@@ -493,7 +497,10 @@ local function waiting(id)
     left = -1
   else
     local holder = redis.call('EXISTS', K.lock) == 1 and redis.call('HGET', K.info, 'id')
-    if holder and string.find(redis.call('HGET', K.w, id .. '.o') or '', 'p', 1, true) then holder = nil end
+    if holder and string.find(redis.call('HGET', K.w, id .. '.o') or '', 'p', 1, true) then
+      local asked = redis.call('HMGET', K.info, 'pe', 'ps')
+      if asked[1] == '1' and asked[2] ~= '1' then holder = nil end
+    end
     if holder then watch[#watch + 1] = holder end
     for _, h in ipairs(redis.call('ZRANGE', K.h, 0, 63)) do watch[#watch + 1] = h end
   end
