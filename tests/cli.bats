@@ -389,6 +389,47 @@ teardown() {
   assert_equal "$(rcli hget "$(lock_key k)" a)" b
 }
 
+# foreign_65 CMD...: CMD exits 65 at once, saying that the lock's key of k holds another program's data.
+foreign_65() {
+  local t0
+  t0=$(now_ms)
+  run --separate-stderr timeout 20 "$@"
+  assert_equal "$status" 65
+  [[ $stderr == *"rlock:{k} holds data that is not rlock's"* ]] || fail "$*: '$stderr'"
+  (($(elapsed_ms "$t0") < 5000)) || fail "$* took $(elapsed_ms "$t0")ms to say so"
+}
+
+@test "a string that rlock did not write at the lock's name is 65 for every command, not a lock held for ever" {
+  local tok=0123456789abcdef0123456789abcdef0123456789abcdef mine=fedcba9876543210fedcba9876543210fedcba9876543210 value
+  # A word without an expiry, a word with one, and a token of rlock's shape without one: none is
+  # rlock's (its tokens and lingering marks always expire).
+  for value in "hello" "hello px 60000" "$tok"; do
+    rcli del "$(lock_key k)" >/dev/null
+    # shellcheck disable=SC2086 # the value's words are SET's arguments
+    rcli set "$(lock_key k)" $value >/dev/null
+    foreign_65 rlock run k -- touch "$T/ran"
+    foreign_65 rlock run k -n -- touch "$T/ran"
+    foreign_65 rlock acquire k -w 10s
+    foreign_65 rlock acquire k -n
+    RLOCK_TOKEN=$mine foreign_65 rlock release k
+    RLOCK_TOKEN=$mine foreign_65 rlock extend k
+    foreign_65 rlock release k --force
+    foreign_65 rlock status k
+  done
+  # Scans skip it, as they skip a foreign type.
+  rlock acquire mine >/dev/null
+  run --separate-stderr rlock status
+  assert_success
+  [[ $output == *mine* ]] && ! grep -qE '^k( |$)' <<<"$output" || fail "status: $output"
+  run --separate-stderr rlock list --json
+  assert_success
+  assert_equal "$(jq -r '[.[].key] | join(" ")' <<<"$output")" mine
+  assert_file_not_exists "$T/ran"
+  # The foreign data is left alone.
+  assert_equal "$(rcli get "$(lock_key k)")" "$tok"
+  assert_equal "$(rcli pttl "$(lock_key k)")" -1
+}
+
 # --- where settings come from: argv > RLOCK_* > config file ---------------------------------------
 
 @test "the config file given by --config sets prefix and ttl" {

@@ -408,6 +408,103 @@ tree_running() { [[ $(wc -l <"$T/pids" 2>/dev/null) -ge 4 ]] && grep -q '^old ' 
   assert_usage_error
 }
 
+# A holder's rlock that is stopped (SIGSTOP) cannot see a request until it is continued: the
+# request can leave first.
+@test "preempt: a request that gave up before the holder saw it does not stop the holder" {
+  redis_start
+  bg holder rlock run p --preemptible -- "$T/job.sh" holder 6
+  wait_until -t 10 started holder || fail "the holder did not start: $(bg_err holder)"
+  kill -STOP "$holder_pid"
+  run --separate-stderr rlock run p --preempt -w 1s -- "$T/job.sh" pre 0
+  assert_failure 75
+  kill -CONT "$holder_pid"
+  assert_bg_status holder 0 20
+  ended holder || fail "the holder's job did not end: $(cat "$W")"
+  assert_equal "$(starts)" "holder"
+}
+
+@test "preempt: a superseded request is withdrawn; the holder stops for the newer one, which it names" {
+  redis_start
+  bg holder rlock run p --preemptible -- "$T/job.sh" holder 20
+  wait_until -t 10 started holder || fail "the holder did not start: $(bg_err holder)"
+  kill -STOP "$holder_pid"
+  enqueue p1 p 1 rlock run p --preempt --supersede -w 30s -- "$T/job.sh" P1 0
+  bg p2 rlock run p --preempt --supersede -w 30s -- "$T/job.sh" P2 0
+  assert_bg_status p1 75 10
+  wait_until -t 10 queue_is p 1 || fail "P2 did not take a place: $(status_json p)"
+  kill -CONT "$holder_pid"
+  assert_bg_status holder 75 15
+  grep -qF "pid $p2_pid " "$T/holder.err" || fail "the holder does not name P2 (pid $p2_pid): $(bg_err holder)"
+  ! grep -qF "pid $p1_pid " "$T/holder.err" || fail "the holder names P1, which left: $(bg_err holder)"
+  assert_bg_status p2 0 10
+  assert_equal "$(starts)" "holder P2"
+}
+
+@test "preempt: the request of a preemptor that died is withdrawn once its place lapses" {
+  redis_start
+  bg holder rlock run p --preemptible -- "$T/job.sh" holder 8
+  wait_until -t 10 started holder || fail "the holder did not start: $(bg_err holder)"
+  kill -STOP "$holder_pid"
+  enqueue pre p 1 rlock run p --preempt -w 30s -- "$T/job.sh" pre 0
+  kill -KILL "$pre_pid"
+  # Its place lapses 3s after its last heartbeat (status counts live waiters only).
+  wait_until -t 10 queue_is p 0 || fail "the dead preemptor's place did not lapse: $(status_json p)"
+  kill -CONT "$holder_pid"
+  assert_bg_status holder 0 20
+  ended holder || fail "the holder's job did not end: $(cat "$W")"
+  assert_equal "$(starts)" "holder"
+}
+
+@test "preempt: a request waiting behind a holder without --preemptible goes ahead of the queue, and keeps its intent" {
+  redis_start
+  bg holder rlock run p -- sh -c '"$0" H 0; while [ ! -e "$1" ]; do sleep 0.05; done' "$T/job.sh" "$T/go"
+  wait_until -t 10 started H || fail "the holder did not start: $(bg_err holder)"
+  # A plain preemptible waiter first, then a preemptor that is itself preemptible, then another
+  # preemptor: the preemptors go ahead of the plain waiter, in their order.
+  enqueue w p 1 rlock run p --preemptible -w 60s -- "$T/job.sh" W 0
+  enqueue p1 p 2 rlock run p --preempt --preemptible -w 60s -- "$T/job.sh" P1 10
+  enqueue p2 p 3 rlock run p --preempt -w 60s -- "$T/job.sh" P2 0
+  local go
+  go=$(now_ms)
+  touch "$T/go"
+  assert_bg_status holder 0 10
+  # P1 is served first, and asked at once to stop for P2, which waits (P1's command may be
+  # stopped before it writes its start).
+  assert_bg_status p1 75 10
+  grep -qF "pid $p2_pid " "$T/p1.err" || fail "P1 does not name P2 (pid $p2_pid): $(bg_err p1)"
+  assert_bg_status p2 0 10
+  assert_bg_status w 0 10
+  [[ $(starts) =~ ^H\ (P1\ )?P2\ W$ ]] || fail "order: $(starts)"
+  ! ended P1 || fail "P1's job ran to its end: $(cat "$W")"
+  local p2
+  p2=$(start_ms P2)
+  ((p2 - go < 5000)) || fail "P2 started $((p2 - go))ms after the holder let go: P1 was not asked at once"
+}
+
+@test "preempt -n: a preemptible holder is asked to stop, and waited for" {
+  redis_start
+  bg holder rlock run p --preemptible -t 6s -- "$T/job.sh" holder 30
+  wait_until -t 10 started holder || fail "the holder did not start: $(bg_err holder)"
+  local t0
+  t0=$(now_ms)
+  run --separate-stderr rlock run p --preempt -n -- "$T/job.sh" pre 0
+  assert_success
+  (($(elapsed_ms "$t0") < 6000)) || fail "-n --preempt took $(elapsed_ms "$t0")ms"
+  assert_bg_status holder 75 10
+  assert_equal "$(starts)" "holder pre"
+  # acquire too; and with a holder without --preemptible, or one that never answers, -n is bounded.
+  bg holder2 rlock run p --preemptible -t 3s -- "$T/job.sh" holder2 30
+  wait_until -t 10 started holder2 || fail "the second holder did not start: $(bg_err holder2)"
+  kill -STOP "$holder2_pid"
+  t0=$(now_ms)
+  run --separate-stderr rlock acquire p --preempt -n
+  assert_success
+  # Stopped, it cannot stop its tree: it waits for the lease (3s) to run out, and no longer than
+  # that plus a second.
+  (($(elapsed_ms "$t0") < 3000 + 1000 + SLACK_MS)) || fail "acquire -n --preempt took $(elapsed_ms "$t0")ms"
+  kill -CONT "$holder2_pid"
+}
+
 # --- Sentinel, Cluster, Redlock ---------------------------------------------------------------
 
 # jobs_trio KEYBASE: min-hold, supersede and preempt, briefly, on whatever RLOCK_URL names.

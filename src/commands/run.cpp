@@ -49,8 +49,12 @@ public:
 
   // What to poll (fd -1: nothing now).
   pollfd pending() const { return m_running ? m_connection->pending() : pollfd{-1, 0, 0}; }
-  // When step() must run at the latest.
-  Clock::time_point wake() const { return m_running ? m_connection->deadline() : m_retry_at; }
+  // When step() must run at the latest: at once when the answer came within start() (a mailbox
+  // pushed before the BLPOP), which leaves nothing to poll.
+  Clock::time_point wake() const {
+    if (!m_running) return m_retry_at;
+    return m_connection->finished() ? Clock::time_point{} : m_connection->deadline();
+  }
   // Moves the watch on (after the poll, whatever woke it); true when the mailbox was pushed.
   bool step() {
     if (!m_running) {
@@ -526,7 +530,8 @@ void Supervisor::on_guard_silent() {
 
 void Supervisor::on_preempted(const lock::Holder& by) {
   if (m_stopping) return;
-  // The lock stays ours, renewed, until the tree is gone; then the preemptor is served next.
+  // The lock stays ours, renewed, until the tree is gone; then the preemptor is served next (or,
+  // if it left meanwhile, the next waiter: the stop, once begun, goes on).
   m_stopping = true;
   m_preempted_by = by;
   auto now = Clock::now();
@@ -621,6 +626,11 @@ int Supervisor::finish() {
   } catch (const Error& e) {
     if (m_lost) {
       log::verbose("could not give back what remains of {} ({})", m_name.key, e.what());
+    } else if (e.exit_code() == exit_code::k_data) {
+      // Another program's data took the lock's key: the command ran on a lock no longer ours.
+      m_lost = true;
+      log::error(fmt::format("lost the lock {}: when the command ended, {}", m_name.key, e.what()));
+      log::event(log::Severity::err, "lost {}: when the command ended after {}, {}", m_name.key, held_for(), e.what());
     } else {
       log::warning(fmt::format("could not release {} ({}); it expires within {}", m_name.key, e.what(),
                                util::format_duration(m_options.take.ttl)));
@@ -630,8 +640,7 @@ int Supervisor::finish() {
   if (m_lost) return m_options.lost_exit_code;
   int status = m_child_status.value_or(0);
   if (m_preempted_by) {
-    log::info(fmt::format("{}: the command was stopped for {} (--preempt), which is served next", m_name.key,
-                          who_text(*m_preempted_by)));
+    log::info(fmt::format("{}: the command was stopped for {} (--preempt)", m_name.key, who_text(*m_preempted_by)));
     log::event(log::Severity::notice, "preempted {} after holding it {}: {} asked for it (--preempt)", m_name.key,
                held_for(), who_text(*m_preempted_by));
     return m_options.take.conflict_exit_code;

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <map>
+#include <string_view>
 
 namespace rlock::lock {
 
@@ -65,7 +66,28 @@ int64_t now_of(const Reply& time) {
 }
 
 // The first round's replies, by what they read.
-enum First { k_type, k_pttl, k_info, k_fence, k_limit, k_holders, k_queue, k_time, k_first_count };
+enum First { k_type, k_pttl, k_value, k_info, k_fence, k_limit, k_holders, k_queue, k_time, k_first_count };
+
+bool lower_hex(std::string_view text) {
+  return std::all_of(text.begin(), text.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+// Whether the string at the lock's key is rlock's, as the scripts judge it (common.lua,
+// lock_value_ours): a token (48 hex digits) or a lingering mark (~ and the id), with an expiry,
+// of the holder that :info names, if it names one.
+bool lock_value_ours(const Reply& value, const Reply& pttl, const std::string& holder_id) {
+  if (pttl.type != Reply::Type::integer || pttl.integer < 0 || value.type != Reply::Type::string) return false;
+  const std::string& v = value.str;
+  std::string id;
+  if (v.size() == 48 && lower_hex(v)) {
+    id = v.substr(0, 16);
+  } else if (v.size() == 17 && v[0] == '~' && lower_hex(std::string_view(v).substr(1))) {
+    id = v.substr(1);
+  } else {
+    return false;
+  }
+  return holder_id.empty() || holder_id == id;
+}
 
 }  // namespace
 
@@ -73,6 +95,7 @@ std::vector<redis::Command> inspect_first(const LockName& name, int most) {
   const std::string last = std::to_string(std::max(most, 1) - 1);
   return {{"TYPE", name.lock_key()},
           {"PTTL", name.lock_key()},
+          {"GET", name.lock_key()},
           {"HGETALL", name.info_key()},
           {"GET", name.fence_key()},
           {"HGET", name.key_of(Part::semaphore), "limit"},
@@ -139,8 +162,9 @@ LockState parse_inspect(const LockName& name, const std::vector<Reply>& r, const
   s.limit = to_int(r[k_limit]);
   if (kind == "string") {
     HolderState h;
-    if (r[k_pttl].type == Reply::Type::integer && r[k_pttl].integer >= 0) h.ttl_left_ms = r[k_pttl].integer;
     std::map<std::string, std::string> info = field_map(r[k_info]);
+    if (!lock_value_ours(r[k_value], r[k_pttl], info["id"])) throw foreign_data(name.lock_key());
+    if (r[k_pttl].type == Reply::Type::integer && r[k_pttl].integer >= 0) h.ttl_left_ms = r[k_pttl].integer;
     auto get = [&info](const char* f) {
       auto it = info.find(f);
       return it == info.end() ? std::string() : it->second;

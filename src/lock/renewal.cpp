@@ -52,9 +52,15 @@ Renewal renew(Backend& backend, Schedule& schedule, const HeldLease& hold) {
     }
   } catch (const Error& e) {
     backend.cap_waits(std::nullopt);
+    out.error = e.what();
+    // Another program's data at the lock's key: the token does not hold the lock.
+    if (e.exit_code() == exit_code::k_data) {
+      log::verbose("{}", e.what());
+      out.outcome = Renewal::Outcome::lost;
+      return out;
+    }
     schedule.failed(Clock::now());
     out.outcome = Renewal::Outcome::failed;
-    out.error = e.what();
   }
   return out;
 }

@@ -79,7 +79,7 @@ Attempt take_lock(Backend& backend, const LockName& name, const WaitLimits& limi
       // typo.
       bool transient =
           dynamic_cast<const TransientError*>(&e) != nullptr || (reached && e.exit_code() == exit_code::k_unavailable);
-      bool can_wait = waiting && (!give_up || Clock::now() + Millis(50) < *give_up);
+      bool can_wait = (waiting || queued) && (!give_up || Clock::now() + Millis(50) < *give_up);
       if (!transient || !can_wait) {
         if (!transient) leave(false);
         throw;
@@ -121,6 +121,13 @@ Attempt take_lock(Backend& backend, const LockName& name, const WaitLimits& limi
       // The caller says "acquired", once, with how long it waited.
       if (a.outcome == Attempt::Outcome::acquired && queued) a.waited = waited();
       return a;  // acquired, reentered, or busy (-n)
+    }
+    if (!waiting && !queued) {
+      // -n with --preempt: a --preemptible holder was asked to stop. It is waited for no longer
+      // than its lease had left (a stop ends within it), plus a heartbeat.
+      give_up = a.sent_at + a.ttl_left.value_or(Millis(0)) + heartbeat;
+      log::verbose("{}: asked its --preemptible holder to stop (--preempt); waiting for it at most {}", name.key,
+                   util::format_duration(std::chrono::ceil<Millis>(*give_up - Clock::now())));
     }
     queued = true;
     if (a.position != position) {

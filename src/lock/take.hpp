@@ -31,7 +31,8 @@ struct WaitHooks {
 
 // Takes the lock, waiting in its queue (FIFO, woken at once on release, a heartbeat at least
 // every Timing::heartbeat) for at most limits.wait; with -n, only when it is free and nobody
-// waits. Server blips after the first answer are waited out with backoff, never reported as busy.
+// waits (--preempt: or once a --preemptible holder it asked let go, within the lease it had left
+// and a heartbeat). Server blips after the first answer are waited out with backoff, never reported as busy.
 // Leaves the queue whenever it gives up. Returns the last attempt: acquired, reentered, busy when
 // the wait ran out or a signal ended it, or superseded when a newer request took its place.
 // A Redlock quorum has no queue: a busy lock is tried again after a random delay while the wait

@@ -52,11 +52,18 @@ if redis.call('ZCARD', K.q) == 0 and can_take(d.m, limit) then
   set_expiries()
   return reply(1, fence, slot)
 end
-if string.find(d.o, 'q', 1, true) then
-  -- A preemptor is served next: at the front of the queue, once the holder it asked has gone.
-  local front = string.find(d.o, 'p', 1, true) ~= nil and d.m == 'x' and preempt(d)
-  enqueue(id, d, front)
-  if front then
+-- A preemptor is served next: at the front of the queue (behind earlier preemptors), whoever
+-- holds the lock; a --preemptible holder is asked to stop. Without the queue (-n), it still asks
+-- a --preemptible holder when no other preemptor waits, and waits for it (the caller bounds that).
+local preemptor = string.find(d.o, 'p', 1, true) ~= nil and d.m == 'x'
+local queue = string.find(d.o, 'q', 1, true) ~= nil
+if not queue and preemptor and redis.call('EXISTS', K.lock) == 1 and redis.call('HGET', K.info, 'pe') == '1' and
+   not first_preemptor() then
+  queue = true
+end
+if queue then
+  enqueue(id, d, preemptor)
+  if preemptor and preempt(d, id) then
     advance()
     ours, fence, slot, claimed = held_by(d.t, id, d.m)
     if ours then

@@ -6,7 +6,7 @@ local K = {
   lock = KEYS[1],    -- PREFIX{KEY}: the exclusive holder's token (PX: its lease), or a lingering mark
   fence = KEYS[2],   -- fencing counter
   info = KEYS[3],    -- the exclusive holder: HASH id host pid user cmd since fence ttl claimed ...
-  q = KEYS[4],       -- the queue: ZSET id -> arrival (server microseconds, made unique)
+  q = KEYS[4],       -- the queue: ZSET id -> arrival (server microseconds, made unique; below 0: preemptors)
   w = KEYS[5],       -- the waiters: HASH "<id>.<field>"
   wl = KEYS[6],      -- the waiters' leases: ZSET id -> expiry (server ms)
   h = KEYS[7],       -- shared and semaphore holders: ZSET id -> expiry (server ms)
@@ -77,11 +77,29 @@ local function fields(id, names)
   return out
 end
 
+-- Whether the string at the lock's key is rlock's: a holder's token (48 hex digits) or a lingering
+-- mark (~ and the id), always with an expiry, of the holder that :info names (if it names one).
+local function lock_value_ours()
+  if redis.call('PTTL', K.lock) < 0 then return false end
+  local value = redis.call('GET', K.lock)
+  local id
+  if #value == 48 and not string.find(value, '[^0-9a-f]') then
+    id = string.sub(value, 1, 16)
+  elseif #value == 17 and string.sub(value, 1, 1) == '~' and not string.find(value, '[^0-9a-f]', 2) then
+    id = string.sub(value, 2)
+  else
+    return false
+  end
+  local holder = redis.call('HGET', K.info, 'id')
+  return not holder or holder == id
+end
+
 local function check_types()
   local kind = redis.call('TYPE', K.lock)['ok']
   if kind ~= 'none' and kind ~= 'string' then
     return redis.error_reply('WRONGTYPE ' .. K.lock .. ' holds a ' .. kind .. ', not an rlock lock')
   end
+  if kind == 'string' and not lock_value_ours() then return redis.error_reply('RLOCKFOREIGN lock') end
   return nil
 end
 
@@ -116,11 +134,26 @@ local function wake(mailbox)
   redis.call('PEXPIRE', mailbox, MAILBOX)
 end
 
+local preempt_next  -- asks the holder to stop for the first preemptor still waiting (defined below)
+
+-- Whether id waits in the queue and is alive (its lease there has not run out).
+local function still_waiting(id)
+  local lease = redis.call('ZSCORE', K.wl, id)
+  return lease and tonumber(lease) > NOW
+end
+
+-- Takes waiter id out of the queue. A preemptor that leaves withdraws its request to the holder,
+-- unless the holder has seen it (ps: it is stopping); the next preemptor, if any, asks instead.
 local function remove_waiter(id)
   redis.call('ZREM', K.q, id)
   redis.call('ZREM', K.wl, id)
   redis.call('ZREM', K.sq, id)
   redis.call('HDEL', K.w, unpack(fields(id, WAITER_FIELDS)))
+  local asked = redis.call('HMGET', K.info, 'pi', 'ps')
+  if asked[1] == id and asked[2] ~= '1' then
+    redis.call('HDEL', K.info, 'pb', 'pi')
+    preempt_next()
+  end
 end
 
 local function semaphore_limit()
@@ -330,9 +363,14 @@ local function advance()
       remove_waiter(id)
       grant(id, d, false, limit)
       -- It sleeps on someone else's mailbox (a waiter dropped since): the caller wakes it. A
-      -- preemptor sleeps on the mailbox of a --preemptible holder, whose own watch of that
-      -- mailbox may take the release's wake-up: it is woken on its own mailbox too.
-      if (d.wt ~= CALLER or string.find(d.o or '', 'p', 1, true)) and id ~= CALLER then PUSH[#PUSH + 1] = id end
+      -- preemptor may not watch the exclusive holder (see waiting): it is woken on its own
+      -- mailbox, twice, as the waiter behind it watches that mailbox too and may take one push.
+      if (d.wt ~= CALLER or string.find(d.o or '', 'p', 1, true)) and id ~= CALLER then
+        PUSH[#PUSH + 1] = id
+        if string.find(d.o or '', 'p', 1, true) then PUSH[#PUSH + 1] = id end
+      end
+      -- A preemptible one granted while a preemptor waits is asked to stop at once.
+      if d.m == 'x' and string.find(d.o or '', 'e', 1, true) then preempt_next() end
       if d.m == 'x' then break end
     end
   end
@@ -407,7 +445,7 @@ local function who(d)
 end
 
 -- A place in the queue: in arrival order, or with preempt at the front (behind earlier
--- preemptors). A superseding waiter replaces the older superseding ones.
+-- preemptors, whose scores are below 0). A superseding waiter replaces the older superseding ones.
 local function enqueue(id, d, preempt)
   local score
   if preempt then
@@ -432,6 +470,11 @@ local function enqueue(id, d, preempt)
              id .. '.c', d.c, id .. '.s', NOW, id .. '.ttl', d.ttl, id .. '.o', d.o or '', id .. '.mh', d.mh or '0')
 end
 
+-- The first preemptor in the queue, or nil.
+local function first_preemptor()
+  return redis.call('ZRANGEBYSCORE', K.q, '-inf', '(0', 'LIMIT', 0, 1)[1]
+end
+
 -- The holder as the others see it: host, pid, cmd, since, lingering (0/1), ms until its lease
 -- (or the earliest of the shared ones) ends, or -1.
 local function holder_view()
@@ -452,7 +495,9 @@ end
 -- What a waiter needs to go on waiting: {3, more, push, position, queue length, since (server
 -- ms), now, holder host, pid, cmd, holder since, lingering, ms left of the holder's lease (-1:
 -- none; the head waits no longer than that), then the ids whose mailboxes to watch}. The watched
--- id is recorded, so that a grant after it was dropped pushes the waiter's own mailbox.
+-- id is recorded, so that a grant after it was dropped pushes the waiter's own mailbox. A
+-- preemptor does not watch a --preemptible exclusive holder that has not yet seen its request,
+-- as its steps push that mailbox: its grant pushes its own.
 local function waiting(id)
   local rank = redis.call('ZRANK', K.q, id)
   local watch = {}
@@ -462,6 +507,10 @@ local function waiting(id)
     left = -1
   else
     local holder = redis.call('EXISTS', K.lock) == 1 and redis.call('HGET', K.info, 'id')
+    if holder and string.find(redis.call('HGET', K.w, id .. '.o') or '', 'p', 1, true) then
+      local asked = redis.call('HMGET', K.info, 'pe', 'ps')
+      if asked[1] == '1' and asked[2] ~= '1' then holder = nil end
+    end
     if holder then watch[#watch + 1] = holder end
     for _, h in ipairs(redis.call('ZRANGE', K.h, 0, 63)) do watch[#watch + 1] = h end
   end
@@ -492,18 +541,26 @@ local function prologue()
   return d, CALLER, limit, bad
 end
 
--- Asks the exclusive holder to stop for the preemptor d, if it gave --preemptible. A lingering
--- hold ends at once. Returns whether the holder was asked (or is gone).
-local function preempt(d)
-  local v = redis.call('HMGET', K.info, 'id', 'pe', 'pb', 'lg')
+-- Asks the exclusive holder to stop for the waiting preemptor id (d), if it gave --preemptible: the
+-- request (pb, who; pi, its id, in :info) names the first preemptor that asked and still waits.
+-- Until the holder has seen it (ps, set by its renewal), each call pushes the holder's mailbox
+-- again: a waiter that watched that mailbox may have taken the push. A lingering hold ends at
+-- once. Returns whether the holder was asked (or is gone).
+local function preempt(d, id)
+  local v = redis.call('HMGET', K.info, 'id', 'pe', 'pb', 'lg', 'pi', 'ps')
   if redis.call('EXISTS', K.lock) == 0 or v[2] ~= '1' then return false end
   if v[4] == '1' then
     redis.call('DEL', K.lock, K.info)
     return true
   end
-  if not v[3] or v[3] == '' then
-    redis.call('HSET', K.info, 'pb', who(d))
-    PUSH[#PUSH + 1] = v[1]
-  end
+  if v[6] == '1' then return true end
+  if v[5] and v[5] ~= id and still_waiting(v[5]) then return true end
+  redis.call('HSET', K.info, 'pb', who(d), 'pi', id)
+  PUSH[#PUSH + 1] = v[1]
   return true
+end
+
+preempt_next = function()
+  local first = first_preemptor()
+  if first and still_waiting(first) then preempt(load_waiter(first), first) end
 end

@@ -2,7 +2,8 @@
 -- KEYS: the lock's keys. ARGV: cfg, token, ttl_ms ('' for the TTL it was taken with), and for a
 -- keeper (acquire --keepalive) its pid and the pid it watches, recorded for status.
 -- Returns {1, more, push, pttl_before, ttl_ms, preempted_by} when extended ("" when nobody asked
--- the holder to stop), {0, more, push} when the token no longer holds the lock.
+-- the holder to stop, or when the preemptor no longer waits: its request is withdrawn; once
+-- returned, the request is marked seen), {0, more, push} when the token no longer holds the lock.
 -- pttl_before lets the caller see a lease that ran short (the server's clock stepped forward).
 local token, ttl = ARGV[2], ARGV[3]
 local id = id_of(token)
@@ -15,9 +16,21 @@ if redis.call('GET', K.lock) == token then
   redis.call('PEXPIRE', K.lock, px)
   redis.call('HSET', K.info, 'ttl', ttl, 'claimed', 1, 'exp', NOW + px)
   if ARGV[4] then redis.call('HSET', K.info, 'keeper', ARGV[4], 'watch', ARGV[5]) end
+  local by = v[3] or ''
+  if by ~= '' and redis.call('HGET', K.info, 'ps') ~= '1' then
+    local asker = redis.call('HGET', K.info, 'pi')
+    if asker and still_waiting(asker) then
+      redis.call('HSET', K.info, 'ps', 1)
+    else
+      redis.call('HDEL', K.info, 'pb', 'pi')
+      by = ''
+    end
+  end
   redis.call('PEXPIRE', K.info, px + HISTORY)
-  return reply(1, before, tonumber(ttl), v[3] or '')
+  return reply(1, before, tonumber(ttl), by)
 end
+local bad = check_types()
+if bad then return bad end
 local expiry = redis.call('ZSCORE', K.h, id)
 if not expiry or tonumber(expiry) <= NOW or redis.call('HGET', K.hi, id .. '.t') ~= token then return reply(0) end
 local v = redis.call('HMGET', K.hi, id .. '.ttl', id .. '.lu')

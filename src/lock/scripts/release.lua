@@ -14,6 +14,8 @@ local id = id_of(token)
 CALLER = id
 local kind = hold_kind(token, id)
 if not kind then
+  local bad = check_types()
+  if bad then return bad end
   event('lost', {'h', ARGV[4], 'p', ARGV[5], 'u', ARGV[6], 'c', ARGV[7], 'f', ARGV[8], 'x', status, 'id', id})
   -- Its lock is gone (deleted, or expired with nobody after it) and its end is now in the
   -- history: the next holder must not record it again as expired.

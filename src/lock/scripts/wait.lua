@@ -17,18 +17,27 @@ if by then
   return reply(5, 'superseded', by)
 end
 
+-- A preemptor keeps its intent while it waits: at every step it asks a --preemptible holder
+-- (one granted since, or one that has not yet seen the request) to stop.
+local preemptor = string.find(d.o, 'p', 1, true) ~= nil and d.m == 'x'
 local ours, fence, slot, claimed = held_by(d.t, id, d.m)
 if not ours then
   if redis.call('ZSCORE', K.q, id) then
     redis.call('ZADD', K.wl, NOW + LEASE, id)
   else
-    enqueue(id, d, false)
+    enqueue(id, d, preemptor)
   end
+  if preemptor then preempt(d, id) end
   advance()
   ours, fence, slot, claimed = held_by(d.t, id, d.m)
 end
 if ours then
-  if not claimed then claim(id, d.m, d.ttl, d) end
+  if not claimed then
+    claim(id, d.m, d.ttl, d)
+    -- Asked to stop while only granted: its mailbox is pushed again, for the watch that its run
+    -- starts with the command (the push at the request woke this step).
+    if d.m == 'x' and redis.call('HGET', K.info, 'pb') and redis.call('HGET', K.info, 'ps') ~= '1' then wake(K.mb) end
+  end
   set_expiries()
   return reply(1, fence, slot)
 end
