@@ -27,14 +27,19 @@ end
 
 local v
 if kind == 'x' then
-  v = redis.call('HMGET', K.info, 'host', 'pid', 'user', 'cmd', 'fence', 'since', 'lu', 'pb')
+  v = redis.call('HMGET', K.info, 'host', 'pid', 'user', 'cmd', 'fence', 'since', 'lu', 'pb', 'ps', 'pi')
 else
   v = redis.call('HMGET', K.hi, id .. '.h', id .. '.p', id .. '.u', id .. '.c', id .. '.f', id .. '.s', id .. '.lu',
                  id .. '.pb')
 end
 local held = v[6] and tostring(NOW - tonumber(v[6])) or ''
 local ev = {'h', v[1], 'p', v[2], 'u', v[3], 'c', v[4], 'f', v[5], 'd', held, 'x', status, 'id', id}
-local preempted = v[8] and v[8] ~= ''
+-- A --preempt request: the hold ended preempted only if the holder saw the request (ps, marked by
+-- its renewal: its stop began then); it does not linger while its preemptor still waits. A request
+-- whose preemptor is gone, unseen, is neither.
+local asked = v[8] and v[8] ~= ''
+local preempted = asked and (kind ~= 'x' or v[9] == '1')
+local wanted = asked and (kind ~= 'x' or (v[10] and still_waiting(v[10])))
 if used == '' then
   event('returned', ev)
 elseif preempted then
@@ -51,7 +56,7 @@ if used == 'h' then
 elseif used ~= '' then
   linger_until = NOW + (tonumber(used) or 0)
 end
-if linger_until and linger_until > NOW and not preempted then
+if linger_until and linger_until > NOW and not wanted then
   if kind == 'x' then
     redis.call('SET', K.lock, '~' .. id, 'PX', linger_until - NOW)
     redis.call('HSET', K.info, 'lg', 1, 'exp', linger_until)
