@@ -92,6 +92,30 @@ TEST(TakeLock, WaitsStepByStepWatchingWhatEachAnswerSaid) {
   EXPECT_TRUE(h.pauses.empty());
 }
 
+TEST(TakeLock, AGrantTheMasterCannotConfirmIsAskedForAgainWhileTheWaitLasts) {
+  FakeBackend b(timing());
+  b.acquire_answers = {answer(Outcome::acquired), answer(Outcome::acquired)};
+  b.grants_confirmed = {false, true};
+  Hooks h;
+  EXPECT_EQ(rlock::lock::take_lock(b, k_name, wait_for(10s), contender(), {}, h.get()).outcome, Outcome::acquired);
+  EXPECT_EQ(b.grant_checks, 2);
+  EXPECT_EQ(b.acquire_calls.size(), 2u) << "asked for again, as after any failover";
+}
+
+TEST(TakeLock, AGrantTheMasterCannotConfirmIsUnavailableWithoutWaitingNeverBusy) {
+  FakeBackend b(timing());
+  b.acquire_answers = {answer(Outcome::acquired)};
+  b.grants_confirmed = {false};
+  Hooks h;
+  try {
+    rlock::lock::take_lock(b, k_name, wait_for(0ms), contender(), {}, h.get());
+    ADD_FAILURE() << "an unconfirmed grant was taken";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 69);
+  }
+  EXPECT_EQ(b.acquire_calls.size(), 1u);
+}
+
 TEST(TakeLock, NoWaitAsksOnceWithoutQueueing) {
   FakeBackend b(timing());
   b.acquire_answers = {answer(Outcome::busy)};
