@@ -143,6 +143,7 @@ private:
   // Holding it.
   bool start_child(const lock::Attempt& attempt, std::vector<lock::Hold> holds);
   int lost_before_start();
+  void lost_during_start();
   void supervise();
   std::optional<Clock::time_point> next_wake() const;
   void drain_signals();
@@ -297,6 +298,7 @@ int Supervisor::run() {
   }
   if (!start_child(attempt, std::move(holds))) return lost_before_start();
   m_command_at = Clock::now();
+  if (m_guard->killed_during_start()) lost_during_start();
   supervise();
   return finish();
 }
@@ -349,6 +351,20 @@ int Supervisor::lost_before_start() {
              held_for(), m_options.display_command);
   release_quietly();
   return m_options.lost_exit_code;
+}
+
+void Supervisor::lost_during_start() {
+  // The deadline passed while the guard had not yet said whether the command started (rlock or
+  // the guard was held up): rlock killed the tree itself. Said once; the stop is under way.
+  m_lost = true;
+  m_renewing = false;
+  m_stopping = true;
+  log::error(
+      fmt::format("lost the lock {}: its deadline passed while the command was being started (rlock or its "
+                  "guard was held up); rlock killed whatever of it had started",
+                  m_name.key));
+  log::event(log::Severity::err, "lost {}: its deadline passed while the command was being started; killed: {}",
+             m_name.key, m_options.display_command);
 }
 
 std::optional<Clock::time_point> Supervisor::next_wake() const {
@@ -449,6 +465,7 @@ void Supervisor::on_guard_event(const proc::GuardEvent& event) {
     case Kind::child_continued: break;
     case Kind::deadline_kill:
       // The loop did not stop the tree in time (it was blocked or stopped): the guard did.
+      if (m_guard->killed_during_start()) break;  // said already: rlock killed it first
       m_lost = true;
       m_renewing = false;
       m_stopping = true;

@@ -125,6 +125,7 @@ bool Guard::spawn(const SpawnSpec& spec, util::BootClock::time_point kill_at) {
       auto now = util::BootClock::now();
       if (now >= kill_at + k_grace && (!kill_again || now >= *kill_again)) {
         kill_tree_here();
+        m_killed_during_start = true;
         kill_again = now + std::chrono::milliseconds(250);
       }
       continue;

@@ -70,6 +70,10 @@ public:
   // 126/127 when the command cannot be executed.
   [[nodiscard]] bool spawn(const SpawnSpec& spec, util::BootClock::time_point kill_at);
 
+  // Whether rlock killed the tree while it waited for the start's report (the deadline passed
+  // with the guard silent): what had started, if anything, is gone.
+  bool killed_during_start() const { return m_killed_during_start; }
+
   // The child's pid, which is also its process group.
   pid_t child() const { return m_child; }
   pid_t pid() const { return m_pid; }
@@ -121,6 +125,7 @@ private:
   int m_reach = 0;  // guard::k_reach_* bits, once m_ready
   bool m_cgroup = false;
   bool m_stopping = false;
+  bool m_killed_during_start = false;
   std::optional<util::BootClock::time_point> m_kill_at;
   util::Fd m_requests;  // rlock's end: closing it (or dying) makes the guard kill the tree
   util::Fd m_reports;

@@ -25,6 +25,8 @@ TEST_F(HistoryTest, AHoldAndAHandOffAreRecordedWithFenceWaitAndExitStatus) {
   std::this_thread::sleep_for(20ms);
   lock::Ending ending;
   ending.exit_status = "3";
+  ending.used = true;  // its command ran: "released" (a hold never used is "returned")
+  ending.linger = 0ms;
   ASSERT_TRUE(lock::release(node, name, timing, a.token, ending));
   Attempt got = step(w, aw);
   ASSERT_EQ(got.outcome, Outcome::acquired);
