@@ -1,16 +1,18 @@
 #!/usr/bin/env bats
 # The packages. `cpack -G DEB` in the build directory gives
-# rlock_<version>_<arch>.deb, which installs the binary, the man pages rlock(1) and
-# rlock(7) and the shell completions under /usr, and which `dpkg -r` removes again.
-# `cpack -G RPM` gives rlock-<version>-1.<arch>.rpm with the same six files, byte for byte, and
-# its own dependencies (inspected with rpm -qp, not installed). `make
+# rlock_<version>_<arch>.deb, with the binary, the man pages rlock(1) and
+# rlock(7) and the shell completions under /usr, which dpkg installs into a root
+# of the test's own and removes again. `cpack -G RPM` gives
+# rlock-<version>-1.<arch>.rpm with the same six files, byte for byte, and its own
+# dependencies (inspected with rpm -qp, and unpacked with rpm2archive). `make
 # package_source` gives rlock-<version>.tar.gz, the same bytes every time for
 # the same tracked files.
 #
-# Installs into the real system, so the package tests run only as root with dpkg
-# present, and never touch an rlock that was installed before they started. The
-# RPM tests also need rpmbuild (Debian package rpm); the source tarball test needs
-# only a git checkout.
+# Nothing is installed into the system: each test unpacks or installs into its
+# own temporary directory (dpkg --root with a database of its own), and runs the
+# binary, the man pages and the completions from there. The Debian package tests
+# need dpkg; the RPM tests also need rpmbuild and rpm2archive (Debian package rpm);
+# the source tarball test needs only a git checkout.
 #
 # Environment: RLOCK_BUILD_DIR (default: ../build next to this file), a
 # configured and built tree; RLOCK_SOURCE_DIR (default: .. next to this file).
@@ -18,28 +20,10 @@
 load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
 
-# The tests share one installed package: never run them in parallel.
-# shellcheck disable=SC2034 # read by bats
-BATS_NO_PARALLELIZE_WITHIN_FILE=true
-
-# True when dpkg knows a package named rlock in any state but "gone".
-package_present() {
-  case $(dpkg-query -W -f='${db:Status-Status}' rlock 2>/dev/null) in
-    '' | not-installed | config-files) return 1 ;;
-    *) return 0 ;;
-  esac
-}
-
 # Prints why the tests cannot run here, or nothing.
 why_skip() {
-  if [[ $(id -u) -ne 0 ]]; then
-    echo "needs root: installs the package with dpkg -i (run as root or in a throwaway container)"
-  elif ! command -v dpkg >/dev/null || ! command -v dpkg-deb >/dev/null; then
+  if ! command -v dpkg >/dev/null || ! command -v dpkg-deb >/dev/null; then
     echo "dpkg is not installed: the Debian package can only be tested on a dpkg-based system"
-  elif package_present; then
-    echo "a package named rlock is already installed: remove it first (dpkg -r rlock); this test does not replace it"
-  elif [[ -e /usr/bin/rlock ]]; then
-    echo "/usr/bin/rlock exists and is not from a package: remove it first; this test does not overwrite it"
   fi
 }
 
@@ -72,12 +56,17 @@ setup_file() {
   fi
   export PKG_RPM_SKIP_REASON
   [[ -z $PKG_RPM_SKIP_REASON ]] || return 0
+  # rpmbuild and rpm -qp open an RPM database (Debian's rpm: ~/.rpmdb) and rpmbuild
+  # writes its scripts into /var/tmp: both go to the test's directory instead, with
+  # a HOME of its own whose ~/.rpmmacros says so.
+  mkdir -p "$PKG_OUT/home" "$PKG_OUT/rpmdb" "$PKG_OUT/rpmtmp"
+  printf '%%_dbpath %s\n%%_tmppath %s\n' "$PKG_OUT/rpmdb" "$PKG_OUT/rpmtmp" >"$PKG_OUT/home/.rpmmacros"
   PKG_RPM_ARCH=$(rpm --eval '%{_target_cpu}')
   export PKG_RPM_ARCH
   PKG_RPM="$PKG_OUT/rlock-${PKG_VERSION}-1.${PKG_RPM_ARCH}.rpm"
   export PKG_RPM
   PKG_RPM_STATUS=0
-  (cd "$RLOCK_BUILD_DIR" && cpack -G RPM -B "$PKG_OUT") >"$PKG_OUT/cpack-rpm.log" 2>&1 ||
+  (cd "$RLOCK_BUILD_DIR" && HOME="$PKG_OUT/home" cpack -G RPM -B "$PKG_OUT") >"$PKG_OUT/cpack-rpm.log" 2>&1 ||
     PKG_RPM_STATUS=$?
   export PKG_RPM_STATUS
 }
@@ -88,19 +77,9 @@ teardown_file() {
   fi
 }
 
-setup() {
-  INSTALLED_BY_TEST=
-}
-
-# Skips the test unless this host can build and install the Debian package.
+# Skips the test unless this host can build the Debian package.
 need_package_host() {
   [[ -z $PKG_SKIP_REASON ]] || skip "$PKG_SKIP_REASON"
-}
-
-teardown() {
-  if [[ -n ${INSTALLED_BY_TEST:-} ]]; then
-    dpkg -r rlock >/dev/null 2>&1 || dpkg --purge rlock >/dev/null 2>&1 || true
-  fi
 }
 
 # Fails unless the package file exists (the first test shows cpack's log).
@@ -112,11 +91,31 @@ require_package() {
   fi
 }
 
-install_package() {
+# dpkg on the directory $1, a root of its own: the files, dpkg's database and its
+# log all under it, so that the system's dpkg never hears of the package. As root
+# only: dpkg installs files owned by root:root. Depends (libc6...) cannot be met
+# in an empty database: --force-depends. (The package has no maintainer scripts;
+# dpkg would run them chrooted into the root.)
+dpkg_root() {
+  local root=$1
+  shift
+  dpkg --root="$root" --admindir="$root/var/lib/dpkg" --log="$root/var/log/dpkg.log" \
+    --force-depends "$@"
+}
+
+install_package_into() {
+  local root=$1
   require_package
-  INSTALLED_BY_TEST=1
-  run dpkg -i "$PKG_DEB"
+  [[ $(id -u) -eq 0 ]] || skip "needs root: dpkg --root installs files owned by root"
+  mkdir -p "$root/var/lib/dpkg/info" "$root/var/lib/dpkg/updates" "$root/var/log"
+  : >"$root/var/lib/dpkg/status"
+  run dpkg_root "$root" -i "$PKG_DEB"
   assert_success
+}
+
+# rpm with the test's own HOME (see setup_file).
+rpm_query() {
+  HOME="$PKG_OUT/home" rpm "$@"
 }
 
 # Fails unless the RPM exists (skips without rpmbuild).
@@ -193,12 +192,12 @@ package_files() {
 @test "cpack -G RPM builds rlock-<version>-1.<arch>.rpm: its tags, requires, recommends, suggests" {
   require_rpm
   require_package
-  run rpm -qp --qf '%{NAME}|%{VERSION}|%{RELEASE}|%{ARCH}|%{GROUP}|%{PREFIXES}\n' "$PKG_RPM"
+  run rpm_query -qp --qf '%{NAME}|%{VERSION}|%{RELEASE}|%{ARCH}|%{GROUP}|%{PREFIXES}\n' "$PKG_RPM"
   assert_success
   # PREFIXES (none): not relocatable, the files stay where the shells look.
   assert_output "rlock|$PKG_VERSION|1|$PKG_RPM_ARCH|Applications/System|(none)"
   # Summary and description are the .deb's.
-  run rpm -qp --qf '%{SUMMARY}\n%{DESCRIPTION}\n' "$PKG_RPM"
+  run rpm_query -qp --qf '%{SUMMARY}\n%{DESCRIPTION}\n' "$PKG_RPM"
   assert_success
   assert_output "$(dpkg-deb -f "$PKG_DEB" Description | sed 's/^ //')"
 
@@ -207,14 +206,14 @@ package_files() {
   local needed
   needed=$(readelf -d "$RLOCK_BUILD_DIR/rlock" | sed -n 's/.*(NEEDED).*\[\(.*\)\]$/\1/p' | LC_ALL=C sort -u)
   [[ -n $needed ]] || fail "readelf found no NEEDED entry in $RLOCK_BUILD_DIR/rlock"
-  run bash -c "rpm -qp --requires '$PKG_RPM' | sed -n 's/^\([^ (]*\.so[^ (]*\)(.*/\1/p' | LC_ALL=C sort -u"
+  run bash -c "HOME='$PKG_OUT/home' rpm -qp --requires '$PKG_RPM' | sed -n 's/^\([^ (]*\.so[^ (]*\)(.*/\1/p' | LC_ALL=C sort -u"
   assert_success
   assert_output "$needed"
   # libssl.so.3 is loaded with dlopen for rediss:// only: recommended, not required.
-  run rpm -qp --recommends "$PKG_RPM"
+  run rpm_query -qp --recommends "$PKG_RPM"
   assert_success
   assert_output --regexp '^libssl\.so\.3\(\)(\(64bit\))?$'
-  run rpm -qp --suggests "$PKG_RPM"
+  run rpm_query -qp --suggests "$PKG_RPM"
   assert_success
   assert_output "redis"
 }
@@ -223,7 +222,7 @@ package_files() {
   require_rpm
   require_package
   # Only the files: no directory the system owns, no /usr/lib/.build-id links.
-  run rpm -qlp "$PKG_RPM"
+  run rpm_query -qlp "$PKG_RPM"
   assert_success
   assert_output "$(package_files)"
 
@@ -232,54 +231,53 @@ package_files() {
   while read -r f; do
     expected+="$(stat -c %A "$root$f") root:root $(sha256sum <"$root$f" | cut -d' ' -f1) $f"$'\n'
   done < <(package_files)
-  run rpm -qp --qf '[%{FILEMODES:perms} %{FILEUSERNAME}:%{FILEGROUPNAME} %{FILEDIGESTS} %{FILENAMES}\n]' "$PKG_RPM"
+  run rpm_query -qp --qf '[%{FILEMODES:perms} %{FILEUSERNAME}:%{FILEGROUPNAME} %{FILEDIGESTS} %{FILENAMES}\n]' "$PKG_RPM"
   assert_success
   assert_output "${expected%$'\n'}"
 }
 
-@test "dpkg -i installs a working /usr/bin/rlock, the man pages and the completions" {
-  install_package
-
-  run /usr/bin/rlock --version
+# Checks the installed files under the root $1: the binary runs and tells the
+# package's version, the man pages are the build's and man reads them, and each
+# completion is where its shell looks and loads.
+check_installed_files() {
+  local root=$1
+  [[ -x $root/usr/bin/rlock ]] || fail "$root/usr/bin/rlock is missing or not executable"
+  run "$root/usr/bin/rlock" --version
   assert_success
   # The package's version, and what git describe adds to it in a checkout (cmake/version.cmake).
   assert_line --index 0 --regexp "^rlock ${PKG_VERSION//./\\.}([-+].*)?\$"
 
-  # Man pages: gzip-compressed, reproducible (no name, no time stamp), and the
-  # same text as the build generated from man/*.scd with scdoc.
+  # Man pages: gzip-compressed, reproducible (no name, no time stamp), the same
+  # text as the build generated from man/*.scd with scdoc, where man finds them.
   local page section
-  if grep -qs '^path-exclude=/usr/share/man' /etc/dpkg/dpkg.cfg.d/*; then
-    echo "# dpkg is set to drop /usr/share/man here; man page install not checked" >&3
-  else
-    for section in 1 7; do
-      page=/usr/share/man/man$section/rlock.$section.gz
-      [[ -f $page ]] || fail "$page is missing"
-      run gzip -t "$page"
-      assert_success
-      run od -An -tx1 -j3 -N5 "$page"
-      assert_output --regexp '^ *00 00 00 00 00 *$'
-      run cmp <(gzip -dc "$page") "$RLOCK_BUILD_DIR/man/rlock.$section"
-      assert_success
-      if command -v man >/dev/null; then
-        run man -w "$section" rlock
-        assert_success
-        assert_output "$page"
-      fi
-    done
+  for section in 1 7; do
+    page=$root/usr/share/man/man$section/rlock.$section.gz
+    [[ -f $page ]] || fail "$page is missing"
+    run gzip -t "$page"
+    assert_success
+    run od -An -tx1 -j3 -N5 "$page"
+    assert_output --regexp '^ *00 00 00 00 00 *$'
+    run cmp <(gzip -dc "$page") "$RLOCK_BUILD_DIR/man/rlock.$section"
+    assert_success
     if command -v man >/dev/null; then
-      run env MANWIDTH=80 MAN_KEEP_FORMATTING= man -P cat 1 rlock
+      run env MANPATH="$root/usr/share/man" man -w "$section" rlock
       assert_success
-      assert_output --partial "distributed lock for shell scripts"
-      run env MANWIDTH=80 MAN_KEEP_FORMATTING= man -P cat 7 rlock
-      assert_success
-      assert_output --partial "REDIS DATA LAYOUT"
+      assert_output "$page"
     fi
+  done
+  if command -v man >/dev/null; then
+    run env MANWIDTH=80 MAN_KEEP_FORMATTING= man -l -P cat "$root/usr/share/man/man1/rlock.1.gz"
+    assert_success
+    assert_output --partial "distributed lock for shell scripts"
+    run env MANWIDTH=80 MAN_KEEP_FORMATTING= man -l -P cat "$root/usr/share/man/man7/rlock.7.gz"
+    assert_success
+    assert_output --partial "REDIS DATA LAYOUT"
   fi
 
   # Completions where each shell looks for them by default.
-  local bash_c=/usr/share/bash-completion/completions/rlock
-  local zsh_c=/usr/share/zsh/vendor-completions/_rlock
-  local fish_c=/usr/share/fish/vendor_completions.d/rlock.fish
+  local bash_c=$root/usr/share/bash-completion/completions/rlock
+  local zsh_c=$root/usr/share/zsh/vendor-completions/_rlock
+  local fish_c=$root/usr/share/fish/vendor_completions.d/rlock.fish
   [[ -f $bash_c ]] || fail "$bash_c is missing"
   [[ -f $zsh_c ]] || fail "$zsh_c is missing"
   [[ -f $fish_c ]] || fail "$fish_c is missing"
@@ -296,20 +294,43 @@ package_files() {
     run fish --no-execute "$fish_c"
     assert_success
   fi
-
-  run dpkg -s rlock
-  assert_success
-  assert_line "Status: install ok installed"
 }
 
-@test "dpkg -r removes every file the package installed" {
-  install_package
-  run dpkg -L rlock
+# What the system's dpkg and /usr/bin say of rlock, to compare before and after.
+system_rlock_state() {
+  echo "dpkg: $(dpkg-query -W -f='${db:Status-Status}' rlock 2>/dev/null || true)"
+  ls -l --time-style=+%s.%N /usr/bin/rlock 2>&1 || true
+}
+
+@test "the .deb unpacked: a working usr/bin/rlock, the man pages and the completions, with their modes" {
+  require_package
+  local root="$BATS_TEST_TMPDIR/root"
+  run dpkg-deb -x "$PKG_DEB" "$root"
   assert_success
-  local files=()
-  local f
+  # The binary 755, everything else 644.
+  run bash -c "cd '$root' && find . ! -type d -printf '%m %p\n' | LC_ALL=C sort -k2"
+  assert_success
+  assert_output "$(package_files | sed 's,^,.,' | while read -r f; do
+    if [[ $f == ./usr/bin/rlock ]]; then echo "755 $f"; else echo "644 $f"; fi
+  done)"
+  check_installed_files "$root"
+}
+
+@test "dpkg installs into a root of its own and dpkg -r removes every file; the system never sees it" {
+  local before
+  before=$(system_rlock_state)
+  local root="$BATS_TEST_TMPDIR/root"
+  install_package_into "$root"
+  check_installed_files "$root"
+
+  run dpkg_root "$root" -s rlock
+  assert_success
+  assert_line "Status: install ok installed"
+  run dpkg_root "$root" -L rlock
+  assert_success
+  local files=() f
   for f in "${lines[@]}"; do
-    [[ -f $f ]] && files+=("$f")
+    [[ -f $root$f ]] && files+=("$root$f")
   done
   local expected=6
   if grep -qs '^path-exclude=/usr/share/man' /etc/dpkg/dpkg.cfg.d/*; then
@@ -317,14 +338,34 @@ package_files() {
   fi
   [[ ${#files[@]} -eq $expected ]] ||
     fail "expected $expected installed files, dpkg -L lists: ${lines[*]}"
+  # The system's dpkg and /usr/bin are as they were.
+  assert_equal "$(system_rlock_state)" "$before"
 
-  run dpkg -r rlock
+  run dpkg_root "$root" -r rlock
   assert_success
-  INSTALLED_BY_TEST=
   for f in "${files[@]}"; do
     [[ ! -e $f ]] || fail "$f is still there after dpkg -r rlock"
   done
-  ! package_present || fail "dpkg still lists rlock after dpkg -r rlock"
+  run dpkg_root "$root" -s rlock
+  refute_line "Status: install ok installed"
+  assert_equal "$(system_rlock_state)" "$before"
+}
+
+@test "the RPM unpacked: the .deb's files, the same bytes and modes, a working binary" {
+  require_rpm
+  require_package
+  command -v rpm2archive >/dev/null || skip "rpm2archive is not installed (Debian: apt-get install rpm2cpio)"
+  local root="$BATS_TEST_TMPDIR/rpm-root" deb_root="$BATS_TEST_TMPDIR/deb-root"
+  mkdir "$root"
+  run bash -c "rpm2archive -n <'$PKG_RPM' | tar -x -C '$root'"
+  assert_success
+  dpkg-deb -x "$PKG_DEB" "$deb_root"
+  run bash -c "cd '$root' && find . ! -type d -printf '%m %p\n' | LC_ALL=C sort -k2"
+  assert_success
+  assert_output "$(cd "$deb_root" && find . ! -type d -printf '%m %p\n' | LC_ALL=C sort -k2)"
+  run diff -r "$deb_root" "$root"
+  assert_success
+  check_installed_files "$root"
 }
 
 @test "make package_source gives the same rlock-<version>.tar.gz twice: the tracked files, 0:0, one date" {
