@@ -115,6 +115,14 @@ OTHER_TOKEN=0123456789abcdef0123456789abcdef
   assert lock_free k
 }
 
+@test "acquire with standard output closed and no --token-file is a usage error and takes no lock" {
+  run --separate-stderr bash -c 'rlock acquire k >&-'
+  assert_failure 64
+  [[ $stderr == *"rlock: error: standard output is closed: there is nowhere to print the token (use --token-file F)"* ]] ||
+    fail "$stderr"
+  assert lock_free k
+}
+
 # --- release ------------------------------------------------------------------------------------
 
 @test "release with RLOCK_TOKEN frees the lock" {

@@ -50,6 +50,23 @@ SCRIPT
   assert_equal "$(state_files)" 0
 }
 
+@test "an unwritable --keeper-log is refused before any lock is taken" {
+  run --separate-stderr rlock acquire k --keepalive --keeper-log "$T/no/such/dir/keeper.log"
+  assert_failure 71
+  [[ $stderr == *"rlock: error: cannot write the keeper log $T/no/such/dir/keeper.log: "* ]] || fail "$stderr"
+  assert lock_free k
+  no_keeper || fail "a keeper was started: $(keepers)"
+}
+
+@test "a token that cannot be written: its keeper gives the lock back and is gone" {
+  run --separate-stderr rlock acquire k --keepalive --token-file "$T/no/such/dir/token"
+  assert_failure 71
+  [[ $stderr == *"rlock: error: cannot write the token to $T/no/such/dir/token: "* ]] || fail "$stderr"
+  assert lock_free k
+  no_keeper || fail "a keeper is left: $(keepers)"
+  assert_equal "$(state_files)" 0
+}
+
 @test "status --json says kept for a keepalive hold, as the table does" {
   require_jq
   local tok

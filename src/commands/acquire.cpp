@@ -62,73 +62,51 @@ util::BootClock::time_point retry_until(const lock::Servers& connect) {
   return util::BootClock::now() + connect.timeouts.command;
 }
 
-}  // namespace
+// --keepalive --keeper-log FILE: the keeper logs there once detached, where it cannot complain:
+// find out now.
+void check_keeper_log(const AcquireOptions& options) {
+  if (!options.keepalive || options.keeper_log.empty() || options.keeper_log == "syslog:") return;
+  int f = ::open(options.keeper_log.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (f < 0) {
+    throw Error(exit_code::k_system,
+                fmt::format("cannot write the keeper log {}: {}", options.keeper_log, std::strerror(errno)));
+  }
+  ::close(f);
+}
 
-int acquire(const AcquireOptions& options) {
-  std::unique_ptr<lock::Backend> backend = lock::open_backend(options.connect, options.take.ttl);
-  lock::Backend& locker = *backend;
-  lock::LockName name = lock_name(options.connect, options.take.key);
-  std::vector<lock::Hold> holds = enclosing_holds();
-  std::vector<std::string> enclosing = lock::tokens_for(holds, name.lock_key());
-  lock::Holder holder = this_holder(fmt::format("rlock acquire {}", options.take.key));
-  // rlock exits at once: the process that keeps the lock is the one that called it (or --pid).
-  pid_t caller = options.watch_pid ? *options.watch_pid : options.keepalive ? proc::calling_process() : ::getppid();
-  holder.pid = std::to_string(caller);
-  // The watched process is opened before anything else: if it is gone, or its pid was reused,
-  // no lock is taken for it.
-  std::optional<proc::Watched> watched;
-  if (options.keepalive && !options.keeper_log.empty() && options.keeper_log != "syslog:") {
-    // The keeper logs there once detached, where it cannot complain: find out now.
-    int f = ::open(options.keeper_log.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (f < 0) {
-      throw Error(exit_code::k_system,
-                  fmt::format("cannot write the keeper log {}: {}", options.keeper_log, std::strerror(errno)));
-    }
-    ::close(f);
-  }
-  if (options.keepalive) {
-    if (caller <= 1) throw Error(exit_code::k_usage, "--keepalive: the calling process is gone (give --pid PID)");
-    watched.emplace(caller);
-    if (!options.watch_pid && parent_gone())
-      throw Error(exit_code::k_usage, "--keepalive: the calling process is gone");
-  }
-  lock::Contender contender = make_contender(options.take, holder);
-  std::string token = contender.token;
-  if (options.stdout_closed && options.token_file.empty()) {
-    throw Error(exit_code::k_usage,
-                "standard output is closed: there is nowhere to print the token (use "
-                "--token-file F)");
-  }
-  locker.check_eviction_before(options.take.strict);
+// --keepalive: opens the watched process before anything else: if it is gone, or its pid was
+// reused, no lock is taken for it.
+void watch_caller(const AcquireOptions& options, pid_t caller, std::optional<proc::Watched>& watched) {
+  if (!options.keepalive) return;
+  if (caller <= 1) throw Error(exit_code::k_usage, "--keepalive: the calling process is gone (give --pid PID)");
+  watched.emplace(caller);
+  if (!options.watch_pid && parent_gone()) throw Error(exit_code::k_usage, "--keepalive: the calling process is gone");
+}
 
-  // A signal while waiting leaves the queue at once (not after the place lapses), then ends rlock
-  // as it would have.
-  proc::SignalSet signals({SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}, {});
-  std::optional<int> interrupted;
-  auto drain = [&] {
+// The wait for the lock. A signal while waiting leaves the queue at once (not after the place
+// lapses); it is recorded in interrupted, for the caller to end rlock as it would have.
+lock::Attempt take(lock::Backend& locker, const lock::LockName& name, const AcquireOptions& options,
+                   const lock::Contender& contender, const std::vector<std::string>& enclosing,
+                   proc::SignalSet& signals, std::optional<int>& interrupted) {
+  auto drain = [&signals, &interrupted] {
     for (int s : signals.take()) {
       if (!interrupted) interrupted = s;
     }
     return interrupted.has_value();
   };
   locker.set_interrupt(signals.fd(), drain);
-  lock::Attempt a;
-  {
-    WaitDisplay display(name);
-    lock::WaitHooks hooks{[&](util::Millis d) {
-                            pollfd p{signals.fd(), POLLIN, 0};
-                            if (util::poll_until(&p, 1, util::BootClock::now() + d) > 0) drain();
-                            return !interrupted;
-                          },
-                          [&] { return interrupted.has_value(); }, std::ref(display)};
-    a = lock::take_lock(locker, name, wait_limits(options.take), contender, enclosing, hooks);
-  }
-  const lock::Ending unused{"", holder, a.fence, false, std::nullopt};  // never used: no lingering
-  if (interrupted) {
-    if (a.outcome == lock::Attempt::Outcome::acquired) locker.release(name, token, unused);
-    proc::die_by(*interrupted, false);
-    return exit_code::k_signal_base + *interrupted;
-  }
+  WaitDisplay display(name);
+  lock::WaitHooks hooks{[&](util::Millis d) {
+                          pollfd p{signals.fd(), POLLIN, 0};
+                          if (util::poll_until(&p, 1, util::BootClock::now() + d) > 0) drain();
+                          return !interrupted;
+                        },
+                        [&] { return interrupted.has_value(); }, std::ref(display)};
+  return lock::take_lock(locker, name, wait_limits(options.take), contender, enclosing, hooks);
+}
+
+// The exit code of a lock not taken (busy, or superseded), after saying why; nullopt when it was.
+std::optional<int> not_taken(const lock::LockName& name, const lock::Attempt& a, const AcquireOptions& options) {
   if (a.outcome == lock::Attempt::Outcome::superseded) {
     std::string why = superseded_message(name, a);
     log::info(why);
@@ -141,67 +119,124 @@ int acquire(const AcquireOptions& options) {
     log::event(log::Severity::notice, "busy: {} (rlock acquire)", busy);
     return options.take.conflict_exit_code;
   }
+  return std::nullopt;
+}
+
+// A lock acquired (not reentered): checks that its lease holds for a while yet and starts its
+// keeper (--keepalive); gives the lock back when either fails.
+void keep(lock::Backend& locker, const lock::LockName& name, const std::string& token, const lock::Attempt& a,
+          const AcquireOptions& options, const lock::Holder& holder, pid_t caller,
+          std::optional<proc::Watched>& watched, const lock::Ending& unused) {
+  if (log::verbose_enabled()) log::verbose_line(acquired_text(name, a, options.take.ttl));
+  // A slow answer (or --wait-replicas) may have used up the lease: a token handed out must hold
+  // the lock for a while yet.
+  if (util::BootClock::now() >= lock::Deadline(a.sent_at, options.take.ttl).valid_until()) {
+    locker.release(name, token, unused);
+    throw Error(exit_code::k_unavailable,
+                fmt::format("acquiring {} took too long for its TTL of {}: its lease may have run out already; no "
+                            "token is handed out",
+                            name.key, util::format_duration(options.take.ttl)));
+  }
+  if (log::syslog_events_enabled()) {
+    log::event(log::Severity::info, "acquired {} (fence {}, ttl {}) for a later rlock release{}", name.key, a.fence,
+               util::format_duration(options.take.ttl), watched ? "; a keeper renews it" : "");
+  }
+  try {
+    locker.check_eviction_after(options.take.strict);
+    if (watched) {
+      keeper::Spec spec{
+          options.connect,    name,    token, options.take.ttl, a.sent_at, caller, options.max_hold, options.signal,
+          options.keeper_log, a.fence, holder};
+      pid_t k = keeper::start(spec, *watched);
+      log::verbose("keeper pid {} holds {} while pid {} lives", k, name.key, caller);
+    }
+  } catch (const Error&) {
+    locker.release(name, token, unused);
+    throw;
+  }
+}
+
+// Prints the token (or writes it to --token-file).
+void write_token(const std::string& token, const lock::Attempt& a, const AcquireOptions& options) {
+  if (!options.token_file.empty()) {
+    util::write_file_atomic(options.token_file, token + "\n", 0600);
+  } else if (options.json) {
+    print(fmt::format("{{\"key\":{},\"token\":{},\"fence\":{},\"ttl_ms\":{},\"reentered\":{},\"slot\":{}}}",
+                      util::json_quote(options.take.key), util::json_quote(token), a.fence, options.take.ttl.count(),
+                      a.outcome == lock::Attempt::Outcome::reentered, a.slot > 0 ? std::to_string(a.slot) : "null"));
+  } else {
+    print(token);
+  }
+}
+
+// The token could not be handed out: nobody learned it, so the lock is given back rather than left
+// stuck until its TTL; then the error, as rlock(1) words it.
+[[noreturn]] void undo_hand_out(const std::exception& e, lock::Backend& locker, const lock::LockName& name,
+                                const std::string& token, const lock::Attempt& a, const AcquireOptions& options,
+                                bool kept, const lock::Ending& unused) {
+  if (a.outcome == lock::Attempt::Outcome::acquired) {
+    if (!kept || !keeper::stop(token, options.connect.timeouts.command + util::Millis(1000))) {
+      locker.release(name, token, unused);
+    }
+  }
+  if (const auto* se = dynamic_cast<const std::system_error*>(&e)) {
+    if (se->code() == std::errc::too_many_symbolic_link_levels) {
+      throw Error(exit_code::k_system, fmt::format("cannot write the token: {} is a symbolic link; rlock does not "
+                                                   "write a token through one",
+                                                   util::printable(options.token_file)));
+    }
+    throw Error(exit_code::k_system, fmt::format("cannot write the token to {}: {}",
+                                                 util::printable(options.token_file), se->code().message()));
+  }
+  throw;
+}
+
+}  // namespace
+
+int acquire(const AcquireOptions& options) {
+  std::unique_ptr<lock::Backend> backend = lock::open_backend(options.connect, options.take.ttl);
+  lock::Backend& locker = *backend;
+  lock::LockName name = lock_name(options.connect, options.take.key);
+  std::vector<lock::Hold> holds = enclosing_holds();
+  std::vector<std::string> enclosing = lock::tokens_for(holds, name.lock_key());
+  lock::Holder holder = this_holder(fmt::format("rlock acquire {}", options.take.key));
+  // rlock exits at once: the process that keeps the lock is the one that called it (or --pid).
+  pid_t caller = options.watch_pid ? *options.watch_pid : options.keepalive ? proc::calling_process() : ::getppid();
+  holder.pid = std::to_string(caller);
+  std::optional<proc::Watched> watched;
+  check_keeper_log(options);
+  watch_caller(options, caller, watched);
+  lock::Contender contender = make_contender(options.take, holder);
+  std::string token = contender.token;
+  if (options.stdout_closed && options.token_file.empty()) {
+    throw Error(exit_code::k_usage,
+                "standard output is closed: there is nowhere to print the token (use "
+                "--token-file F)");
+  }
+  locker.check_eviction_before(options.take.strict);
+
+  proc::SignalSet signals({SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}, {});
+  std::optional<int> interrupted;
+  lock::Attempt a = take(locker, name, options, contender, enclosing, signals, interrupted);
+  const lock::Ending unused{"", holder, a.fence, false, std::nullopt};  // never used: no lingering
+  if (interrupted) {
+    if (a.outcome == lock::Attempt::Outcome::acquired) locker.release(name, token, unused);
+    proc::die_by(*interrupted, false);
+    return exit_code::k_signal_base + *interrupted;
+  }
+  if (std::optional<int> code = not_taken(name, a, options)) return *code;
   if (a.outcome == lock::Attempt::Outcome::reentered) {
     // Held by an enclosing run: hand out that hold's token; release of it leaves the hold alone.
     token = enclosing[a.enclosing];
     log::verbose("{} is already held by an enclosing run (fence {})", name.key, a.fence);
   } else {
-    if (log::verbose_enabled()) log::verbose_line(acquired_text(name, a, options.take.ttl));
-    // A slow answer (or --wait-replicas) may have used up the lease: a token handed out must hold
-    // the lock for a while yet.
-    if (util::BootClock::now() >= lock::Deadline(a.sent_at, options.take.ttl).valid_until()) {
-      locker.release(name, token, unused);
-      throw Error(exit_code::k_unavailable,
-                  fmt::format("acquiring {} took too long for its TTL of {}: its lease may have run out already; no "
-                              "token is handed out",
-                              name.key, util::format_duration(options.take.ttl)));
-    }
-    if (log::syslog_events_enabled()) {
-      log::event(log::Severity::info, "acquired {} (fence {}, ttl {}) for a later rlock release{}", name.key, a.fence,
-                 util::format_duration(options.take.ttl), watched ? "; a keeper renews it" : "");
-    }
-    try {
-      locker.check_eviction_after(options.take.strict);
-      if (watched) {
-        keeper::Spec spec{
-            options.connect,    name,    token, options.take.ttl, a.sent_at, caller, options.max_hold, options.signal,
-            options.keeper_log, a.fence, holder};
-        pid_t k = keeper::start(spec, *watched);
-        log::verbose("keeper pid {} holds {} while pid {} lives", k, name.key, caller);
-      }
-    } catch (const Error&) {
-      locker.release(name, token, unused);
-      throw;
-    }
+    keep(locker, name, token, a, options, holder, caller, watched, unused);
   }
 
   try {
-    if (!options.token_file.empty()) {
-      util::write_file_atomic(options.token_file, token + "\n", 0600);
-    } else if (options.json) {
-      print(fmt::format("{{\"key\":{},\"token\":{},\"fence\":{},\"ttl_ms\":{},\"reentered\":{},\"slot\":{}}}",
-                        util::json_quote(options.take.key), util::json_quote(token), a.fence, options.take.ttl.count(),
-                        a.outcome == lock::Attempt::Outcome::reentered, a.slot > 0 ? std::to_string(a.slot) : "null"));
-    } else {
-      print(token);
-    }
+    write_token(token, a, options);
   } catch (const std::exception& e) {
-    // Nobody learned the token: give the lock back rather than leave it stuck until its TTL.
-    if (a.outcome == lock::Attempt::Outcome::acquired) {
-      if (!watched || !keeper::stop(token, options.connect.timeouts.command + util::Millis(1000))) {
-        locker.release(name, token, unused);
-      }
-    }
-    if (const auto* se = dynamic_cast<const std::system_error*>(&e)) {
-      if (se->code() == std::errc::too_many_symbolic_link_levels) {
-        throw Error(exit_code::k_system, fmt::format("cannot write the token: {} is a symbolic link; rlock does not "
-                                                     "write a token through one",
-                                                     util::printable(options.token_file)));
-      }
-      throw Error(exit_code::k_system, fmt::format("cannot write the token to {}: {}",
-                                                   util::printable(options.token_file), se->code().message()));
-    }
-    throw;
+    undo_hand_out(e, locker, name, token, a, options, watched.has_value(), unused);
   }
   return exit_code::k_ok;
 }

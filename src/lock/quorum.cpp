@@ -102,20 +102,63 @@ util::Millis Quorum::validity(util::BootClock::time_point sent_at, util::Millis 
   return ttl - elapsed - validity::drift(ttl);
 }
 
+// What phase 1 of an acquisition found, master by master.
+struct Quorum::Votes {
+  std::vector<unsigned char> took;  // the masters that granted (std::vector<bool>'s [] trips -Wnull-dereference)
+  size_t answered = 0, granted = 0, young = 0;
+  int64_t highest = 0;                    // the largest fence a granting master handed out
+  std::map<std::string, size_t> holders;  // who holds it where we were refused: host pid since
+  std::map<int64_t, size_t> reentered;    // re-entry: fence -> masters
+  size_t reentered_index = 0;
+};
+
 Quorum::Acquisition Quorum::acquire(const LockName& name, const Contender& contender,
                                     const std::vector<std::string>& enclosing) {
   const size_t n = m_nodes.size();
   std::vector<std::string> keys = name.script_keys(contender.id());
+  Acquisition out;
+  auto sent_at = m_now();
+  std::vector<NodeAnswer> answers = phase1(name, contender, enclosing, keys);
+  // What each master said of itself, read once (INFO, with its connection's greeting).
+  std::vector<std::optional<MasterIdentity>> ids(n);
+  for (size_t i = 0; i < n; ++i) ids[i] = m_nodes.identity(i);
+  refuse_duplicates(ids, name, contender.token);
+  Votes votes = count(answers, ids, name, contender.ttl, out);
+
+  out.granted.assign(votes.took.begin(), votes.took.end());
+  for (const auto& [fence, count] : votes.reentered) {
+    if (count >= majority()) {
+      out.attempt.outcome = Attempt::Outcome::reentered;
+      out.attempt.fence = fence;
+      out.attempt.enclosing = votes.reentered_index;
+      out.attempt.sent_at = sent_at;
+      return out;
+    }
+  }
+  if (votes.granted >= majority() && merge_fence(name, keys, contender, votes.highest, sent_at, out)) {
+    m_run_ids.assign(n, std::string());
+    for (size_t i = 0; i < n; ++i) {
+      if (ids[i]) m_run_ids[i] = ids[i]->run_id;
+    }
+    out.attempt.outcome = Attempt::Outcome::acquired;
+    out.attempt.fence = votes.highest;
+    out.attempt.sent_at = sent_at;
+    return out;
+  }
+  give_back(name, contender.token, votes, out);
+  return out;
+}
+
+std::vector<NodeAnswer> Quorum::phase1(const LockName& name, const Contender& contender,
+                                       const std::vector<std::string>& enclosing,
+                                       const std::vector<std::string>& keys) {
+  const size_t n = m_nodes.size();
   // Phase 1 records nothing of the acquisition in the masters' histories: phase 2 does, once a
   // majority granted it.
   std::vector<std::string> args = contender_args(contender, false, true);
   args.insert(args.end(), enclosing.begin(), enclosing.end());
-  Acquisition out;
-  std::vector<unsigned char> took(n, 0);  // (std::vector<bool>'s [] trips -Wnull-dereference)
-  auto sent_at = m_now();
   std::vector<NodeAnswer> answers =
       m_nodes.eval_all(scripts::k_acquire, keys, with_config(m_timing, args, n), std::vector(n, true));
-
   for (size_t i = 0; i < n; ++i) {
     if (answers[i].error && answers[i].error->exit_code() == exit_code::k_config) {
       // A member that cannot be one (a Cluster node): nothing may stay taken on the others.
@@ -123,106 +166,93 @@ Quorum::Acquisition Quorum::acquire(const LockName& name, const Contender& conte
       throw *answers[i].error;
     }
   }
-  // What each master said of itself, read once (INFO, with its connection's greeting).
-  std::vector<std::optional<MasterIdentity>> ids(n);
-  for (size_t i = 0; i < n; ++i) ids[i] = m_nodes.identity(i);
-  refuse_duplicates(ids, name, contender.token);
-  size_t answered = 0, granted = 0, young = 0;
-  int64_t highest = 0;
-  std::map<std::string, size_t> holders;  // who holds it where we were refused: host pid since
-  std::map<int64_t, size_t> reentered;    // re-entry: fence -> masters
-  size_t reentered_index = 0;
+  return answers;
+}
+
+Quorum::Votes Quorum::count(const std::vector<NodeAnswer>& answers,
+                            const std::vector<std::optional<MasterIdentity>>& ids, const LockName& name,
+                            util::Millis ttl, Acquisition& out) const {
+  const size_t n = m_nodes.size();
+  Votes votes;
+  votes.took.assign(n, 0);
   for (size_t i = 0; i < n; ++i) {
     std::optional<ScriptReply> reply = usable(answers[i], m_nodes.name(i), name, out.failures);
     if (!reply) continue;
     const auto& e = reply->payload;
-    ++answered;
+    ++votes.answered;
     switch (reply->code) {
       case 1:
-        took[i] = 1;
-        highest = std::max(highest, e.empty() ? 0 : e[0].number());
-        if (std::optional<std::string> why = discount_young(i, ids[i], contender.ttl)) {
+        votes.took[i] = 1;
+        votes.highest = std::max(votes.highest, e.empty() ? 0 : e[0].number());
+        if (std::optional<std::string> why = discount_young(i, ids[i], ttl)) {
           out.failures.push_back(*why);
-          ++young;
+          ++votes.young;
         } else {
-          ++granted;
+          ++votes.granted;
         }
         break;
       case 2:
         if (e.size() > 2) {
-          ++reentered[e[0].number()];
-          reentered_index = static_cast<size_t>(e[2].number() - 1);
+          ++votes.reentered[e[0].number()];
+          votes.reentered_index = static_cast<size_t>(e[2].number() - 1);
         }
         break;
-      case 0:
-        if (e.size() >= 5) {
-          ++holders[e[1].text() + " " + e[2].text() + " " + e[4].text()];
-          if (out.attempt.holder.host.empty()) {
-            out.attempt.holder = {e[1].text(), e[2].text(), "", e[3].text()};
-            out.attempt.ttl_left = e[0].type == Reply::Type::integer && e[0].integer >= 0
-                                       ? std::optional<util::Millis>(util::Millis(e[0].integer))
-                                       : std::nullopt;
-            out.attempt.lingering = e.size() > 7 && e[7].number() == 1;
-          }
-        }
-        break;
+      case 0: refused(e, votes, out.attempt); break;
       default: break;
     }
   }
+  return votes;
+}
 
-  out.granted.assign(took.begin(), took.end());
-  for (const auto& [fence, count] : reentered) {
-    if (count >= majority()) {
-      out.attempt.outcome = Attempt::Outcome::reentered;
-      out.attempt.fence = fence;
-      out.attempt.enclosing = reentered_index;
-      out.attempt.sent_at = sent_at;
-      return out;
-    }
-  }
+void Quorum::refused(const std::vector<Reply>& e, Votes& votes, Attempt& attempt) {
+  if (e.size() < 5) return;
+  ++votes.holders[e[1].text() + " " + e[2].text() + " " + e[4].text()];
+  if (!attempt.holder.host.empty()) return;
+  attempt.holder = {e[1].text(), e[2].text(), "", e[3].text()};
+  attempt.ttl_left = e[0].type == Reply::Type::integer && e[0].integer >= 0
+                         ? std::optional<util::Millis>(util::Millis(e[0].integer))
+                         : std::nullopt;
+  attempt.lingering = e.size() > 7 && e[7].number() == 1;
+}
 
-  if (granted >= majority() && validity(sent_at, contender.ttl) > util::Millis(0)) {
-    // Phase 2: the fence the quorum agreed on, written back to the masters that granted.
-    std::vector<NodeAnswer> acks =
-        m_nodes.eval_all(scripts::k_merge, keys,
-                         with_config(m_timing,
-                                     {contender.token, std::to_string(highest), std::to_string(contender.ttl.count()),
-                                      "0", std::to_string(contender.min_hold.count())},
-                                     n),
-                         out.granted);
-    size_t merged = 0;
-    for (size_t i = 0; i < n; ++i) {
-      if (!out.granted[i] || !acks[i].reply) continue;
-      try {
-        if (read_script_reply(*acks[i].reply, name).code >= 1) ++merged;
-      } catch (const Error&) {
-      }
-    }
-    if (merged >= majority() && validity(sent_at, contender.ttl) > util::Millis(0)) {
-      m_run_ids.assign(n, std::string());
-      for (size_t i = 0; i < n; ++i) {
-        if (ids[i]) m_run_ids[i] = ids[i]->run_id;
-      }
-      out.attempt.outcome = Attempt::Outcome::acquired;
-      out.attempt.fence = highest;
-      out.attempt.sent_at = sent_at;
-      return out;
-    }
-    out.failures.push_back(fmt::format("only {} of {} masters took the fence within the validity", merged, n));
-  } else if (granted >= majority()) {
+bool Quorum::merge_fence(const LockName& name, const std::vector<std::string>& keys, const Contender& contender,
+                         int64_t highest, util::BootClock::time_point sent_at, Acquisition& out) {
+  const size_t n = m_nodes.size();
+  if (validity(sent_at, contender.ttl) <= util::Millis(0)) {
     out.failures.push_back("a majority granted the lock too late: its validity was used up");
+    return false;
   }
+  // Phase 2: the fence the quorum agreed on, written back to the masters that granted.
+  std::vector<NodeAnswer> acks =
+      m_nodes.eval_all(scripts::k_merge, keys,
+                       with_config(m_timing,
+                                   {contender.token, std::to_string(highest), std::to_string(contender.ttl.count()),
+                                    "0", std::to_string(contender.min_hold.count())},
+                                   n),
+                       out.granted);
+  size_t merged = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!out.granted[i] || !acks[i].reply) continue;
+    try {
+      if (read_script_reply(*acks[i].reply, name).code >= 1) ++merged;
+    } catch (const Error&) {
+    }
+  }
+  if (merged >= majority() && validity(sent_at, contender.ttl) > util::Millis(0)) return true;
+  out.failures.push_back(fmt::format("only {} of {} masters took the fence within the validity", merged, n));
+  return false;
+}
 
+void Quorum::give_back(const LockName& name, const std::string& token, const Votes& votes, Acquisition& out) {
   // Failed: give back everything, on every master, those that did not answer included (they may
   // have taken it after all). The caller retries after a random delay, never blocked by this.
-  release(name, contender.token, {}, true);
+  release(name, token, {}, true);
   out.attempt.outcome = Attempt::Outcome::busy;
   // Young masters answered, but their answer does not count: without enough others, that is an
   // outage (69), never "busy".
-  out.unavailable = answered - young < majority();
-  for (const auto& [who, count] : holders) out.majority_busy = out.majority_busy || count >= majority();
+  out.unavailable = votes.answered - votes.young < majority();
+  for (const auto& [who, count] : votes.holders) out.majority_busy = out.majority_busy || count >= majority();
   out.attempt.queue_length = 0;
-  return out;
 }
 
 Quorum::Extended Quorum::extend(const LockName& name, const std::string& token, std::optional<util::Millis> ttl,

@@ -134,6 +134,19 @@ private:
   // (young), or during the hold (restarted).
   std::optional<std::string> discount_young(size_t i, const std::optional<MasterIdentity>& id, util::Millis ttl) const;
   std::optional<std::string> discount_restarted(size_t i) const;
+  // The steps of acquire: phase 1 on every master (throws Error 78 for a member that cannot be
+  // one), the count of its answers (refused: a refusal naming the holder), phase 2 (the fence
+  // merge: true when a majority took it within the validity, else why not in out.failures), and
+  // the give-back of an attempt that failed (busy, or unavailable).
+  struct Votes;
+  std::vector<NodeAnswer> phase1(const LockName& name, const Contender& contender,
+                                 const std::vector<std::string>& enclosing, const std::vector<std::string>& keys);
+  Votes count(const std::vector<NodeAnswer>& answers, const std::vector<std::optional<MasterIdentity>>& ids,
+              const LockName& name, util::Millis ttl, Acquisition& out) const;
+  static void refused(const std::vector<redis::Reply>& e, Votes& votes, Attempt& attempt);
+  bool merge_fence(const LockName& name, const std::vector<std::string>& keys, const Contender& contender,
+                   int64_t highest, util::BootClock::time_point sent_at, Acquisition& out);
+  void give_back(const LockName& name, const std::string& token, const Votes& votes, Acquisition& out);
   // Throws Error 78 when two answering masters are one server.
   void refuse_duplicates(const std::vector<std::optional<MasterIdentity>>& ids, const LockName& name,
                          const std::string& token);

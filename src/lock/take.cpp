@@ -5,6 +5,7 @@
 #include "lock/backoff.hpp"
 #include "log.hpp"
 #include "util/clock.hpp"
+#include "util/duration.hpp"
 #include "util/random.hpp"
 
 #include <fmt/core.h>
@@ -21,128 +22,212 @@ using util::Millis;
 
 Millis until(std::optional<Clock::time_point> t) { return std::chrono::ceil<Millis>(*t - Clock::now()); }
 
+// One take_lock: the loop asks (a first attempt, then a wait step while it has a place in the
+// queue), and each answer goes to the step of its phase: a server error waited out, the Redlock
+// retry of a busy quorum, or the queue wait.
+class Taking {
+public:
+  Taking(Backend& backend, const LockName& name, const WaitLimits& limits, const Contender& contender,
+         const std::vector<std::string>& enclosing_tokens, const WaitHooks& hooks)
+      : m_backend(backend),
+        m_name(name),
+        m_limits(limits),
+        m_contender(contender),
+        m_enclosing(enclosing_tokens),
+        m_hooks(hooks),
+        m_start(Clock::now()),
+        m_waiting(!limits.wait || limits.wait->count() > 0),
+        m_heartbeat(backend.timing().heartbeat) {
+    if (limits.wait) m_give_up = m_start + *limits.wait;
+  }
+
+  Attempt run() {
+    for (;;) {
+      try {
+        ask();
+      } catch (const Error& e) {
+        switch (after_error(e)) {
+          case Next::again: continue;
+          case Next::interrupted: return Attempt{};
+          case Next::fail: throw;
+        }
+      }
+      confirm_replicas();
+      if (quorum_tries_again()) {
+        if (!pause_before_retry()) return Attempt{};
+        continue;
+      }
+      if (m_a.outcome != Attempt::Outcome::queued) return answered();
+      if (!m_waiting && !m_queued) preempt_without_waiting();
+      if (!keep_place()) return leave_queue();
+    }
+  }
+
+private:
+  enum class Next { again, interrupted, fail };
+
+  // The first attempt, or the next wait step once queued. A grant the Sentinel master does not
+  // confirm is an error, waited out as after a failover.
+  void ask() {
+    if (m_queued) {
+      m_a = m_backend.wait_turn(m_name, m_contender, m_a.watch, next_beat());
+    } else {
+      m_a = m_backend.try_acquire(m_name, m_contender, m_waiting, m_enclosing);
+    }
+    m_reached = true;
+    std::string why;
+    if (m_a.outcome == Attempt::Outcome::acquired && !m_backend.confirm_grant(m_name, m_contender.token, why)) {
+      // Granted by a master the sentinels no longer name (its queue outlived a failover): given
+      // back, and asked for again on the master they name, as after any failover.
+      m_queued = false;
+      throw Error(exit_code::k_unavailable,
+                  fmt::format("{}: granted by a server that is not the confirmed master ({})", m_name.key, why));
+    }
+  }
+
+  // How long the next wait step may block: a heartbeat, less for the head of the queue, and never
+  // past the end of the wait.
+  Millis next_beat() const {
+    // The head of the queue wakes when the holder's lease (or a lingering hold) ends, not a
+    // heartbeat later.
+    Millis beat = m_heartbeat;
+    if (m_a.position == 1 && m_a.ttl_left) beat = std::min(beat, *m_a.ttl_left + Millis(2));
+    if (m_give_up) beat = std::min(beat, until(m_give_up));
+    return std::max(beat, Millis(1));
+  }
+
+  // A server error: waited out with backoff (again), or the end of the wait.
+  Next after_error(const Error& e) {
+    if (m_hooks.interrupted()) {
+      leave(false);
+      return Next::interrupted;
+    }
+    // A server that cannot serve for a moment (TRYAGAIN, LOADING...), or one that went away
+    // after answering (a restart, a failover), is waited out while the wait lasts, but never
+    // reported as busy; a wait step after it joins the queue again if the queue was lost. A
+    // server never reached is a configuration problem: exit 69 at once rather than wait on a
+    // typo.
+    bool transient =
+        dynamic_cast<const TransientError*>(&e) != nullptr || (m_reached && e.exit_code() == exit_code::k_unavailable);
+    bool can_wait = (m_waiting || m_queued) && (!m_give_up || Clock::now() + Millis(50) < *m_give_up);
+    if (!transient || !can_wait) {
+      if (!transient) leave(false);
+      return Next::fail;
+    }
+    log::verbose("{}; retrying", e.what());
+    Millis sleep = m_backoff.next(std::nullopt);
+    if (m_give_up) sleep = std::min(sleep, until(m_give_up));
+    if (!m_hooks.pause(std::max(sleep, Millis(1)))) {
+      leave(false);
+      return Next::interrupted;
+    }
+    return Next::again;
+  }
+
+  // --wait-replicas: a grant the replicas do not confirm is given back.
+  void confirm_replicas() {
+    if (m_a.outcome != Attempt::Outcome::acquired || m_limits.wait_replicas <= 0) return;
+    try {
+      m_backend.confirm_replicas(m_name, m_limits.wait_replicas, m_limits.wait_timeout);
+    } catch (const Error&) {
+      m_backend.release(m_name, m_contender.token, Ending{});
+      throw;
+    }
+  }
+
+  // The Redlock retry. A quorum has no queue: a busy lock is tried again after a random delay
+  // while the wait lasts; one that nobody holds on a majority (leftovers, a split vote) is the
+  // next attempt's business even with -n, a few times.
+  bool quorum_tries_again() {
+    if (!m_backend.quorum() || m_a.outcome != Attempt::Outcome::busy) return false;
+    if (m_waiting && (!m_give_up || Clock::now() < *m_give_up)) return true;
+    return m_a.contended && ++m_contended_tries < 4;
+  }
+
+  // The delay before the quorum's next attempt; false when a signal ended it.
+  bool pause_before_retry() {
+    if (m_hooks.progress) m_hooks.progress(m_a, waited());
+    Millis sleep = m_backoff.next(m_a.ttl_left);
+    if (m_give_up) sleep = std::min(sleep, until(m_give_up));
+    if (!m_waiting) sleep = Millis(10 + static_cast<int64_t>(util::random_below(40)));
+    return m_hooks.pause(std::max(sleep, Millis(1)));
+  }
+
+  // An answer that ends the wait: acquired, reentered, busy (-n), or superseded.
+  Attempt answered() {
+    if (m_a.outcome == Attempt::Outcome::superseded) {
+      log::verbose("{}: a newer request superseded this one (--supersede)", m_name.key);
+      return m_a;
+    }
+    // The caller says "acquired", once, with how long it waited.
+    if (m_a.outcome == Attempt::Outcome::acquired && m_queued) m_a.waited = waited();
+    return m_a;
+  }
+
+  // -n with --preempt: a --preemptible holder was asked to stop. It is waited for no longer than
+  // its lease had left (a stop ends within it), plus a heartbeat.
+  void preempt_without_waiting() {
+    m_give_up = m_a.sent_at + m_a.ttl_left.value_or(Millis(0)) + m_heartbeat;
+    log::verbose("{}: asked its --preemptible holder to stop (--preempt); waiting for it at most {}", m_name.key,
+                 util::format_duration(std::chrono::ceil<Millis>(*m_give_up - Clock::now())));
+  }
+
+  // The queue wait: records the place the answer gave; false when the wait is over (a signal, or
+  // the wait ran out).
+  bool keep_place() {
+    m_queued = true;
+    if (m_a.position != m_position) {
+      log::verbose("waiting for {}: position {} of {}", m_name.key, m_a.position, m_a.queue_length);
+      m_position = m_a.position;
+    }
+    if (m_hooks.progress) m_hooks.progress(m_a, waited());
+    return !(m_hooks.interrupted() || (m_give_up && Clock::now() >= *m_give_up));
+  }
+
+  // Gives up the place in the queue: busy.
+  Attempt leave_queue() {
+    leave(!m_hooks.interrupted());
+    m_a.outcome = Attempt::Outcome::busy;
+    // The queue it reported counted this request, which has left it.
+    m_a.queue_length = std::max(m_a.queue_length - 1, 0);
+    return m_a;
+  }
+
+  // Leaves the queue, if it has (or had) a place there.
+  void leave(bool timed_out) {
+    if (!m_queued) return;
+    try {
+      m_backend.cancel(m_name, m_contender.token, timed_out);
+    } catch (const Error& e) {
+      log::verbose("could not leave the queue of {} ({}); the place lapses within seconds", m_name.key, e.what());
+    }
+  }
+
+  Millis waited() const { return std::chrono::duration_cast<Millis>(Clock::now() - m_start); }
+
+  Backend& m_backend;
+  const LockName& m_name;
+  const WaitLimits& m_limits;
+  const Contender& m_contender;
+  const std::vector<std::string>& m_enclosing;
+  const WaitHooks& m_hooks;
+  Clock::time_point m_start;
+  std::optional<Clock::time_point> m_give_up;
+  bool m_waiting;
+  Millis m_heartbeat;
+  Backoff m_backoff;
+  bool m_reached = false;  // the server has answered once: later failures are blips to wait out
+  bool m_queued = false;   // we have (or had) a place in the queue: leave it when giving up
+  int m_position = 0;
+  int m_contended_tries = 0;
+  Attempt m_a;
+};
+
 }  // namespace
 
 Attempt take_lock(Backend& backend, const LockName& name, const WaitLimits& limits, const Contender& contender,
                   const std::vector<std::string>& enclosing_tokens, const WaitHooks& hooks) {
-  auto start = Clock::now();
-  std::optional<Clock::time_point> give_up;
-  if (limits.wait) give_up = start + *limits.wait;
-  const bool waiting = !limits.wait || limits.wait->count() > 0;
-  const Millis heartbeat = backend.timing().heartbeat;
-  Backoff backoff;
-  bool reached = false;  // the server has answered once: later failures are blips to wait out
-  bool queued = false;   // we have (or had) a place in the queue: leave it when giving up
-  int position = 0;
-  Attempt a;
-  int contended_tries = 0;
-  auto leave = [&](bool timed_out) {
-    if (!queued) return;
-    try {
-      backend.cancel(name, contender.token, timed_out);
-    } catch (const Error& e) {
-      log::verbose("could not leave the queue of {} ({}); the place lapses within seconds", name.key, e.what());
-    }
-  };
-  auto waited = [&] { return std::chrono::duration_cast<Millis>(Clock::now() - start); };
-
-  for (;;) {
-    try {
-      if (queued) {
-        // The head of the queue wakes when the holder's lease (or a lingering hold) ends, not
-        // a heartbeat later.
-        Millis beat = heartbeat;
-        if (a.position == 1 && a.ttl_left) beat = std::min(beat, *a.ttl_left + Millis(2));
-        if (give_up) beat = std::min(beat, until(give_up));
-        a = backend.wait_turn(name, contender, a.watch, std::max(beat, Millis(1)));
-      } else {
-        a = backend.try_acquire(name, contender, waiting, enclosing_tokens);
-      }
-      reached = true;
-      std::string why;
-      if (a.outcome == Attempt::Outcome::acquired && !backend.confirm_grant(name, contender.token, why)) {
-        // Granted by a master the sentinels no longer name (its queue outlived a failover): given
-        // back, and asked for again on the master they name, as after any failover.
-        queued = false;
-        throw Error(exit_code::k_unavailable,
-                    fmt::format("{}: granted by a server that is not the confirmed master ({})", name.key, why));
-      }
-    } catch (const Error& e) {
-      if (hooks.interrupted()) {
-        leave(false);
-        return Attempt{};
-      }
-      // A server that cannot serve for a moment (TRYAGAIN, LOADING...), or one that went away
-      // after answering (a restart, a failover), is waited out while the wait lasts, but never
-      // reported as busy; a wait step after it joins the queue again if the queue was lost. A
-      // server never reached is a configuration problem: exit 69 at once rather than wait on a
-      // typo.
-      bool transient =
-          dynamic_cast<const TransientError*>(&e) != nullptr || (reached && e.exit_code() == exit_code::k_unavailable);
-      bool can_wait = (waiting || queued) && (!give_up || Clock::now() + Millis(50) < *give_up);
-      if (!transient || !can_wait) {
-        if (!transient) leave(false);
-        throw;
-      }
-      log::verbose("{}; retrying", e.what());
-      Millis sleep = backoff.next(std::nullopt);
-      if (give_up) sleep = std::min(sleep, until(give_up));
-      if (!hooks.pause(std::max(sleep, Millis(1)))) {
-        leave(false);
-        return Attempt{};
-      }
-      continue;
-    }
-    if (a.outcome == Attempt::Outcome::acquired && limits.wait_replicas > 0) {
-      try {
-        backend.confirm_replicas(name, limits.wait_replicas, limits.wait_timeout);
-      } catch (const Error&) {
-        backend.release(name, contender.token, Ending{});
-        throw;
-      }
-    }
-    // A quorum has no queue: a busy lock is tried again after a random delay while the wait
-    // lasts; one that nobody holds on a majority (leftovers, a split vote) is the next attempt's
-    // business even with -n.
-    if (backend.quorum() && a.outcome == Attempt::Outcome::busy &&
-        ((waiting && (!give_up || Clock::now() < *give_up)) || (a.contended && ++contended_tries < 4))) {
-      if (hooks.progress) hooks.progress(a, waited());
-      Millis sleep = backoff.next(a.ttl_left);
-      if (give_up) sleep = std::min(sleep, until(give_up));
-      if (!waiting) sleep = Millis(10 + static_cast<int64_t>(util::random_below(40)));
-      if (!hooks.pause(std::max(sleep, Millis(1)))) return Attempt{};
-      continue;
-    }
-    if (a.outcome == Attempt::Outcome::superseded) {
-      log::verbose("{}: a newer request superseded this one (--supersede)", name.key);
-      return a;
-    }
-    if (a.outcome != Attempt::Outcome::queued) {
-      // The caller says "acquired", once, with how long it waited.
-      if (a.outcome == Attempt::Outcome::acquired && queued) a.waited = waited();
-      return a;  // acquired, reentered, or busy (-n)
-    }
-    if (!waiting && !queued) {
-      // -n with --preempt: a --preemptible holder was asked to stop. It is waited for no longer
-      // than its lease had left (a stop ends within it), plus a heartbeat.
-      give_up = a.sent_at + a.ttl_left.value_or(Millis(0)) + heartbeat;
-      log::verbose("{}: asked its --preemptible holder to stop (--preempt); waiting for it at most {}", name.key,
-                   util::format_duration(std::chrono::ceil<Millis>(*give_up - Clock::now())));
-    }
-    queued = true;
-    if (a.position != position) {
-      log::verbose("waiting for {}: position {} of {}", name.key, a.position, a.queue_length);
-      position = a.position;
-    }
-    if (hooks.progress) hooks.progress(a, waited());
-    if (hooks.interrupted() || (give_up && Clock::now() >= *give_up)) {
-      leave(!hooks.interrupted());
-      a.outcome = Attempt::Outcome::busy;
-      // The queue it reported counted this request, which has left it.
-      a.queue_length = std::max(a.queue_length - 1, 0);
-      return a;
-    }
-  }
+  return Taking(backend, name, limits, contender, enclosing_tokens, hooks).run();
 }
 
 }  // namespace rlock::lock

@@ -22,7 +22,7 @@ public:
   std::deque<Answer> wait_answers;
   std::deque<std::function<std::optional<rlock::lock::Extension>()>> extend_answers;
   bool master_confirmed = true;
-  std::deque<bool> grants_confirmed;  // confirm_grant's answers, taken in order; empty: confirmed
+  std::deque<bool> grants_confirmed;  // confirm_grant's answers, in order; none left: confirmed
   std::function<void()> on_confirm_replicas;
 
   // What was asked.
@@ -33,9 +33,9 @@ public:
   std::vector<bool> acquire_calls;  // the `queue` flag of each
   std::vector<WaitCall> wait_calls;
   std::vector<bool> cancel_calls;  // timed_out of each
+  int confirm_grant_calls = 0;
   int release_calls = 0;
   int learn_calls = 0;
-  int grant_checks = 0;
   std::vector<std::optional<rlock::util::BootClock::time_point>> caps;
   struct ExtendCall {
     std::string token;
@@ -52,7 +52,7 @@ public:
   void cap_waits(std::optional<rlock::util::BootClock::time_point> cap) override { caps.push_back(cap); }
   bool confirm_master() override { return master_confirmed; }
   bool confirm_grant(const rlock::lock::LockName&, const std::string&, std::string& why) override {
-    ++grant_checks;
+    ++confirm_grant_calls;
     if (grants_confirmed.empty()) return true;
     bool confirmed = grants_confirmed.front();
     grants_confirmed.pop_front();

@@ -46,6 +46,7 @@ public:
   struct Behaviour {
     std::optional<Reply> reply;  // nullopt: the node fails (down, timed out)
     Millis delay{0};             // how long the whole exchange takes (the slowest counts)
+    int error_code = 69;         // the exit code of the failure
   };
 
   ScriptedNodes(size_t n, FakeClock& clock) : m_n(n), m_clock(clock) {
@@ -69,7 +70,7 @@ public:
       if (b.reply) {
         out[i].reply = *b.reply;
       } else {
-        out[i].error = Error(69, "m" + std::to_string(i) + ": no reply within 100ms");
+        out[i].error = Error(b.error_code, "m" + std::to_string(i) + ": no reply within 100ms");
       }
     }
     m_clock.now += slowest;
@@ -439,4 +440,65 @@ TEST(Quorum, AMasterRestartedDuringTheHoldNoLongerCounts) {
   EXPECT_EQ(q.extend(k_name, contender().token, std::nullopt, 10s, 42).outcome, Quorum::Renewal::failed);
   nodes.behaviours["release"] = {{answer(1)}, {answer(0)}, {answer(0)}};
   EXPECT_EQ(q.verdict(q.release(k_name, contender().token, {})), rlock::lock::Released::unknown);
+}
+
+TEST(Quorum, AMemberThatCannotBeOneIsAnErrorAndNothingIsLeftTaken) {
+  FakeClock clock;
+  ScriptedNodes nodes(3, clock);
+  // m2 is a Cluster node: a configuration error (78), whatever the others granted.
+  nodes.behaviours["acquire"] = {{granted(1)}, {granted(2)}, {std::nullopt, 0ms, 78}};
+  Quorum q(nodes, rlock::lock::Timing{}, [&] { return clock.now; });
+  try {
+    q.acquire(k_name, contender(), {});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 78);
+  }
+  EXPECT_EQ(nodes_called(nodes, "release").size(), 3u);
+  EXPECT_TRUE(nodes_called(nodes, "merge").empty());
+}
+
+TEST(Quorum, AnEnclosingHoldOnAMajorityIsReenteredWithoutPhaseTwo) {
+  FakeClock clock;
+  ScriptedNodes nodes(3, clock);
+  Reply reentered = answer(2, {integer(7), text(""), integer(2)});
+  nodes.behaviours["acquire"] = {{reentered}, {granted(9)}, {reentered}};
+  Quorum q(nodes, rlock::lock::Timing{}, [&] { return clock.now; });
+  Quorum::Acquisition a = q.acquire(k_name, contender(), {"t1", "t2"});
+  EXPECT_EQ(a.attempt.outcome, Attempt::Outcome::reentered);
+  EXPECT_EQ(a.attempt.fence, 7);
+  EXPECT_EQ(a.attempt.enclosing, 1u) << "the second enclosing hold";
+  EXPECT_TRUE(nodes_called(nodes, "merge").empty());
+  EXPECT_TRUE(nodes_called(nodes, "release").empty());
+}
+
+TEST(Quorum, AFailedPhaseTwoSaysWhy) {
+  auto has = [](const std::vector<std::string>& failures, const std::string& what) {
+    for (const std::string& f : failures) {
+      if (f.find(what) != std::string::npos) return true;
+    }
+    return false;
+  };
+  {
+    // Granted too late: no phase 2.
+    FakeClock clock;
+    ScriptedNodes nodes(3, clock);
+    nodes.behaviours["acquire"] = {{granted(1), 995ms}, {granted(2)}, {granted(3)}};
+    Quorum q(nodes, rlock::lock::Timing{}, [&] { return clock.now; });
+    Quorum::Acquisition a = q.acquire(k_name, contender(1000ms), {});
+    EXPECT_EQ(a.attempt.outcome, Attempt::Outcome::busy);
+    EXPECT_TRUE(has(a.failures, "a majority granted the lock too late")) << a.failures.size();
+  }
+  {
+    // Phase 2 taken everywhere, but its answers came after the validity.
+    FakeClock clock;
+    ScriptedNodes nodes(3, clock);
+    nodes.behaviours["acquire"] = {{granted(1)}, {granted(2)}, {granted(3)}};
+    nodes.behaviours["merge"] = {{answer(1), 995ms}, {answer(1)}, {answer(1)}};
+    Quorum q(nodes, rlock::lock::Timing{}, [&] { return clock.now; });
+    Quorum::Acquisition a = q.acquire(k_name, contender(1000ms), {});
+    EXPECT_EQ(a.attempt.outcome, Attempt::Outcome::busy);
+    EXPECT_TRUE(has(a.failures, "only 3 of 3 masters took the fence within the validity"));
+    EXPECT_EQ(nodes_called(nodes, "release").size(), 3u);
+  }
 }

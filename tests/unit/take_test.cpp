@@ -92,16 +92,6 @@ TEST(TakeLock, WaitsStepByStepWatchingWhatEachAnswerSaid) {
   EXPECT_TRUE(h.pauses.empty());
 }
 
-TEST(TakeLock, AGrantTheMasterCannotConfirmIsAskedForAgainWhileTheWaitLasts) {
-  FakeBackend b(timing());
-  b.acquire_answers = {answer(Outcome::acquired), answer(Outcome::acquired)};
-  b.grants_confirmed = {false, true};
-  Hooks h;
-  EXPECT_EQ(rlock::lock::take_lock(b, k_name, wait_for(10s), contender(), {}, h.get()).outcome, Outcome::acquired);
-  EXPECT_EQ(b.grant_checks, 2);
-  EXPECT_EQ(b.acquire_calls.size(), 2u) << "asked for again, as after any failover";
-}
-
 TEST(TakeLock, AGrantTheMasterCannotConfirmIsUnavailableWithoutWaitingNeverBusy) {
   FakeBackend b(timing());
   b.acquire_answers = {answer(Outcome::acquired)};
@@ -239,6 +229,65 @@ TEST(TakeLock, AQuorumWithNoWaitTriesAContendedLockAFewTimesOnly) {
   held.acquire_answers = {answer(Outcome::busy)};
   EXPECT_EQ(rlock::lock::take_lock(held, k_name, wait_for(0ms), contender(), {}, h.get()).outcome, Outcome::busy);
   EXPECT_EQ(held.acquire_calls.size(), 1u) << "held by someone on a majority: busy at once";
+}
+
+TEST(TakeLock, AGrantTheSentinelMasterDoesNotConfirmIsAskedForAgain) {
+  FakeBackend b(timing());
+  b.acquire_answers = {answer(Outcome::queued, 1), answer(Outcome::acquired)};
+  b.wait_answers = {answer(Outcome::acquired)};
+  b.grants_confirmed = {false, true};
+  Hooks h;
+  Attempt a = rlock::lock::take_lock(b, k_name, wait_for(10s), contender(), {}, h.get());
+  EXPECT_EQ(a.outcome, Outcome::acquired);
+  EXPECT_EQ(b.confirm_grant_calls, 2);
+  EXPECT_EQ(b.acquire_calls.size(), 2u) << "asked for again, as after a failover, not with a wait step";
+  EXPECT_EQ(b.wait_calls.size(), 1u);
+  EXPECT_EQ(h.pauses.size(), 1u) << "after a pause";
+  EXPECT_TRUE(b.cancel_calls.empty());
+}
+
+TEST(TakeLock, ABlipWithNoWaitIsAnErrorAtOnce) {
+  FakeBackend b(timing());
+  b.acquire_answers = {blips()};
+  Hooks h;
+  EXPECT_THROW(rlock::lock::take_lock(b, k_name, wait_for(0ms), contender(), {}, h.get()), Error);
+  EXPECT_TRUE(h.pauses.empty());
+  EXPECT_TRUE(b.cancel_calls.empty());
+}
+
+TEST(TakeLock, ASignalDuringABlipLeavesTheQueue) {
+  FakeBackend b(timing());
+  b.acquire_answers = {answer(Outcome::queued, 2)};
+  b.wait_answers = {blips()};
+  Hooks h;
+  WaitHooks hooks = h.get();
+  int asked = 0;
+  hooks.interrupted = [&] { return ++asked > 1; };  // the signal arrives during the wait step
+  Attempt a = rlock::lock::take_lock(b, k_name, wait_for(10s), contender(), {}, hooks);
+  EXPECT_EQ(a.outcome, Outcome::busy);
+  EXPECT_EQ(b.cancel_calls, std::vector<bool>{false});
+  EXPECT_TRUE(h.pauses.empty());
+
+  FakeBackend paused(timing());
+  paused.acquire_answers = {answer(Outcome::queued, 2)};
+  paused.wait_answers = {blips()};
+  WaitHooks ends = h.get();
+  ends.pause = [](Millis) { return false; };  // a signal during the backoff
+  EXPECT_EQ(rlock::lock::take_lock(paused, k_name, wait_for(10s), contender(), {}, ends).outcome, Outcome::busy);
+  EXPECT_EQ(paused.cancel_calls, std::vector<bool>{false});
+  EXPECT_EQ(paused.wait_calls.size(), 1u);
+}
+
+TEST(TakeLock, ASignalDuringAQuorumsPauseEndsTheRetries) {
+  FakeBackend b(timing(), true);
+  b.acquire_answers = {answer(Outcome::busy), answer(Outcome::acquired)};
+  Hooks h;
+  WaitHooks hooks = h.get();
+  hooks.pause = [](Millis) { return false; };
+  EXPECT_EQ(rlock::lock::take_lock(b, k_name, wait_for(10s), contender(), {}, hooks).outcome, Outcome::busy);
+  EXPECT_EQ(b.acquire_calls.size(), 1u);
+  EXPECT_TRUE(b.cancel_calls.empty()) << "a quorum has no queue to leave";
+  EXPECT_EQ(h.progress, 1);
 }
 
 }  // namespace take_test
