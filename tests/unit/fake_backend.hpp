@@ -49,6 +49,7 @@ public:
   void set_interrupt(int, std::function<bool()>) override {}
   void cap_waits(std::optional<rlock::util::BootClock::time_point> cap) override { caps.push_back(cap); }
   bool confirm_master() override { return master_confirmed; }
+  bool confirm_grant(const rlock::lock::LockName&, const std::string&, std::string&) override { return true; }
   void learn_nodes() override { ++learn_calls; }
 
   Attempt try_acquire(const rlock::lock::LockName&, const rlock::lock::Contender&, bool queue,
