@@ -24,7 +24,7 @@ using ConnectOptions = lock::Servers;
 // How to take a lock (run, acquire).
 struct TakeOptions {
   std::string key;
-  util::Millis ttl{30'000};
+  util::Millis ttl = lock::k_default_ttl;
   std::optional<util::Millis> wait;  // nullopt: wait forever
   int conflict_exit_code = 75;
   int wait_replicas = 0;  // WAIT for this many replicas after acquiring
