@@ -22,6 +22,7 @@ public:
   std::deque<Answer> wait_answers;
   std::deque<std::function<std::optional<rlock::lock::Extension>()>> extend_answers;
   bool master_confirmed = true;
+  std::deque<bool> grants_confirmed;  // confirm_grant's answers, taken in order; empty: confirmed
   std::function<void()> on_confirm_replicas;
 
   // What was asked.
@@ -34,6 +35,7 @@ public:
   std::vector<bool> cancel_calls;  // timed_out of each
   int release_calls = 0;
   int learn_calls = 0;
+  int grant_checks = 0;
   std::vector<std::optional<rlock::util::BootClock::time_point>> caps;
   struct ExtendCall {
     std::string token;
@@ -49,7 +51,14 @@ public:
   void set_interrupt(int, std::function<bool()>) override {}
   void cap_waits(std::optional<rlock::util::BootClock::time_point> cap) override { caps.push_back(cap); }
   bool confirm_master() override { return master_confirmed; }
-  bool confirm_grant(const rlock::lock::LockName&, const std::string&, std::string&) override { return true; }
+  bool confirm_grant(const rlock::lock::LockName&, const std::string&, std::string& why) override {
+    ++grant_checks;
+    if (grants_confirmed.empty()) return true;
+    bool confirmed = grants_confirmed.front();
+    grants_confirmed.pop_front();
+    if (!confirmed) why = "the sentinels name another master";
+    return confirmed;
+  }
   void learn_nodes() override { ++learn_calls; }
 
   Attempt try_acquire(const rlock::lock::LockName&, const rlock::lock::Contender&, bool queue,
