@@ -4,6 +4,7 @@
 #include "cli/parse.hpp"
 
 #include "error.hpp"
+#include "proc/signals.hpp"
 
 #include <gtest/gtest.h>
 
@@ -149,6 +150,23 @@ TEST(OptionTable, DefaultsShownAreTheFieldsInitializers) {
   }
   EXPECT_EQ(commands::TakeOptions{}.ttl, rlock::lock::k_default_ttl);
   EXPECT_EQ(rlock::lock::Contender{}.ttl, rlock::lock::k_default_ttl);
+}
+
+// The defaults of the rows read by hand, in words, agree with what the code applies.
+TEST(OptionTable, DefaultsInWordsOfRowsReadByHand) {
+  for (const OptionSpec& o : k_options) {
+    if (std::string(o.names) == "--signal" && o.commands == on::run) {
+      EXPECT_EQ(rlock::proc::parse_signal(o.fallback), commands::RunOptions{}.stop_signal);
+    }
+    if (std::string(o.names) == "--signal" && o.commands == on::acquire) {
+      EXPECT_STREQ(o.fallback, "none");
+      EXPECT_EQ(commands::AcquireOptions{}.signal, 0);
+    }
+    if (std::string(o.names) == "--leftovers") {
+      EXPECT_STREQ(o.fallback, "wait");
+      EXPECT_EQ(commands::RunOptions{}.leftovers, commands::Leftovers::wait);
+    }
+  }
 }
 
 TEST(OptionTable, NamesAreUniquePerCommand) {
