@@ -242,7 +242,7 @@ commands::ConnectOptions connect_options(Parsed& p) {
   Setting& url = get(p, "url");
   std::vector<std::string> texts;
   if (url.source == Source::unset) {
-    texts = {"redis://127.0.0.1:6379"};
+    texts = {commands::k_default_url};
   } else if (url.source == Source::argv) {
     for (const std::string& u : url.list) {
       for (const std::string& piece : split_urls(u)) texts.push_back(piece);

@@ -22,6 +22,8 @@ namespace rlock::commands {
 
 // Where the locks live, common to every command.
 using ConnectOptions = lock::Servers;
+// The Redis when no URL is given (--url's default).
+inline constexpr const char* k_default_url = "redis://127.0.0.1:6379";
 
 // What rlock prints on stderr and logs, common to every command (-q, -v, --syslog).
 struct OutputOptions {
@@ -237,7 +239,7 @@ inline constexpr auto k_options = [] {
       {"-u,--url",                    on::global,  value, "URL", "url",                    "RLOCK_URL",
        "redis://[user[:pass]@]host[:port][/db], rediss://... (TLS), unix:///path.sock[?db=N] or "
        "redis+sentinel://host:port[,host:port]/MASTER[/db] (default {}); several -u: a Redlock quorum of independent "
-       "masters", "redis://127.0.0.1:6379", {}, {}, "REDIS_URL", "", true},
+       "masters", k_default_url, {}, {}, "REDIS_URL", "", true},
       {"--node-timeout",              on::global,  value, "D",   "node-timeout",           "RLOCK_NODE_TIMEOUT",
        "with several URLs: each master's timeout (default {})", "2% of the TTL, at least 50ms",
        field<&lock::Servers::node_timeout>()},
