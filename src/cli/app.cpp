@@ -37,11 +37,12 @@ util::ClosedFds g_closed;
 CommandOptions convert(Parsed& p, bool stdout_closed) {
   auto [path, required] = config_path(p);
   layer_settings(p, path, required);
-  if (get(p, "verbose").flag)
+  const commands::OutputOptions output = output_options(p);
+  if (output.verbose)
     log::set_level(log::Level::verbose);
-  else if (get(p, "quiet").flag)
+  else if (output.quiet)
     log::set_level(log::Level::quiet);
-  if (get(p, "syslog").flag) log::enable_syslog_events();
+  if (output.syslog) log::enable_syslog_events();
 
   const std::string& name = p.command_name;
   if (name == "run") return run_options(p);

@@ -12,10 +12,12 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <system_error>
 
 #include <sys/stat.h>
@@ -47,12 +49,6 @@ Millis duration_value(const Setting& s, const Check& check) {
   return *d;
 }
 
-// The duration an option gives, or fallback when it is not given.
-Millis duration_of(Parsed& p, const std::string& name, Millis fallback, bool zero_ok) {
-  const Setting& s = get(p, name);
-  return s.source == Source::unset ? fallback : duration_value(s, {.zero_ok = zero_ok});
-}
-
 // A setting's value, converted for its field's type and checked against its row's limits.
 Converted converted(const Setting& s) {
   const commands::OptionSpec& o = *s.spec;
@@ -70,13 +66,26 @@ Converted converted(const Setting& s) {
   return n;
 }
 
-// Fills the fields of options (a struct S) from the given options whose rows name a field of S.
+// Fills the fields of options (a struct S) from the given options whose rows name a field of S,
+// but for the fields in later (member_of<M>), which fill_field fills when their turn comes.
 template <class S>
-void fill(Parsed& p, S& options) {
+void fill(Parsed& p, S& options, std::initializer_list<const void*> later = {}) {
   for (const Setting& s : p.settings) {
     if (s.spec->to.owner != commands::owner_of<S>() || s.source == Source::unset) continue;
+    if (std::find(later.begin(), later.end(), s.spec->to.member) != later.end()) continue;
     s.spec->to.set(&options, converted(s));
   }
+}
+
+// Fills the field M of options when it is given; returns its setting then, else nullptr.
+template <auto M, class S>
+const Setting* fill_field(Parsed& p, S& options) {
+  for (const Setting& s : p.settings) {
+    if (s.spec->to.member != commands::member_of<M>() || s.source == Source::unset) continue;
+    s.spec->to.set(&options, converted(s));
+    return &s;
+  }
+  return nullptr;
 }
 
 void check_key(const std::string& key) {
@@ -200,37 +209,40 @@ std::string join_command(const std::vector<std::string>& argv) {
 
 commands::TokenSource token_source(Parsed& p) {
   commands::TokenSource t;
-  const Setting& file = get(p, "token-file");
-  if (file.source != Source::unset && file.text.empty()) {
+  if (fill_field<&commands::TokenSource::file>(p, t) && t.file.empty()) {
     usage(
         "--token-file is empty (an unset variable?): give the file rlock acquire wrote the token to, or leave "
         "the option out to read $RLOCK_TOKEN");
   }
-  t.file = file.text;
-  if (Setting& s = get(p, "token-env"); s.source != Source::unset) {
-    // An empty RLOCK_TOKEN_ENV is refused too (layer_settings keeps it): it is an unset variable's mistake.
-    if (s.text.empty()) bad_setting(s, "empty: give the name of the variable that holds the token");
-    bool name = s.text.front() < '0' || s.text.front() > '9';
-    for (char c : s.text) {
-      name = name && ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_');
-    }
-    if (!name) {
-      bad_setting(s, fmt::format("'{}' is not a variable name (letters, digits and _; e.g. RLOCK_TOKEN)",
-                                 util::printable(s.text)));
-    }
-    t.env = s.text;
+  const Setting* env = fill_field<&commands::TokenSource::env>(p, t);
+  if (!env) return t;
+  // An empty RLOCK_TOKEN_ENV is refused too (layer_settings keeps it): it is an unset variable's mistake.
+  if (t.env.empty()) bad_setting(*env, "empty: give the name of the variable that holds the token");
+  bool name = t.env.front() < '0' || t.env.front() > '9';
+  for (char c : t.env) {
+    name = name && ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_');
+  }
+  if (!name) {
+    bad_setting(*env, fmt::format("'{}' is not a variable name (letters, digits and _; e.g. RLOCK_TOKEN)",
+                                  util::printable(t.env)));
   }
   return t;
 }
 
 }  // namespace
 
+commands::OutputOptions output_options(Parsed& p) {
+  commands::OutputOptions o;
+  fill(p, o);
+  return o;
+}
+
 commands::ConnectOptions connect_options(Parsed& p) {
   commands::ConnectOptions c;
   Setting& url = get(p, "url");
   std::vector<std::string> texts;
   if (url.source == Source::unset) {
-    texts = {"redis://127.0.0.1:6379"};
+    texts = {commands::k_default_url};
   } else if (url.source == Source::argv) {
     for (const std::string& u : url.list) {
       for (const std::string& piece : split_urls(u)) texts.push_back(piece);
@@ -281,18 +293,11 @@ commands::ConnectOptions connect_options(Parsed& p) {
     log::warning("two masters make a majority only when both answer: a Redlock quorum is safer with 3 or 5");
   }
   fill(p, c);
-  c.timeouts.connect = duration_of(p, "connect-timeout", c.timeouts.connect, false);
-  c.timeouts.command = duration_of(p, "io-timeout", c.timeouts.command, false);
-  if (Setting& s = get(p, "prefix"); s.source != Source::unset) {
-    if (s.text.find_first_of("{}") != std::string::npos) {
-      bad_setting(s, "must not contain { or } (rlock adds the Cluster hash tag itself)");
-    }
-    c.prefix = s.text;
+  fill(p, c.timeouts);
+  if (c.prefix.find_first_of("{}") != std::string::npos) {
+    bad_setting(get(p, "prefix"), "must not contain { or } (rlock adds the Cluster hash tag itself)");
   }
-  c.tls.cacert = get(p, "cacert").text;
-  c.tls.cert = get(p, "cert").text;
-  c.tls.key = get(p, "key").text;
-  c.tls.insecure = get(p, "insecure").flag;
+  fill(p, c.tls);
   for (auto [path, option] : {std::pair{&c.tls.cacert, "cacert"}, {&c.tls.cert, "cert"}, {&c.tls.key, "key"}}) {
     if (path->empty()) continue;
     struct stat st {};
@@ -318,7 +323,7 @@ commands::RunOptions run_options(Parsed& p) {
   commands::RunOptions r;
   r.take = take_options(p);
   r.connect = connect_options(p);
-  fill(p, r);
+  fill(p, r, {commands::member_of<&commands::RunOptions::kill_after>()});
   const std::vector<std::string>& child = p.args.child;
   const Setting& command = get(p, "command");
   const bool command_given = command.source != Source::unset;
@@ -354,30 +359,31 @@ commands::RunOptions run_options(Parsed& p) {
   check_quorum(r.connect, r.take, r.preemptible);
   // The child must be gone before the lease can expire: --kill-after must fit in the TTL.
   Millis limit = lock::validity::max_kill_after(r.take.ttl);
-  Setting& kill = get(p, "kill-after");
-  if (kill.source == Source::unset) {
+  const Setting* kill_after = fill_field<&commands::RunOptions::kill_after>(p, r);
+  if (!kill_after) {
     r.kill_after = std::min(r.kill_after, limit);
-  } else {
-    r.kill_after = duration_of(p, "kill-after", r.kill_after, true);
-    if (r.kill_after > limit) {
-      bad_setting(kill, fmt::format("{} is too long for a TTL of {}: the child could outlive the lock; use at most "
-                                    "{} or a longer --ttl",
-                                    util::format_duration(r.kill_after), util::format_duration(r.take.ttl),
-                                    util::format_duration(limit)));
-    }
+  } else if (r.kill_after > limit) {
+    bad_setting(*kill_after,
+                fmt::format("{} is too long for a TTL of {}: the child could outlive the lock; use at most {} or a "
+                            "longer --ttl",
+                            util::format_duration(r.kill_after), util::format_duration(r.take.ttl),
+                            util::format_duration(limit)));
   }
   return r;
 }
 
 commands::AcquireOptions acquire_options(Parsed& p, bool stdout_closed) {
-  commands::AcquireOptions o;
-  const Setting& token_file = get(p, "token-file");
-  if (token_file.source != Source::unset && token_file.text.empty()) {
+  using commands::AcquireOptions;
+  AcquireOptions o;
+  if (fill_field<&AcquireOptions::token_file>(p, o) && o.token_file.empty()) {
     usage(
         "--token-file is empty (an unset variable?): give the file to write the token to, or leave the option "
         "out to print the token");
   }
-  fill(p, o);
+  // The keeper's options count with --keepalive only.
+  fill(p, o,
+       {commands::member_of<&AcquireOptions::token_file>(), commands::member_of<&AcquireOptions::max_hold>(),
+        commands::member_of<&AcquireOptions::keeper_log>()});
   if (!o.token_file.empty() && o.json) usage("--token-file and --json exclude each other");
   o.take = take_options(p);
   o.connect = connect_options(p);
@@ -400,8 +406,8 @@ commands::AcquireOptions acquire_options(Parsed& p, bool stdout_closed) {
       if (!n) bad_setting(sig, fmt::format("'{}' is not a signal name or number", util::printable(sig.text)));
       o.signal = *n;
     }
-    if (given(p, "max-hold")) o.max_hold = duration_of(p, "max-hold", Millis(0), false);
-    o.keeper_log = get(p, "keeper-log").text;
+    fill_field<&AcquireOptions::max_hold>(p, o);
+    fill_field<&AcquireOptions::keeper_log>(p, o);
   }
   return o;
 }

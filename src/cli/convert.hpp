@@ -7,6 +7,7 @@ namespace rlock::cli {
 
 // Each command's options from the settings: values checked, defaults applied, files read. Errors
 // name where the bad value came from (option, variable or config file) and exit 64 or 78.
+commands::OutputOptions output_options(Parsed& p);
 commands::ConnectOptions connect_options(Parsed& p);
 commands::RunOptions run_options(Parsed& p);
 commands::AcquireOptions acquire_options(Parsed& p, bool stdout_closed);

@@ -110,7 +110,10 @@ Commands command_bit(const std::string& name) {
 
 std::string help_text(const OptionSpec& o) {
   std::string text = o.help;
-  if (auto at = text.find("{}"); at != std::string::npos) text.replace(at, 2, o.fallback);
+  if (auto at = text.find("{}"); at != std::string::npos) {
+    // The default: the row's words, else its field's initializer.
+    text.replace(at, 2, *o.fallback || !o.to.initial ? std::string(o.fallback) : o.to.initial());
+  }
   return text;
 }
 

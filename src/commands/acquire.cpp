@@ -282,7 +282,7 @@ int release(const ReleaseOptions& options) {
   // A server that restarts, or cannot serve for a moment, is tried again for --io-timeout at the
   // renewals' retry interval: a lock left behind would keep the next waiter out for its TTL.
   lock::Released released = lock::release_within(locker, name, token, ending, retry_until(options.connect),
-                                                 lock::validity::retry_interval(util::Millis(30'000)));
+                                                 lock::validity::retry_interval(lock::k_default_ttl));
   if (released == lock::Released::unknown) {
     log::warning(fmt::format("could not tell whether {} was still held: {}", options.key,
                              locker.quorum() ? "no majority of the masters agreed"
@@ -317,7 +317,7 @@ int extend(const ExtendOptions& options) {
     throw Error(exit_code::k_usage, "extend with several URLs (a Redlock quorum) needs -t/--ttl");
   }
   std::optional<lock::Extension> extension;
-  util::Millis ttl = options.ttl.value_or(util::Millis(30'000));
+  util::Millis ttl = options.ttl.value_or(lock::k_default_ttl);
   // Retried as release is.
   lock::retry_within(locker, retry_until(options.connect), lock::validity::retry_interval(ttl), {},
                      [&] { extension = locker.extend(name, token, options.ttl, ttl, 0); });

@@ -65,11 +65,15 @@ struct Check {
 using Converted = std::variant<bool, std::string, util::Millis, long long>;
 
 // The field a row fills: which option struct it is in (owner, compared with owner_of<S>), its
-// type, and how to store a converted value in it.
+// type, how to store a converted value in it, and its initializer as --help words a default
+// ("30s", "75", "rlock:"), or "" when it has no value to show (false, 0, empty, nullopt): then
+// the row words the default.
 struct Field {
   const void* owner = nullptr;
   Type type = Type::text;
   void (*set)(void* options, const Converted& value) = nullptr;
+  std::string (*initial)() = nullptr;
+  const void* member = nullptr;  // which member it is, compared with member_of<M>
 };
 
 template <class S>
@@ -78,6 +82,14 @@ inline constexpr char owner_tag = 0;
 template <class S>
 constexpr const void* owner_of() {
   return &owner_tag<S>;
+}
+
+template <auto M>
+inline constexpr char member_tag = 0;
+// The field M (&RunOptions::kill_after), to pick out its row.
+template <auto M>
+constexpr const void* member_of() {
+  return &member_tag<M>;
 }
 
 namespace detail {
@@ -100,6 +112,7 @@ constexpr Field field() {
                 "a field is bool, std::string, util::Millis, std::optional<util::Millis> or an integer");
   Field f;
   f.owner = owner_of<S>();
+  f.member = member_of<M>();
   if constexpr (std::is_same_v<T, bool>) {
     f.type = Type::flag;
   } else if constexpr (std::is_same_v<T, std::string>) {
@@ -121,6 +134,21 @@ constexpr Field field() {
       to = static_cast<T>(std::get<long long>(value));
     }
   };
+  f.initial = [] {
+    const S defaults{};
+    const T& v = defaults.*M;
+    if constexpr (std::is_same_v<T, bool>) {
+      return std::string(v ? "yes" : "");
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      return v;
+    } else if constexpr (std::is_same_v<T, util::Millis>) {
+      return v.count() == 0 ? std::string() : util::format_duration(v);
+    } else if constexpr (duration) {
+      return v ? util::format_duration(*v) : std::string();
+    } else {
+      return v == 0 ? std::string() : std::to_string(v);
+    }
+  };
   return f;
 }
 
@@ -135,8 +163,9 @@ struct OptionSpec {
   const char* type;           // the value's name (D, N, F, URL...); "" for a flag
   const char* config;         // a setting: its config file key (its long name); "" for the command line only
   const char* env;            // the variable that gives it; "" for none
-  const char* help;           // --help's text, where "{}" stands for fallback
-  const char* fallback;       // the default, as --help words it; "" when help gives none
+  const char* help;           // --help's text, where "{}" stands for the default
+  const char* fallback;       // the default in words, for a default that is no value of the field
+                              // (or no field): "forever"; "" for the field's initializer
   Field to{};                 // the field it fills
   Check check{};              // the limits of its value
   const char* env_also = "";  // a variable read when env is unset: REDIS_URL after RLOCK_URL

@@ -3,6 +3,8 @@
 #include "commands/option_table.hpp"
 #include "lock/backend.hpp"
 #include "lock/validity.hpp"
+#include "redis/connection.hpp"
+#include "redis/tls.hpp"
 #include "util/duration.hpp"
 
 #include <sys/types.h>
@@ -20,11 +22,20 @@ namespace rlock::commands {
 
 // Where the locks live, common to every command.
 using ConnectOptions = lock::Servers;
+// The Redis when no URL is given (--url's default).
+inline constexpr const char* k_default_url = "redis://127.0.0.1:6379";
+
+// What rlock prints on stderr and logs, common to every command (-q, -v, --syslog).
+struct OutputOptions {
+  bool quiet = false;
+  bool verbose = false;
+  bool syslog = false;
+};
 
 // How to take a lock (run, acquire).
 struct TakeOptions {
   std::string key;
-  util::Millis ttl{30'000};
+  util::Millis ttl = lock::k_default_ttl;
   std::optional<util::Millis> wait;  // nullopt: wait forever
   int conflict_exit_code = 75;
   int wait_replicas = 0;  // WAIT for this many replicas after acquiring
@@ -124,13 +135,13 @@ inline constexpr auto k_options = [] {
       //   help ({} stands for the default), default[, field, check, env_also, excludes, repeated, hidden, builtin]
       // How to take the lock: run and acquire.
       {"-t,--ttl",                    on::take,    value, "D",   "ttl",                    "RLOCK_TTL",
-       "lease length (default {})", "30s", field<&TakeOptions::ttl>(), {.min = lock::validity::k_min_ttl.count()}},
+       "lease length (default {})", "", field<&TakeOptions::ttl>(), {.min = lock::validity::k_min_ttl.count()}},
       {"-w,--wait,--timeout",         on::take,    value, "D",   "wait",                   "RLOCK_WAIT",
        "wait at most D, in FIFO order (default: {})", "forever", field<&TakeOptions::wait>(), {.zero_ok = true}},
       {"-n,--no-wait,--nb,--nonblock", on::take,   flag,  "",    "",                       "",
        "fail at once if the lock is held (same as -w 0)", "", {}, {}, "", "--wait"},
       {"-E,--conflict-exit-code",     on::take,    value, "N",   "conflict-exit-code",     "RLOCK_CONFLICT_EXIT_CODE",
-       "exit code when the lock is busy (default {})", "75", field<&TakeOptions::conflict_exit_code>(),
+       "exit code when the lock is busy (default {})", "", field<&TakeOptions::conflict_exit_code>(),
        {.min = 0, .max = 255, .words = "an exit code"}},
       {"-s,--shared",                 on::take,    flag,  "",    "",                       "",
        "a shared hold: many shared holders, or one exclusive", "", field<&TakeOptions::shared>()},
@@ -143,7 +154,7 @@ inline constexpr auto k_options = [] {
        "after acquiring, wait for N replicas to acknowledge (best effort)", "", field<&TakeOptions::wait_replicas>(),
        {.min = 0, .max = 1000, .words = "a number of replicas"}},
       {"--wait-timeout",              on::take,    value, "D",   "wait-timeout",           "RLOCK_WAIT_TIMEOUT",
-       "how long --wait-replicas waits (default {})", "1s", field<&TakeOptions::wait_timeout>()},
+       "how long --wait-replicas waits (default {})", "", field<&TakeOptions::wait_timeout>()},
       {"--strict",                    on::take,    flag,  "",    "strict",                 "RLOCK_STRICT",
        "refuse a server whose maxmemory-policy can evict locks (default: {})", "warn", field<&TakeOptions::strict>()},
       {"--min-hold",                  on::take,    value, "D",   "min-hold",               "RLOCK_MIN_HOLD",
@@ -167,9 +178,9 @@ inline constexpr auto k_options = [] {
       {"--signal",                    on::run,     value, "SIG", "signal",                 "RLOCK_SIGNAL",
        "signal sent to the child when the lock is lost (default {})", "TERM"},
       {"--kill-after",                on::run,     value, "D",   "kill-after",             "RLOCK_KILL_AFTER",
-       "then SIGKILL after D (default {})", "5s"},
+       "then SIGKILL after D (default {})", "", field<&RunOptions::kill_after>(), {.zero_ok = true}},
       {"--lost-exit-code",            on::run,     value, "N",   "lost-exit-code",         "RLOCK_LOST_EXIT_CODE",
-       "exit code when the lock was lost (default {})", "76", field<&RunOptions::lost_exit_code>(),
+       "exit code when the lock was lost (default {})", "", field<&RunOptions::lost_exit_code>(),
        {.min = 0, .max = 255, .words = "an exit code"}},
       {"--max-hold",                  on::run,     value, "D",   "max-hold",               "RLOCK_MAX_HOLD",
        "stop the child as if lost after D", "", field<&RunOptions::max_hold>()},
@@ -192,17 +203,18 @@ inline constexpr auto k_options = [] {
       {"--signal",                    on::acquire, value, "SIG", "signal",                 "RLOCK_SIGNAL",
        "with --keepalive: signal sent to that process if the lock is lost (default: {})", "none"},
       {"--max-hold",                  on::acquire, value, "D",   "max-hold",               "RLOCK_MAX_HOLD",
-       "with --keepalive: give the lock up after D", ""},
+       "with --keepalive: give the lock up after D", "", field<&AcquireOptions::max_hold>()},
       {"--keeper-log",                on::acquire, value, "F",   "keeper-log",             "RLOCK_KEEPER_LOG",
-       "with --keepalive: the keeper logs to file F, or to syslog with syslog: (default: {})", "no log"},
+       "with --keepalive: the keeper logs to file F, or to syslog with syslog: (default: {})", "no log",
+       field<&AcquireOptions::keeper_log>()},
       // release, extend.
       {"-t,--ttl",                    on::extend,  value, "D",   "ttl",                    "RLOCK_TTL",
        "new TTL (default: {})", "the TTL the lock was taken with", field<&ExtendOptions::ttl>(),
        {.min = lock::validity::k_min_ttl.count()}},
       {"--token-file",                on::release | on::extend, value, "F", "",            "",
-       "read the token from F", ""},
+       "read the token from F", "", field<&TokenSource::file>()},
       {"--token-env",                 on::release | on::extend, value, "NAME", "token-env", "RLOCK_TOKEN_ENV",
-       "read the token from variable NAME (default {})", "RLOCK_TOKEN"},
+       "read the token from variable NAME (default {})", "", field<&TokenSource::env>()},
       {"--force",                     on::release, flag,  "",    "",                       "",
        "remove the lock without its token and print who held it", "", field<&ReleaseOptions::force>()},
       // status, list, log.
@@ -227,27 +239,27 @@ inline constexpr auto k_options = [] {
       {"-u,--url",                    on::global,  value, "URL", "url",                    "RLOCK_URL",
        "redis://[user[:pass]@]host[:port][/db], rediss://... (TLS), unix:///path.sock[?db=N] or "
        "redis+sentinel://host:port[,host:port]/MASTER[/db] (default {}); several -u: a Redlock quorum of independent "
-       "masters", "redis://127.0.0.1:6379", {}, {}, "REDIS_URL", "", true},
+       "masters", k_default_url, {}, {}, "REDIS_URL", "", true},
       {"--node-timeout",              on::global,  value, "D",   "node-timeout",           "RLOCK_NODE_TIMEOUT",
        "with several URLs: each master's timeout (default {})", "2% of the TTL, at least 50ms",
        field<&lock::Servers::node_timeout>()},
       {"--connect-timeout",           on::global,  value, "D",   "connect-timeout",        "RLOCK_CONNECT_TIMEOUT",
-       "connect timeout, name lookup included (default {})", "1s"},
+       "connect timeout, name lookup included (default {})", "", field<&redis::Timeouts::connect>()},
       {"--io-timeout",                on::global,  value, "D",   "io-timeout",             "RLOCK_IO_TIMEOUT",
-       "each Redis command's timeout (default {})", "2s"},
+       "each Redis command's timeout (default {})", "", field<&redis::Timeouts::command>()},
       {"--prefix",                    on::global,  value, "P",   "prefix",                 "RLOCK_PREFIX",
-       "key namespace (default {})", "rlock:"},
+       "key namespace (default {})", "", field<&lock::Servers::prefix>()},
       {"--password-file",             on::global,  value, "F",   "password-file",          "RLOCK_PASSWORD_FILE",
        "read the password from F (first line)", ""},
       {"--cacert",                    on::global,  value, "F",   "cacert",                 "RLOCK_CACERT",
-       "CA certificates for rediss:// (default: {})", "the system's"},
+       "CA certificates for rediss:// (default: {})", "the system's", field<&redis::TlsOptions::cacert>()},
       {"--cert",                      on::global,  value, "F",   "cert",                   "RLOCK_CERT",
-       "client certificate for rediss://", ""},
+       "client certificate for rediss://", "", field<&redis::TlsOptions::cert>()},
       // RLOCK_KEY is what run tells its child the lock's name is: the TLS key file needs another name.
       {"--key",                       on::global,  value, "F",   "key",                    "RLOCK_TLS_KEY",
-       "client certificate's key for rediss:// (env RLOCK_TLS_KEY)", ""},
+       "client certificate's key for rediss:// (env RLOCK_TLS_KEY)", "", field<&redis::TlsOptions::key>()},
       {"--insecure",                  on::global,  flag,  "",    "insecure",               "RLOCK_INSECURE",
-       "do not verify the server's certificate", ""},
+       "do not verify the server's certificate", "", field<&redis::TlsOptions::insecure>()},
       {"--sentinel-user",             on::global,  value, "NAME", "sentinel-user",         "RLOCK_SENTINEL_USER",
        "ACL user for the sentinels of a redis+sentinel:// URL", ""},
       {"--sentinel-password-file",    on::global,  value, "F",   "sentinel-password-file", "RLOCK_SENTINEL_PASSWORD_FILE",
@@ -256,13 +268,14 @@ inline constexpr auto k_options = [] {
       {"--config",                    on::global,  value, "F",   "",                       "RLOCK_CONFIG",
        "TOML config file (default {})", "$XDG_CONFIG_HOME/rlock/config.toml"},
       {"-q,--quiet",                  on::global,  flag,  "",    "quiet",                  "RLOCK_QUIET",
-       "print nothing but errors", ""},
+       "print nothing but errors", "", field<&OutputOptions::quiet>()},
       {"-v,--verbose",                on::global,  flag,  "",    "verbose",                "RLOCK_VERBOSE",
-       "print a timestamped timeline on stderr", ""},
+       "print a timestamped timeline on stderr", "", field<&OutputOptions::verbose>()},
       {"--syslog",                    on::global,  flag,  "",    "syslog",                 "RLOCK_SYSLOG",
-       "also log to syslog: acquired, busy, lost, released, with key, holder and durations", ""},
+       "also log to syslog: acquired, busy, lost, released, with key, holder and durations", "",
+       field<&OutputOptions::syslog>()},
       {"--log-length",                on::global,  value, "N",   "log-length",             "RLOCK_LOG_LENGTH",
-       "events of history kept per lock in Redis, for rlock log (default {}; 0: none)", "1000",
+       "events of history kept per lock in Redis, for rlock log (default {}; 0: none)", "",
        field<&lock::Servers::log_length>(), {.min = 0, .max = 100'000, .words = "a number of events"}},
   });
   // clang-format on

@@ -308,7 +308,9 @@ bool release(Node& node, const LockName& name, const Timing& timing, const std::
 
 std::optional<Extension> extend(Node& node, const LockName& name, const Timing& timing, const std::string& token,
                                 std::optional<util::Millis> ttl, const std::optional<KeeperInfo>& keeper) {
-  std::vector<std::string> args{token, ttl ? std::to_string(ttl->count()) : std::string()};
+  // The default TTL is extend.lua's fallback for a lease that recorded none.
+  std::vector<std::string> args{token, ttl ? std::to_string(ttl->count()) : std::string(),
+                                std::to_string(k_default_ttl.count())};
   if (keeper) {
     args.push_back(std::to_string(keeper->keeper));
     args.push_back(std::to_string(keeper->watched));

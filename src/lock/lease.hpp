@@ -4,6 +4,7 @@
 #include "lock/name.hpp"
 #include "lock/node.hpp"
 #include "lock/timing.hpp"
+#include "lock/validity.hpp"
 #include "util/clock.hpp"
 #include "util/duration.hpp"
 
@@ -35,7 +36,7 @@ enum class Mode {
 // One contender for a lock: what it asks for and who it is.
 struct Contender {
   std::string token;  // 48 hex characters: a public id (16), then 128 secret bits
-  util::Millis ttl{30'000};
+  util::Millis ttl = k_default_ttl;
   Holder holder;
   Mode mode = Mode::exclusive;
   int limit = 1;

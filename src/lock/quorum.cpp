@@ -259,7 +259,9 @@ Quorum::Extended Quorum::extend(const LockName& name, const std::string& token, 
                                 util::Millis lease_ttl, int64_t fence, const std::optional<KeeperInfo>& keeper) {
   const size_t n = m_nodes.size();
   std::vector<std::string> keys = name.script_keys(id_of(token));
-  std::vector<std::string> args{token, ttl ? std::to_string(ttl->count()) : std::string()};
+  // The default TTL is extend.lua's fallback for a lease that recorded none.
+  std::vector<std::string> args{token, ttl ? std::to_string(ttl->count()) : std::string(),
+                                std::to_string(k_default_ttl.count())};
   if (keeper) {
     args.push_back(std::to_string(keeper->keeper));
     args.push_back(std::to_string(keeper->watched));

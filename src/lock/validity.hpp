@@ -9,6 +9,10 @@ namespace rlock::lock {
 
 using Clock = util::BootClock;
 
+// The TTL of a lease when none is given (--ttl's default), and the one extend assumes for a lease
+// that recorded none.
+inline constexpr util::Millis k_default_ttl{30'000};
+
 // The arithmetic of a lease held by `run`, on CLOCK_BOOTTIME (which counts a suspend).
 //
 // A lease taken or renewed by a request sent at time S is valid until S + TTL - drift: the server

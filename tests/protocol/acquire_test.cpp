@@ -107,6 +107,18 @@ TEST_F(AcquireTest, ExtendResetsTheLeaseOfItsHolderOnly) {
   EXPECT_FALSE(lock::extend(node, name, timing, a.token, Millis(20'000))) << "after the release";
 }
 
+// A lease that recorded no TTL (its record lost the field) is extended by rlock's default TTL,
+// which extend passes to the script.
+TEST_F(AcquireTest, ExtendWithoutATtlOfALeaseThatRecordedNoneUsesTheDefault) {
+  Contender a = contender("101", Mode::exclusive, 1, 2s);
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  ASSERT_EQ(call({"HDEL", name.info_key(), "ttl"}).integer, 1);
+  std::optional<lock::Extension> e = lock::extend(node, name, timing, a.token, std::nullopt);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->ttl, lock::k_default_ttl);
+  EXPECT_EQ(state().holders.at(0).lease_ms, lock::k_default_ttl.count());
+}
+
 TEST_F(AcquireTest, ALeaseThatRunsOutFreesTheLockAndItsHolderLosesIt) {
   Contender a = contender("101", Mode::exclusive, 1, 100ms);
   Attempt first = acquire(a);

@@ -4,6 +4,7 @@
 #include "cli/parse.hpp"
 
 #include "error.hpp"
+#include "proc/signals.hpp"
 
 #include <gtest/gtest.h>
 
@@ -68,7 +69,13 @@ TEST(OptionTable, EveryRowHasHelpAndATypeThatFitsItsKind) {
     if (o.hidden) continue;
     EXPECT_FALSE(rlock::cli::help_text(o).empty()) << o.names;
     EXPECT_EQ(rlock::cli::help_text(o).find("{}"), std::string::npos) << o.names;
-    EXPECT_EQ(std::string(o.help).find("{}") != std::string::npos, *o.fallback != '\0') << o.names;
+    // A default in the help: the row's words, or its field's initializer.
+    const bool initial = o.to.initial && !o.to.initial().empty();
+    if (std::string(o.help).find("{}") != std::string::npos) {
+      EXPECT_TRUE(*o.fallback != '\0' || initial) << o.names;
+    } else {
+      EXPECT_STREQ(o.fallback, "") << o.names;
+    }
     if (o.builtin != Builtin::none) continue;
     EXPECT_EQ(*o.type == '\0', o.kind == Kind::flag) << o.names;
     if (o.to.set) {
@@ -86,11 +93,19 @@ TEST(OptionTable, EveryRowHasHelpAndATypeThatFitsItsKind) {
 // command fills would be accepted and ignored.
 TEST(OptionTable, FieldsAreInTheirCommandsOptions) {
   const std::vector<std::pair<const void*, Commands>> owners = {
-      {owner_of<commands::TakeOptions>(), on::take},       {owner_of<commands::RunOptions>(), on::run},
-      {owner_of<commands::AcquireOptions>(), on::acquire}, {owner_of<commands::ReleaseOptions>(), on::release},
-      {owner_of<commands::ExtendOptions>(), on::extend},   {owner_of<commands::StatusOptions>(), on::status},
-      {owner_of<commands::ListOptions>(), on::list},       {owner_of<commands::LogOptions>(), on::log},
-      {owner_of<commands::ConnectOptions>(), on::global}};
+      {owner_of<commands::TakeOptions>(), on::take},
+      {owner_of<commands::RunOptions>(), on::run},
+      {owner_of<commands::AcquireOptions>(), on::acquire},
+      {owner_of<commands::ReleaseOptions>(), on::release},
+      {owner_of<commands::ExtendOptions>(), on::extend},
+      {owner_of<commands::StatusOptions>(), on::status},
+      {owner_of<commands::ListOptions>(), on::list},
+      {owner_of<commands::LogOptions>(), on::log},
+      {owner_of<commands::ConnectOptions>(), on::global},
+      {owner_of<commands::TokenSource>(), on::release | on::extend},
+      {owner_of<rlock::redis::Timeouts>(), on::global},
+      {owner_of<rlock::redis::TlsOptions>(), on::global},
+      {owner_of<commands::OutputOptions>(), on::global}};
   int fields = 0;
   for (const OptionSpec& o : k_options) {
     if (!o.to.set) continue;
@@ -99,7 +114,59 @@ TEST(OptionTable, FieldsAreInTheirCommandsOptions) {
     ASSERT_NE(owner, owners.end()) << o.names << ": a field of a struct no command fills";
     EXPECT_EQ(owner->second, o.commands) << o.names;
   }
-  EXPECT_GE(fields, 20);
+  EXPECT_GE(fields, 40);
+}
+
+// A default that is a value is its field's initializer, shown as the value's type is written: the
+// row words only a default that is no value of the field ("forever", "warn"), so that --help
+// cannot say one default while the code applies another.
+TEST(OptionTable, DefaultsShownAreTheFieldsInitializers) {
+  int derived = 0;
+  for (const OptionSpec& o : k_options) {
+    if (!o.to.set) continue;
+    ASSERT_NE(o.to.initial, nullptr) << o.names;
+    const std::string initial = o.to.initial();
+    if (std::string(o.help).find("{}") == std::string::npos) continue;
+    if (initial.empty()) {
+      EXPECT_STRNE(o.fallback, "") << o.names << ": a default with no value needs its words";
+      continue;
+    }
+    EXPECT_STREQ(o.fallback, "") << o.names << ": the default is the initializer " << initial;
+    std::string help = o.help;
+    EXPECT_EQ(rlock::cli::help_text(o), help.replace(help.find("{}"), 2, initial)) << o.names;
+    ++derived;
+  }
+  EXPECT_GE(derived, 9);
+  for (const OptionSpec& o : k_options) {
+    if (o.to.member == commands::member_of<&commands::TakeOptions::ttl>()) {
+      EXPECT_EQ(rlock::cli::help_text(o), "lease length (default 30s)");
+    }
+    if (o.to.member == commands::member_of<&commands::RunOptions::kill_after>()) {
+      EXPECT_EQ(rlock::cli::help_text(o), "then SIGKILL after D (default 5s)");
+    }
+    if (o.to.member == commands::member_of<&commands::TokenSource::env>()) {
+      EXPECT_EQ(rlock::cli::help_text(o), "read the token from variable NAME (default RLOCK_TOKEN)");
+    }
+  }
+  EXPECT_EQ(commands::TakeOptions{}.ttl, rlock::lock::k_default_ttl);
+  EXPECT_EQ(rlock::lock::Contender{}.ttl, rlock::lock::k_default_ttl);
+}
+
+// The defaults of the rows read by hand, in words, agree with what the code applies.
+TEST(OptionTable, DefaultsInWordsOfRowsReadByHand) {
+  for (const OptionSpec& o : k_options) {
+    if (std::string(o.names) == "--signal" && o.commands == on::run) {
+      EXPECT_EQ(rlock::proc::parse_signal(o.fallback), commands::RunOptions{}.stop_signal);
+    }
+    if (std::string(o.names) == "--signal" && o.commands == on::acquire) {
+      EXPECT_STREQ(o.fallback, "none");
+      EXPECT_EQ(commands::AcquireOptions{}.signal, 0);
+    }
+    if (std::string(o.names) == "--leftovers") {
+      EXPECT_STREQ(o.fallback, "wait");
+      EXPECT_EQ(commands::RunOptions{}.leftovers, commands::Leftovers::wait);
+    }
+  }
 }
 
 TEST(OptionTable, NamesAreUniquePerCommand) {
@@ -185,9 +252,10 @@ protected:
     for (const char* v : k_variables) ::unsetenv(v);
     std::remove(m_config.c_str());
   }
-  static constexpr const char* k_variables[] = {"RLOCK_TTL",      "RLOCK_URL",         "REDIS_URL",
-                                                "RLOCK_WAIT",     "RLOCK_SUPERSEDE",   "RLOCK_LOG_LENGTH",
-                                                "RLOCK_MAX_HOLD", "RLOCK_NODE_TIMEOUT"};
+  static constexpr const char* k_variables[] = {
+      "RLOCK_TTL",        "RLOCK_URL",        "REDIS_URL",          "RLOCK_WAIT",       "RLOCK_SUPERSEDE",
+      "RLOCK_LOG_LENGTH", "RLOCK_MAX_HOLD",   "RLOCK_NODE_TIMEOUT", "RLOCK_KILL_AFTER", "RLOCK_TOKEN_ENV",
+      "RLOCK_IO_TIMEOUT", "RLOCK_KEEPER_LOG", "RLOCK_PREFIX"};
 
   static rlock::cli::CommandOptions parse(std::vector<std::string> args) {
     args.insert(args.begin(), "rlock");
@@ -314,6 +382,42 @@ TEST_F(ParseCommandLine, FieldsAreFilledByTheirType) {
   EXPECT_EQ(log.count, 5u);
   EXPECT_TRUE(log.json && log.follow);
   EXPECT_EQ(log.keys, std::vector<std::string>{"k"});
+}
+
+// The rows that also have a rule or a check by hand fill their fields too.
+TEST_F(ParseCommandLine, FieldsWithRulesAreFilled) {
+  auto options = parse({"run", "k", "--kill-after", "2s", "--prefix", "p:", "--io-timeout", "3s", "--connect-timeout",
+                        "400ms", "--insecure", "true"});
+  const auto& run = std::get<commands::RunOptions>(options);
+  EXPECT_EQ(run.kill_after.count(), 2000);
+  EXPECT_EQ(run.connect.prefix, "p:");
+  EXPECT_EQ(run.connect.timeouts.command.count(), 3000);
+  EXPECT_EQ(run.connect.timeouts.connect.count(), 400);
+  EXPECT_TRUE(run.connect.tls.insecure);
+  // Not given, --kill-after is its default cut to what the TTL allows.
+  options = parse({"run", "k", "-t", "1s", "true"});
+  EXPECT_EQ(std::get<commands::RunOptions>(options).kill_after,
+            rlock::lock::validity::max_kill_after(rlock::util::Millis(1000)));
+  EXPECT_EQ(std::get<commands::RunOptions>(options).connect.prefix, "rlock:");
+
+  ::setenv("RLOCK_TOKEN_ENV", "MY_TOKEN", 1);
+  options = parse({"release", "k", "--token-file", "t.txt"});
+  const auto& release = std::get<commands::ReleaseOptions>(options);
+  EXPECT_EQ(release.token.file, "t.txt");
+  EXPECT_EQ(release.token.env, "MY_TOKEN");
+  ::unsetenv("RLOCK_TOKEN_ENV");
+  EXPECT_EQ(std::get<commands::ExtendOptions>(parse({"extend", "k"})).token.env, "RLOCK_TOKEN");
+
+  // The keeper's options count with --keepalive only.
+  ::setenv("RLOCK_MAX_HOLD", "1m", 1);
+  ::setenv("RLOCK_KEEPER_LOG", "syslog:", 1);
+  options = parse({"acquire", "k"});
+  EXPECT_FALSE(std::get<commands::AcquireOptions>(options).max_hold.has_value());
+  EXPECT_EQ(std::get<commands::AcquireOptions>(options).keeper_log, "");
+  options = parse({"acquire", "k", "--keepalive"});
+  ASSERT_TRUE(std::get<commands::AcquireOptions>(options).max_hold.has_value());
+  EXPECT_EQ(std::get<commands::AcquireOptions>(options).max_hold->count(), 60'000);
+  EXPECT_EQ(std::get<commands::AcquireOptions>(options).keeper_log, "syslog:");
 }
 
 TEST_F(ParseCommandLine, ValuesOutsideTheirLimitsSayTheLimits) {
