@@ -191,13 +191,15 @@ wait_for_go() {
   grep -q 'acquired k (fence [0-9]*, ttl 30s)$' <<<"$stderr" || fail "no acquired line: $stderr"
   local tok
   tok=$(rlock acquire k -t 60s)
-  (sleep 1 && RLOCK_TOKEN=$tok rlock release k) &
-  local releaser=$!
-  run --separate-stderr rlock -v run k -w 20 -- true
-  assert_success
-  assert_equal "$(grep -c 'acquired k ' <<<"$stderr")" 1
-  grep -qE 'acquired k \(fence [0-9]+, ttl 30s\) after waiting [0-9.]+m?s$' <<<"$stderr" || fail "no acquired line: $stderr"
-  wait "$releaser"
+  bg waiter rlock -v run k -w 20 -- true
+  # Released only once the waiter waits: its acquisition comes after waiting.
+  wait_until grep -q 'waiting for k' "$T/waiter.err" || fail "the waiter does not wait: $(bg_err waiter)"
+  RLOCK_TOKEN=$tok rlock release k
+  bg_wait waiter 20
+  assert_equal "$BG_STATUS" 0
+  assert_equal "$(grep -c 'acquired k ' "$T/waiter.err")" 1
+  grep -qE 'acquired k \(fence [0-9]+, ttl 30s\) after waiting [0-9.]+m?s$' "$T/waiter.err" ||
+    fail "no acquired line: $(bg_err waiter)"
 }
 
 @test "-w 500ms gives up after about half a second" {

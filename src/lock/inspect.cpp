@@ -152,8 +152,13 @@ LockState parse_inspect(const LockName& name, const std::vector<Reply>& r, const
     if (x.is_error() && x.error_code() == "WRONGTYPE") throw foreign_data(name.lock_key());
     check_reply(x, name);
   }
-  const std::string& kind = r[k_type].str;
+  std::string kind = r[k_type].str;
   if (kind != "none" && kind != "string") throw foreign_data(name.lock_key());
+  // The pipeline is not atomic: a lease (or a lingering hold) that ended between TYPE and PTTL or
+  // GET left a free lock, not foreign data.
+  bool vanished =
+      r[k_value].type == Reply::Type::nil || (r[k_pttl].type == Reply::Type::integer && r[k_pttl].integer == -2);
+  if (kind == "string" && vanished) kind = "none";
   if (r[k_fence].type == Reply::Type::string && !to_int(r[k_fence])) throw foreign_data(name.fence_key());
   const int64_t now = now_of(r[k_time]);
   LockState s;

@@ -297,7 +297,8 @@ std::vector<std::string> release_args(const std::string& token, const Ending& en
           ending.holder.user,
           ending.holder.command,
           ending.fence ? std::to_string(ending.fence) : "",
-          used};
+          used,
+          ending.retry ? "1" : ""};
 }
 
 bool release(Node& node, const LockName& name, const Timing& timing, const std::string& token, const Ending& ending) {

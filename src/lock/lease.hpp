@@ -112,6 +112,9 @@ struct Ending {
   // --min-hold since the command started, on rlock's monotonic clock); nullopt: until the minimum
   // recorded when the hold was claimed (the release of an acquire hold).
   std::optional<util::Millis> linger;
+  // A release tried again after an attempt whose answer was lost: that attempt may have released
+  // it, so a hold found gone is not recorded as lost.
+  bool retry = false;
 };
 
 // The release script's arguments after the timing: token, exit status, who, fence, and whether

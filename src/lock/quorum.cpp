@@ -107,7 +107,7 @@ struct Quorum::Votes {
   std::vector<unsigned char> took;  // the masters that granted (std::vector<bool>'s [] trips -Wnull-dereference)
   size_t answered = 0, granted = 0, young = 0;
   int64_t highest = 0;                    // the largest fence a granting master handed out
-  std::map<std::string, size_t> holders;  // who holds it where we were refused: host pid since
+  std::map<std::string, size_t> holders;  // who holds it where we were refused: host, pid, command
   std::map<int64_t, size_t> reentered;    // re-entry: fence -> masters
   size_t reentered_index = 0;
 };
@@ -206,7 +206,9 @@ Quorum::Votes Quorum::count(const std::vector<NodeAnswer>& answers,
 
 void Quorum::refused(const std::vector<Reply>& e, Votes& votes, Attempt& attempt) {
   if (e.size() < 5) return;
-  ++votes.holders[e[1].text() + " " + e[2].text() + " " + e[4].text()];
+  // One holder is its host, pid and command: not its since, which is each master's own clock (one
+  // holder's writes land in different milliseconds on different masters).
+  ++votes.holders[e[1].text() + '\0' + e[2].text() + '\0' + e[3].text()];
   if (!attempt.holder.host.empty()) return;
   attempt.holder = {e[1].text(), e[2].text(), "", e[3].text()};
   attempt.ttl_left = e[0].type == Reply::Type::integer && e[0].integer >= 0

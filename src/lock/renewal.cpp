@@ -93,7 +93,16 @@ Released release_within(Backend& backend, const LockName& name, const std::strin
                         Clock::time_point until, util::Millis interval,
                         const std::function<bool(util::Millis)>& pause) {
   Released r = Released::unknown;
-  bool may_have_run = retry_within(backend, until, interval, pause, [&] { r = backend.release(name, token, ending); });
+  Ending attempt = ending;
+  bool may_have_run = retry_within(backend, until, interval, pause, [&] {
+    try {
+      r = backend.release(name, token, attempt);
+    } catch (const Error& e) {
+      // As retry_within counts it: the next attempt tells the script that this one may have run.
+      if (dynamic_cast<const TransientError*>(&e) == nullptr) attempt.retry = true;
+      throw;
+    }
+  });
   return r == Released::not_held && may_have_run ? Released::unknown : r;
 }
 

@@ -195,6 +195,8 @@ END
 
 # guard_of_holder: the background rlock "holder" has its guard process.
 guard_of_holder() { pgrep -P "$holder_pid" -x 'rlock guard' >/dev/null; }
+# holder_queued: one waiter in k's queue.
+holder_queued() { [[ $(rcli zcard 'rlock:{k}:q' 2>/dev/null) == 1 ]]; }
 
 # strace_delay_possible: skips unless strace can hold up a system call of a command it starts
 # here (ptrace allowed, fault injection supported).
@@ -265,6 +267,9 @@ strace_delay_possible() {
   # would be. The command runs meanwhile, and the guard cannot keep its deadline.
   bg holder rlock run k --wait 30s -t 2s -- "$CS" "$WLOG" first 8 0.02
   wait_until guard_of_holder || fail "no guard: $(bg_err holder)"
+  # Queued: the guard, started before the lock was asked for, has long said it is ready (the
+  # write that must not be the one held up).
+  wait_until holder_queued || fail "the holder is not queued: $(bg_err holder)"
   guard=$(pgrep -P "$holder_pid" -x 'rlock guard')
   bg tracer strace -p "$guard" -o "$T/strace" -e trace=write -e inject=write:delay_enter=4000000:when=1
   wait_until grep -q attached "$T/tracer.err" 2>/dev/null || wait_until test -s "$T/strace" ||

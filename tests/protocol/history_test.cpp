@@ -82,6 +82,34 @@ TEST_F(HistoryTest, ExpiredLostSupersededAndForcedReleasesAreRecorded) {
   EXPECT_EQ(events[6].by, "release --force");
 }
 
+TEST_F(HistoryTest, AReleaseRetriedAfterALostAnswerIsNeverRecordedAsLost) {
+  auto b = backend();
+  lock::Ending used;
+  used.used = true;
+  used.linger = 5s;
+  lock::Ending retry = used;
+  retry.retry = true;
+
+  // The first attempt ran (the hold lingers under its mark) but its answer was lost: the retry
+  // finds its own mark, released.
+  Contender a = contender("100");
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  ASSERT_TRUE(lock::release(node, name, timing, a.token, used));
+  EXPECT_TRUE(lock::release(node, name, timing, a.token, retry));
+  EXPECT_EQ(kinds(b->read_log(name, 100, "")), (std::vector<std::string>{"acquired", "released"}));
+
+  // Gone for whatever reason: a retry cannot tell its first attempt's release from a loss, and
+  // records nothing; a first attempt records the loss.
+  LockName other{"rlock:", name.key + "-other"};
+  Contender c = contender("200");
+  ASSERT_EQ(lock::try_acquire(node, other, timing, c, false, {}).outcome, Outcome::acquired);
+  ASSERT_TRUE(lock::release(node, other, timing, c.token, lock::Ending{}));
+  EXPECT_FALSE(lock::release(node, other, timing, c.token, retry));
+  EXPECT_EQ(kinds(b->read_log(other, 100, "")), (std::vector<std::string>{"acquired", "returned"}));
+  EXPECT_FALSE(lock::release(node, other, timing, c.token, used));
+  EXPECT_EQ(kinds(b->read_log(other, 100, "")), (std::vector<std::string>{"acquired", "returned", "lost"}));
+}
+
 TEST_F(HistoryTest, TheHistoryKeepsLogLengthEventsOrNone) {
   auto b = backend();
   timing.log_length = 3;

@@ -137,13 +137,10 @@ TEST_F(RedlockTest, AHolderOnAMajorityMakesTheLockBusyAndTheAttemptLeavesNothing
   EXPECT_EQ(s.agreeing, 2);
 }
 
-// Known bug (lock/quorum.cpp, Quorum::acquire): the refused masters' holders are told apart by
-// "host pid since", and `since` is each master's own clock in ms when its phase 1 ran. One
-// Redlock holder whose phase-1 writes landed in different milliseconds (about 1 in 20 on an idle
-// machine) counts as several holders, none with a majority: the busy lock is reported contended
-// ("nobody has a majority"), and take_lock with -n tries again up to 3 more times before it says
-// busy. Enable once the holders are compared by their id (or host and pid) alone.
-TEST_F(RedlockTest, DISABLED_AHolderOnAMajorityIsOneHolderWhateverItsMillisecondsOnEachMaster) {
+// The refused masters' holders are told apart by host, pid and command, not by `since`, which is
+// each master's own clock when its phase 1 ran: one Redlock holder whose writes landed in
+// different milliseconds is one holder with a majority (busy), not several (contended).
+TEST_F(RedlockTest, AHolderOnAMajorityIsOneHolderWhateverItsMillisecondsOnEachMaster) {
   Contender other = contender("200");
   for (int i : {1, 2}) {
     lock::ClientNode node(master(i));

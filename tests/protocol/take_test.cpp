@@ -129,7 +129,7 @@ TEST_F(TakeTest, RenewResetsTheLeaseUntilTheLockIsLost) {
   EXPECT_GT(schedule.next_renewal(), before);
   LockState s = state();
   EXPECT_EQ(s.holders.at(0).keeper->keeper, 77);
-  EXPECT_GT(*s.holders.at(0).ttl_left_ms, 900);
+  EXPECT_GT(*s.holders.at(0).ttl_left_ms, 500) << "renewed to 1s, read back at once (slack for a loaded machine)";
 
   ASSERT_TRUE(b->force_release(name).was_held);
   r = lock::renew(*b, schedule, hold);

@@ -6,16 +6,23 @@
 -- that did not start its command, a failed Redlock attempt; never lingers, "returned" in the
 -- history); 'h', used, lingering until the minimum the hold recorded at its claim (the release of
 -- an acquire hold); a number, used, lingering that many ms from now (a run: what is left of
--- --min-hold since its command started, measured on the client's monotonic clock).
+-- --min-hold since its command started, measured on the client's monotonic clock); then '1' for a
+-- retry after an attempt whose answer was lost.
 -- Returns {1, more, push} when released (or left lingering), {0, more, push} when the token no
 -- longer holds the lock.
-local token, status, used = ARGV[2], ARGV[3], ARGV[9] or ''
+local token, status, used, retry = ARGV[2], ARGV[3], ARGV[9] or '', ARGV[10] == '1'
 local id = id_of(token)
 CALLER = id
 local kind = hold_kind(token, id)
 if not kind then
   local bad = check_types()
   if bad then return bad end
+  -- A retry whose first attempt ran: the hold lingers under its own mark, released.
+  if retry and (redis.call('GET', K.lock) == '~' .. id or redis.call('HGET', K.hi, id .. '.t') == '~' .. id) then
+    return reply(1)
+  end
+  -- A retry cannot tell a hold its first attempt released from one lost before: not recorded.
+  if retry then return reply(0) end
   event('lost', {'h', ARGV[4], 'p', ARGV[5], 'u', ARGV[6], 'c', ARGV[7], 'f', ARGV[8], 'x', status, 'id', id})
   -- Its lock is gone (deleted, or expired with nobody after it) and its end is now in the
   -- history: the next holder must not record it again as expired.
