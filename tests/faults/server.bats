@@ -144,8 +144,9 @@ queue_length_is() { [[ $(rcli zcard "$(lock_key "$1"):q" 2>/dev/null) == "$2" ]]
   redis_start --appendonly yes --appendfsync always
   acquire_token k -t 60s
   aof_stop
-  RLOCK_TOKEN=$TOKEN bg rel rlock release k --io-timeout 8s
-  sleep 0.5
+  RLOCK_TOKEN=$TOKEN bg rel rlock -v release k --io-timeout 8s
+  # Its first attempt failed (Redis is down) and it waits to try again: then Redis comes back.
+  wait_until grep -q 'again in' "$T/rel.err" || fail "no retry under way: $(bg_err rel)"
   aof_start_again
   bg_wait rel 15
   [[ $BG_STATUS == 0 ]] || fail "release exited $BG_STATUS: $(bg_err rel)"
@@ -158,8 +159,9 @@ queue_length_is() { [[ $(rcli zcard "$(lock_key "$1"):q" 2>/dev/null) == "$2" ]]
   redis_start --appendonly yes --appendfsync always
   acquire_token k -t 60s
   aof_stop
-  RLOCK_TOKEN=$TOKEN bg ext rlock extend k -t 120s --io-timeout 8s
-  sleep 0.5
+  RLOCK_TOKEN=$TOKEN bg ext rlock -v extend k -t 120s --io-timeout 8s
+  # Its first attempt failed (Redis is down) and it waits to try again: then Redis comes back.
+  wait_until grep -q 'again in' "$T/ext.err" || fail "no retry under way: $(bg_err ext)"
   aof_start_again
   bg_wait ext 15
   [[ $BG_STATUS == 0 ]] || fail "extend exited $BG_STATUS: $(bg_err ext)"
