@@ -10,7 +10,6 @@
 #include "log.hpp"
 #include "proc/ancestry.hpp"
 #include "proc/signals.hpp"
-#include "redis/client.hpp"
 #include "util/file.hpp"
 #include "util/text.hpp"
 

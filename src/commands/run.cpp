@@ -4,6 +4,7 @@
 #include "error.hpp"
 #include "exit_code.hpp"
 #include "lock/backend.hpp"
+#include "lock/preempt_watch.hpp"
 #include "lock/renewal.hpp"
 #include "lock/schedule.hpp"
 #include "lock/validity.hpp"
@@ -38,73 +39,6 @@ using util::Millis;
 Millis until(Clock::time_point t) { return std::chrono::duration_cast<Millis>(t - Clock::now()); }
 
 bool is_job_control_stop(int sig) { return sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU; }
-
-// --preemptible: a BLPOP on the hold's own mailbox, on a connection of its own, driven by the run
-// loop's poll. A --preempt request pushes the mailbox, so the holder learns of it within a round
-// trip, not at its next renewal; idle, it costs one connection and one BLPOP per `block`.
-class MailboxWatch {
-public:
-  MailboxWatch(redis::Client& client, std::string mailbox, Millis block)
-      : m_client(client), m_mailbox(std::move(mailbox)), m_block(block) {}
-
-  // What to poll (fd -1: nothing now).
-  pollfd pending() const { return m_running ? m_connection->pending() : pollfd{-1, 0, 0}; }
-  // When step() must run at the latest: at once when the answer came within start() (a mailbox
-  // pushed before the BLPOP), which leaves nothing to poll.
-  Clock::time_point wake() const {
-    if (!m_running) return m_retry_at;
-    return m_connection->finished() ? Clock::time_point{} : m_connection->deadline();
-  }
-  // Moves the watch on (after the poll, whatever woke it); true when the mailbox was pushed.
-  bool step() {
-    if (!m_running) {
-      if (Clock::now() >= m_retry_at) start();
-      return false;
-    }
-    try {
-      m_connection->advance();
-      if (!m_connection->finished()) return false;
-      m_running = false;
-      std::vector<redis::Reply> replies = m_connection->result();
-      if (!replies.empty() && replies.front().type == redis::Reply::Type::array) {
-        start();
-        return true;
-      }
-      if (!replies.empty() && replies.front().is_error()) {
-        throw Error(exit_code::k_unavailable, replies.front().str);
-      }
-      start();  // timed out: block again
-    } catch (const Error& e) {
-      failed(e.what());
-    }
-    return false;
-  }
-
-private:
-  void start() {
-    try {
-      if (!m_connection) m_connection = m_client.open_sibling();
-      m_connection->start(
-          {{"BLPOP", m_mailbox, fmt::format("{}.{:03}", m_block.count() / 1000, m_block.count() % 1000)}}, m_block);
-      m_running = true;
-    } catch (const Error& e) {
-      failed(e.what());
-    }
-  }
-  void failed(const std::string& why) {
-    m_running = false;
-    m_connection.reset();
-    m_retry_at = Clock::now() + std::chrono::seconds(1);
-    log::verbose("watching for --preempt requests: {}; again in 1s (renewals still notice them)", why);
-  }
-
-  redis::Client& m_client;
-  std::string m_mailbox;
-  Millis m_block;
-  std::unique_ptr<redis::Connection> m_connection;
-  bool m_running = false;
-  Clock::time_point m_retry_at{};
-};
 
 // Takes the lock, supervises the child's tree while renewing the lease from one loop, and gives
 // the lock back.
@@ -185,7 +119,7 @@ private:
   Clock::time_point m_began{};  // when run started
   std::optional<Clock::time_point> m_acquired_at;
   Clock::time_point m_command_at{};            // when the command was started: --min-hold counts from there
-  std::optional<MailboxWatch> m_watch;         // --preemptible
+  std::optional<lock::PreemptWatch> m_watch;   // --preemptible
   std::optional<lock::Holder> m_preempted_by;  // a --preempt request stopped the command
 };
 
@@ -329,10 +263,8 @@ bool Supervisor::start_child(const lock::Attempt& attempt, std::vector<lock::Hol
   m_terminal = m_guard->took_terminal();
   m_renewing = true;
   if (m_options.max_hold) m_max_hold_at = attempt.sent_at + *m_options.max_hold;
-  if (m_options.preemptible && m_backend->single()) {
-    Millis block = std::clamp(m_options.take.ttl / 3, Millis(1000), Millis(30'000));
-    m_watch.emplace(*m_backend->single(), m_name.mailbox(m_contender.id()), block);
-  }
+  if (m_options.preemptible)
+    m_watch = lock::PreemptWatch::open(*m_backend, m_name, m_contender.id(), m_options.take.ttl);
   log::verbose("started the command, pid {}{}", m_guard->child(), m_terminal ? " (it has the terminal)" : "");
   return true;
 }
