@@ -159,8 +159,9 @@ TEST(Quorum, TheMinimumHoldStartsAtPhaseTwoAndAFailedAttemptsGiveBackNeverLinger
   ASSERT_EQ(q2.acquire(k_name, c, {}).attempt.outcome, Attempt::Outcome::busy);
   ASSERT_EQ(failed.calls["release"].size(), 3u);
   for (const auto& [i, args] : failed.calls["release"]) {
-    ASSERT_EQ(args.size(), 9u);
-    EXPECT_EQ(args[8], "") << "master " << i;
+    ASSERT_EQ(args.size(), 10u);
+    EXPECT_EQ(args[8], "") << "master " << i << ": never used";
+    EXPECT_EQ(args[9], "") << "master " << i << ": a first attempt, not a retry";
   }
 }
 
