@@ -135,6 +135,30 @@ TEST_F(LingerTest, AnAcquireHoldLingersUntilTheMinimumRecordedAtItsClaim) {
   EXPECT_FALSE(lock::inspect(node, other).held);
 }
 
+// A waiter's minimum counts from its claim (its step after the grant), not from the grant.
+TEST_F(LingerTest, AGrantedWaitersMinimumCountsFromItsClaim) {
+  constexpr Millis k_min_hold = 8s;
+  constexpr Millis k_unclaimed = 1s;
+  Contender a = contender("100");
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  Contender w = contender("101");
+  w.min_hold = k_min_hold;
+  Attempt aw = acquire(w);
+  ASSERT_EQ(aw.outcome, Outcome::queued);
+  ASSERT_TRUE(release(a));
+  std::this_thread::sleep_for(k_unclaimed);  // granted, not yet claimed (the claim window is long)
+  ASSERT_EQ(step(w, aw).outcome, Outcome::acquired);
+
+  lock::Ending until_claimed_minimum;
+  until_claimed_minimum.used = true;
+  ASSERT_TRUE(lock::release(node, name, timing, w.token, until_claimed_minimum));
+  LockState s = state();
+  ASSERT_TRUE(s.held);
+  EXPECT_TRUE(s.holders.at(0).lingering);
+  EXPECT_GT(*s.holders.at(0).ttl_left_ms, (k_min_hold - k_unclaimed / 2).count()) << "counted from the claim";
+  EXPECT_LE(*s.holders.at(0).ttl_left_ms, k_min_hold.count());
+}
+
 TEST_F(LingerTest, ALingeringSemaphoreSlotIsKeptUntilItsTimeThenGivenToTheNext) {
   constexpr Millis k_linger = 1s;
   Contender a = contender("100", Mode::semaphore, 2);
