@@ -362,6 +362,69 @@ TEST_F(QueueTest, ANewerSupersedingRequestReplacesTheOlderWaiter) {
   EXPECT_EQ(step(newer, an).outcome, Outcome::acquired);
 }
 
+// Each superseding request replaces the one before it, a third the second as the second did the
+// first; the waiters without --supersede between them keep their places.
+class SupersedeTest : public QueueTest {
+protected:
+  static Contender superseding(const std::string& pid) {
+    Contender c = contender(pid);
+    c.supersede = true;
+    return c;
+  }
+  // c's next step tells it to leave, naming the request that replaced it.
+  void expect_superseded(const Contender& c, const Attempt& last, const std::string& by) {
+    Attempt told = step(c, last, 8s);
+    EXPECT_EQ(told.outcome, Outcome::superseded) << c.holder.pid;
+    EXPECT_EQ(told.superseded_by.pid, by) << c.holder.pid;
+  }
+  // c's next step finds it still waiting, at position.
+  Attempt expect_waiting(const Contender& c, const Attempt& last, int position) {
+    Attempt a = step(c, last);
+    EXPECT_EQ(a.outcome, Outcome::queued) << c.holder.pid;
+    EXPECT_EQ(a.position, position) << c.holder.pid;
+    return a;
+  }
+};
+
+TEST_F(SupersedeTest, EachSupersedingRequestReplacesThePreviousOneAndPlainWaitersStay) {
+  Contender a = contender("100");
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  Contender plain1 = contender("101");
+  Contender first = superseding("102");
+  Contender plain2 = contender("103");
+  Contender second = superseding("104");
+  Contender third = superseding("105");
+  Attempt ap1 = acquire(plain1);
+  Attempt af = acquire(first);
+  Attempt ap2 = acquire(plain2);
+  ASSERT_EQ(ap2.position, 3);
+  Attempt as = acquire(second);
+  ASSERT_EQ(as.outcome, Outcome::queued);
+  EXPECT_EQ(as.position, 3) << "the first superseding waiter left";
+  Attempt at = acquire(third);
+  ASSERT_EQ(at.outcome, Outcome::queued);
+  EXPECT_EQ(at.position, 3) << "the second superseding waiter left";
+
+  LockState s = state();
+  ASSERT_EQ(s.waiters.size(), 3u);
+  EXPECT_EQ(s.waiters[0].holder.pid, "101");
+  EXPECT_EQ(s.waiters[1].holder.pid, "103");
+  EXPECT_EQ(s.waiters[2].holder.pid, "105");
+
+  expect_superseded(first, af, "104");  // the request that replaced it, not the last one
+  expect_superseded(second, as, "105");
+  ap1 = expect_waiting(plain1, ap1, 1);
+  ap2 = expect_waiting(plain2, ap2, 2);
+  EXPECT_EQ(state().queue_length, 3) << "a superseded waiter's step does not join the queue again";
+
+  ASSERT_TRUE(release(a));
+  ASSERT_EQ(step(plain1, ap1).outcome, Outcome::acquired);
+  ASSERT_TRUE(release(plain1));
+  ASSERT_EQ(step(plain2, ap2).outcome, Outcome::acquired);
+  ASSERT_TRUE(release(plain2));
+  EXPECT_EQ(step(third, at).outcome, Outcome::acquired);
+}
+
 TEST_F(QueueTest, AWaiterWhoseQueueWasLostJoinsItAgain) {
   Contender a = contender("100");
   ASSERT_EQ(acquire(a).outcome, Outcome::acquired);

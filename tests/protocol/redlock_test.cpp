@@ -1,9 +1,49 @@
 // Redlock over three redis-servers: phase 1 on every master, the fence merge of phase 2, a master
 // that lost the key set again with the fence, and the majority's rule.
+#include "lock/node_set.hpp"
 #include "protocol.hpp"
+
+#include <set>
 
 namespace rlock::test {
 namespace {
+
+// The quorum's masters, each looked at once phase 1 has run, and phase 2 (merge.lua) withheld from
+// chosen ones (as if they had not answered).
+class WatchedMasters final : public lock::NodeSet {
+public:
+  explicit WatchedMasters(const std::vector<std::string>& urls)
+      : m_inner(servers_of(urls).urls, redis::Timeouts{}, redis::TlsOptions{}) {}
+
+  size_t size() const override { return m_inner.size(); }
+  std::string name(size_t i) const override { return m_inner.name(i); }
+  std::optional<lock::MasterIdentity> identity(size_t i) const override { return m_inner.identity(i); }
+  std::vector<lock::NodeAnswer> eval_all(const redis::Script& script, const std::vector<std::string>& keys,
+                                         const std::vector<std::vector<std::string>>& args,
+                                         const std::vector<bool>& which) override {
+    const bool merge = script.name == "merge";
+    std::vector<bool> asked = which;
+    if (merge) {
+      for (size_t i : no_merge) asked.at(i) = false;
+    }
+    std::vector<lock::NodeAnswer> answers = m_inner.eval_all(script, keys, args, asked);
+    if (merge) {
+      for (size_t i : no_merge) {
+        if (which.at(i)) answers.at(i).error = Error(69, "phase 2 withheld by the test");
+      }
+      if (after_merge) after_merge();
+    }
+    if (script.name == "acquire" && after_phase1) after_phase1();
+    return answers;
+  }
+
+  std::set<size_t> no_merge;
+  std::function<void()> after_phase1;
+  std::function<void()> after_merge;
+
+private:
+  lock::ClientNodeSet m_inner;
+};
 
 class RedlockTest : public testing::Test {
 protected:
@@ -206,6 +246,62 @@ TEST_F(RedlockTest, AnEnclosingHoldOnAMajorityIsReentered) {
   ASSERT_EQ(inner.outcome, Outcome::reentered);
   EXPECT_EQ(inner.fence, got.fence);
   EXPECT_EQ(inner.enclosing, 1u);
+}
+
+// --min-hold on a quorum: phase 1 grants for the TTL alone; the minimum starts at phase 2, once a
+// majority holds the lock, and a release of the used hold lingers on every master.
+TEST_F(RedlockTest, TheMinimumHoldIsRecordedByPhaseTwoNotPhaseOne) {
+  WatchedMasters masters(urls());
+  lock::Quorum q(masters, timing, [] { return util::BootClock::now(); });
+  Contender c = contender("100");
+  c.min_hold = 60s;
+  std::vector<int64_t> pttl;
+  std::vector<std::string> lu;
+  masters.after_phase1 = [&] {
+    for (int i = 0; i < k_masters; ++i) {
+      pttl.push_back(master(i).call({"PTTL", name.lock_key()}).integer);
+      lu.push_back(master(i).call({"HGET", name.info_key(), "lu"}).str);
+    }
+  };
+  ASSERT_EQ(q.acquire(name, c, {}).attempt.outcome, Outcome::acquired);
+  ASSERT_EQ(pttl.size(), 3u);
+  for (int i = 0; i < k_masters; ++i) {
+    const auto at = static_cast<size_t>(i);
+    EXPECT_GT(pttl[at], 0) << "master " << i;
+    EXPECT_LE(pttl[at], c.ttl.count()) << "master " << i << ": phase 1 leased the TTL alone";
+    EXPECT_EQ(lu[at], "") << "master " << i;
+    EXPECT_GT(master(i).call({"PTTL", name.lock_key()}).integer, 30'000) << "master " << i << ": from phase 2";
+    EXPECT_NE(master(i).call({"HGET", name.info_key(), "lu"}).str, "") << "master " << i;
+  }
+
+  lock::Ending used;  // the release of an acquire hold
+  used.used = true;
+  lock::Quorum::Releases r = q.release(name, c.token, used);
+  EXPECT_EQ(r.held, 3u);
+  for (int i = 0; i < k_masters; ++i) {
+    LockState s = on(i);
+    ASSERT_TRUE(s.held) << "master " << i;
+    EXPECT_TRUE(s.holders.at(0).lingering) << "master " << i;
+  }
+}
+
+TEST_F(RedlockTest, AFailedAttemptsGiveBackNeverLingersEvenWhereItsMinimumWasRecorded) {
+  WatchedMasters masters(urls());
+  masters.no_merge = {1, 2};  // phase 2 reaches master 0 alone: no majority
+  std::string recorded;
+  masters.after_merge = [&] { recorded = master(0).call({"HGET", name.info_key(), "lu"}).str; };
+  lock::Quorum q(masters, timing, [] { return util::BootClock::now(); });
+  Contender c = contender("100");
+  c.min_hold = 60s;
+  lock::Quorum::Acquisition got = q.acquire(name, c, {});
+  EXPECT_EQ(got.attempt.outcome, Outcome::busy);
+  EXPECT_EQ(got.granted, (std::vector<bool>{true, true, true})) << "phase 1 granted everywhere";
+  EXPECT_NE(recorded, "") << "master 0 recorded the minimum at phase 2";
+  for (int i = 0; i < k_masters; ++i) {
+    EXPECT_FALSE(on(i).held) << "master " << i << ": given back, not lingering";
+    EXPECT_EQ(master(i).call({"EXISTS", name.lock_key()}).integer, 0) << "master " << i;
+  }
+  EXPECT_EQ(quorum()->try_acquire(name, contender("101"), false, {}).outcome, Outcome::acquired);
 }
 
 }  // namespace
