@@ -69,6 +69,10 @@ public:
   int run();
 
 private:
+  // Sleeps up to `duration` (stderr drained): take_signals() takes the signals that arrive; ends
+  // early, false, once ended() holds.
+  bool sleep(Millis duration, const std::function<void()>& take_signals, const std::function<bool()>& ended);
+
   // Waiting for the lock.
   bool pause(Millis duration);
   [[noreturn]] void exec_nested(const lock::Attempt& attempt, const std::string& token);
@@ -125,16 +129,21 @@ private:
 
 // --- waiting ---------------------------------------------------------------------------------
 
-bool Supervisor::pause(Millis duration) {
+bool Supervisor::sleep(Millis duration, const std::function<void()>& take_signals, const std::function<bool()>& ended) {
   auto wake = Clock::now() + duration;
-  while (!m_interrupted) {
+  while (!ended()) {
     pollfd fds[2] = {{m_signals.fd(), POLLIN, 0}, {log::pending_fd(), POLLOUT, 0}};
     int n = util::poll_until(fds, fds[1].fd >= 0 ? 2 : 1, wake);
     if (fds[1].revents) log::drain();
-    if (fds[0].revents) drain_signals();
+    if (fds[0].revents) take_signals();
     if (n == 0 || Clock::now() >= wake) break;
   }
-  return !m_interrupted;
+  return !ended();
+}
+
+bool Supervisor::pause(Millis duration) {
+  return sleep(
+      duration, [this] { drain_signals(); }, [this] { return m_interrupted.has_value(); });
 }
 
 int Supervisor::interrupted_while_waiting() {
@@ -613,17 +622,12 @@ int Supervisor::finish() {
 
 bool Supervisor::pause_releasing(Millis duration) {
   // Between attempts at the release: INT, QUIT, TERM or HUP gives up (rlock then dies by it).
-  auto wake = Clock::now() + duration;
-  while (!m_fatal_signal) {
-    pollfd fds[2] = {{m_signals.fd(), POLLIN, 0}, {log::pending_fd(), POLLOUT, 0}};
-    int n = util::poll_until(fds, fds[1].fd >= 0 ? 2 : 1, wake);
-    if (fds[1].revents) log::drain();
-    for (int s : fds[0].revents ? m_signals.take() : std::vector<int>{}) {
+  auto take = [this] {
+    for (int s : m_signals.take()) {
       if (s == SIGINT || s == SIGQUIT || s == SIGTERM || s == SIGHUP) m_fatal_signal = s;
     }
-    if (n == 0 || Clock::now() >= wake) break;
-  }
-  return !m_fatal_signal;
+  };
+  return sleep(duration, take, [this] { return m_fatal_signal.has_value(); });
 }
 
 std::string Supervisor::held_for() const {

@@ -71,6 +71,14 @@ RLOCK_GUARD_CODE int64_t boot_ns() {
 // that may have ended: the next holder may be running.
 RLOCK_GUARD_CODE bool too_late(const Setup& s) { return s.start_by > 0 && boot_ns() >= s.start_by; }
 
+// The child's check right before an execve: past the deadline it exits unexecuted, and says so
+// (late) to the guard, which it shares memory with.
+RLOCK_GUARD_CODE void exit_if_late(Setup& s) {
+  if (!too_late(s)) return;
+  s.late = true;
+  sys_exit(exit_code::k_system);
+}
+
 // The cgroup v2 hierarchy's mount point, if it is mounted where systemd puts it.
 RLOCK_GUARD_CODE const char* cgroup2_mount() {
   struct {
@@ -193,6 +201,13 @@ RLOCK_GUARD_CODE void drop_cgroup(Setup& s) {
   s.cgroup[0] = '\0';
 }
 
+// The command was not started: its deadline passed first. Nothing was executed.
+RLOCK_GUARD_CODE __attribute__((noreturn)) void report_late_and_exit(Setup& s) {
+  drop_cgroup(s);
+  sys_write_message(s.reports, k_report_late, 0, 0);
+  sys_exit(0);
+}
+
 // The child, started by the guard with CLONE_VM|CLONE_VFORK: it shares the memory until it execs.
 RLOCK_GUARD_CODE int launch_child(void*) {
   Setup& s = g_setup;
@@ -208,17 +223,11 @@ RLOCK_GUARD_CODE int launch_child(void*) {
     sys::call(SYS_rt_sigaction, SIGPIPE, reinterpret_cast<long>(&dfl), 0, 8);
   }
   sys::call(SYS_rt_sigprocmask, SIG_SETMASK, reinterpret_cast<long>(&s.child_mask), 0, 8);
-  if (too_late(s)) {
-    s.late = true;
-    sys_exit(exit_code::k_system);
-  }
+  exit_if_late(s);
   long r = sys::call(SYS_execve, reinterpret_cast<long>(s.path), reinterpret_cast<long>(s.argv),
                      reinterpret_cast<long>(s.envp));
   if (r == -ENOEXEC) {
-    if (too_late(s)) {
-      s.late = true;
-      sys_exit(exit_code::k_system);
-    }
+    exit_if_late(s);
     r = sys::call(SYS_execve, reinterpret_cast<long>("/bin/sh"), reinterpret_cast<long>(s.sh_argv),
                   reinterpret_cast<long>(s.envp));
   }
@@ -384,11 +393,7 @@ RLOCK_GUARD_CODE int guard_main(void*) {
   if (kill_at > 0) arm(timer, kill_at);
   s.start_by = first_deadline;
   s.late = false;
-  if (too_late(s)) {
-    drop_cgroup(s);
-    sys_write_message(s.reports, k_report_late, 0, 0);
-    sys_exit(0);
-  }
+  if (too_late(s)) report_late_and_exit(s);
 
   long child = s.cgroup[0] ? clone_into_cgroup(launch_child, s.cgroup_dir) : -ENOSYS;
   if (child < 0) {
@@ -405,9 +410,7 @@ RLOCK_GUARD_CODE int guard_main(void*) {
   if (s.late) {
     int status = 0;
     sys::call(SYS_wait4, child, reinterpret_cast<long>(&status), 0, 0);
-    drop_cgroup(s);
-    sys_write_message(s.reports, k_report_late, 0, 0);
-    sys_exit(0);
+    report_late_and_exit(s);
   }
   if (s.exec_errno != 0) {
     int status = 0;

@@ -15,6 +15,15 @@
 
 namespace rlock::redis {
 
+namespace {
+
+// Whether a server's answer to ROLE says it is a master.
+bool says_master(const Reply& role) {
+  return role.type == Reply::Type::array && !role.elements.empty() && role.elements[0].str == "master";
+}
+
+}  // namespace
+
 std::optional<std::pair<std::string, int>> Client::master_by_majority(std::string& why, Connection* also,
                                                                       std::optional<Outcome>* role) {
   if (m_sentinels.empty()) {
@@ -102,7 +111,7 @@ void Client::resolve_master() {
     Connection& master = node(address->first, address->second);
     try {
       Reply role = master.call({"ROLE"});
-      if (role.type == Reply::Type::array && !role.elements.empty() && role.elements[0].str == "master") {
+      if (says_master(role)) {
         m_current = &master;
         return;
       }
@@ -149,8 +158,7 @@ bool Client::confirm_current_master(std::string& why) {
                       m_url.master, was.endpoint().display());
     return false;
   }
-  if (!role || role->error || role->replies.empty() || role->replies.front().type != Reply::Type::array ||
-      role->replies.front().elements.empty() || role->replies.front().elements[0].str != "master") {
+  if (!role || role->error || role->replies.empty() || !says_master(role->replies.front())) {
     why = role && role->error ? std::string(role->error->what())
                               : fmt::format("{} is not a master (any more)", was.endpoint().display());
     return false;
