@@ -220,7 +220,7 @@ int Supervisor::run() {
     std::string why = superseded_message(m_name, attempt);
     log::info(why);
     log::event(log::Severity::notice, "superseded: {}; skipped: {}", why, m_options.display_command);
-    return m_options.take.conflict_exit_code;
+    return m_options.take.superseded_exit_code;
   }
   if (attempt.outcome == lock::Attempt::Outcome::busy) {
     if (m_interrupted) return interrupted_while_waiting();
@@ -608,7 +608,7 @@ int Supervisor::finish() {
     log::info(fmt::format("{}: the command was stopped for {} (--preempt)", m_name.key, who_text(*m_preempted_by)));
     log::event(log::Severity::notice, "preempted {} after holding it {}: {} asked for it (--preempt)", m_name.key,
                held_for(), who_text(*m_preempted_by));
-    return m_options.take.conflict_exit_code;
+    return m_options.preempted_exit_code;
   }
   if (log::syslog_events_enabled()) {
     log::event(log::Severity::info, "released {} after holding it {}; the command exited with {}", m_name.key,
