@@ -15,6 +15,7 @@
 #include "proc/guard.hpp"
 #include "proc/signals.hpp"
 #include "util/clock.hpp"
+#include "util/text.hpp"
 
 #include <poll.h>
 #include <termios.h>
@@ -97,6 +98,7 @@ private:
   void begin_stop(const std::string& why, bool lost);
   void on_preempted(const lock::Holder& by);
   void on_guard_silent();
+  void report_leftovers();
   void follow_job_stop(int sig);
   void give_terminal_back();
   int finish();
@@ -139,6 +141,8 @@ private:
   Clock::time_point m_command_at{};            // when the command was started: --min-hold counts from there
   std::optional<lock::PreemptWatch> m_watch;   // --preemptible
   std::optional<lock::Holder> m_preempted_by;  // a --preempt request stopped the command
+  // When to say which leftovers of the command keep the lock (--leftovers wait), if they still do.
+  std::optional<Clock::time_point> m_leftovers_at;
 };
 
 // --- waiting ---------------------------------------------------------------------------------
@@ -334,6 +338,7 @@ std::optional<Clock::time_point> Supervisor::next_wake() const {
   if (m_guard) {
     if (auto check = m_guard->check_at()) consider(*check);
   }
+  if (m_leftovers_at) consider(*m_leftovers_at);
   return wake;
 }
 
@@ -361,6 +366,7 @@ void Supervisor::supervise() {
     } else if (renewing() && now >= m_schedule->next_renewal()) {
       renew();
     }
+    if (m_leftovers_at && Clock::now() >= *m_leftovers_at) report_leftovers();
     if (m_max_hold_at && m_phase == Phase::running && Clock::now() >= *m_max_hold_at) {
       begin_stop(fmt::format("held for --max-hold {}", util::format_duration(*m_options.max_hold)), false);
     }
@@ -412,6 +418,9 @@ void Supervisor::on_guard_event(const proc::GuardEvent& event) {
         log::verbose("ending the processes it left running (--leftovers kill)");
         m_phase = Phase::stopping;
         m_guard->stop(m_options.stop_signal, std::min(Clock::now() + m_options.kill_after, m_schedule->kill_at()));
+      } else if (m_options.leftovers == Leftovers::wait &&
+                 (progress_mode() != Progress::none || log::verbose_enabled())) {
+        m_leftovers_at = Clock::now() + k_progress_after;
       }
       break;
     case Kind::child_stopped: follow_job_stop(event.value); break;
@@ -490,6 +499,27 @@ void Supervisor::on_guard_silent() {
   log::warning(
       "the guard did not stop the command by its deadline (it was stopped or starved): rlock killed the "
       "command's processes itself");
+}
+
+void Supervisor::report_leftovers() {
+  // Said once, where people look: a step that seems to hang after its command ended says why.
+  m_leftovers_at.reset();
+  if (m_guard->done() || m_phase != Phase::running) return;
+  constexpr size_t k_named = 5;
+  size_t total = 0;
+  std::vector<proc::Process> left = proc::descendants(m_guard->pid(), k_named, total);
+  if (total == 0) return;
+  std::string names;
+  for (const proc::Process& p : left) {
+    names += fmt::format("{}pid {} ({})", names.empty() ? "" : ", ", p.pid, util::printable(p.command));
+  }
+  if (total > left.size()) names += fmt::format(" and {} more", total - left.size());
+  log::info(
+      fmt::format("{}: the command exited ({}), but {} it left running {} the lock: {}; waiting for {} "
+                  "(--leftovers kill ends them)",
+                  m_name.key, proc::exit_code_of(m_child_status.value_or(0)),
+                  total == 1 ? "a process" : fmt::format("{} processes", total), total == 1 ? "keeps" : "keep", names,
+                  total == 1 ? "it" : "them"));
 }
 
 void Supervisor::on_preempted(const lock::Holder& by) {
