@@ -24,7 +24,7 @@ setup() {
     MAN_PAGES=("$MAN_PAGE" "$RLOCK_BUILD_DIR/man/rlock.7")
     COMPLETIONS=(completions/rlock.bash completions/_rlock completions/rlock.fish)
     SUBCOMMANDS=(run acquire release extend status list log)
-    EXIT_CODES=(0 1 64 65 69 70 71 75 76 77 78 126 127)
+    EXIT_CODES=(0 1 64 65 69 70 71 75 76 77 78 79 80 126 127)
 }
 
 # The tests that start a Redis load helpers/common.bash.
@@ -360,7 +360,7 @@ queued() { (($(rcli zcard "rlock:{$1}:q") >= $2)); }
     wait_until -t 10 queued s 1 || fail "the first waiter did not queue: $(bg_err old)"
     bg_as new "$writer" run s --supersede --wait 30s -- true
     bg_wait old 15
-    assert_equal "$BG_STATUS" 75
+    assert_equal "$BG_STATUS" 79
     RLOCK_TOKEN=$tok as_user "$writer" 0 release s
     bg_wait new 15
     assert_equal "$BG_STATUS" 0

@@ -85,7 +85,7 @@ every_event() {
   wait_until -t 10 lock_held "$k" || fail "the holder did not take $k: $(bg_err holder)"
   enqueue w1 "$k" 1 rlock run "$k" --wait 60s --supersede -- true
   bg w2 rlock run "$k" --wait 60s --supersede -- true
-  assert_bg_status w1 75 10
+  assert_bg_status w1 79 10
   touch "$T/go"
   assert_bg_status holder 0
   assert_bg_status w2 0
@@ -94,7 +94,7 @@ every_event() {
   wait_until -t 10 lock_held "$k" || fail "the preemptible holder did not take $k: $(bg_err victim)"
   run --separate-stderr rlock run "$k" --preempt -w 30s -- true
   assert_success
-  assert_bg_status victim 75 15
+  assert_bg_status victim 80 15
   # expired: the holder dies (SIGKILL, no release); its lease ends; another takes the lock.
   bg dead rlock run "$k" -t 2s -- sleep 30
   wait_until -t 10 lock_held "$k" || fail "the holder did not take $k: $(bg_err dead)"

@@ -353,6 +353,22 @@ commands::RunOptions run_options(Parsed& p) {
     else
       bad_setting(s, fmt::format("'{}' is neither wait nor kill", util::printable(s.text)));
   }
+  if (r.cancel_in_progress) {
+    // GitHub's cancel-in-progress: the newest waiter replaces the older ones, and stops a holder
+    // that gave it too.
+    if (r.take.wait && r.take.wait->count() == 0) {
+      usage(
+          "--cancel-in-progress replaces older waiting requests, and with -n (or -w 0) this one never waits: "
+          "leave one out");
+    }
+    if (r.take.shared || r.take.limit > 1) {
+      usage("--cancel-in-progress is for an exclusive hold: it does not go with --shared or --limit");
+    }
+    if (r.connect.urls.size() >= 2) {
+      usage("--cancel-in-progress needs a queue, which a Redlock quorum (several URLs) does not have");
+    }
+    r.take.supersede = r.take.preempt = r.preemptible = true;
+  }
   if (r.preemptible && (r.take.shared || r.take.limit > 1)) {
     usage("--preemptible is for an exclusive hold: it does not go with --shared or --limit");
   }

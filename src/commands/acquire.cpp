@@ -111,7 +111,7 @@ std::optional<int> not_taken(const lock::LockName& name, const lock::Attempt& a,
     std::string why = superseded_message(name, a);
     log::info(why);
     log::event(log::Severity::notice, "superseded: {} (rlock acquire)", why);
-    return options.take.conflict_exit_code;
+    return options.take.superseded_exit_code;
   }
   if (a.outcome == lock::Attempt::Outcome::busy) {
     std::string busy = busy_outcome(name, a, options.take);

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "commands/option_table.hpp"
+#include "exit_code.hpp"
 #include "lock/backend.hpp"
 #include "lock/validity.hpp"
 #include "redis/connection.hpp"
@@ -37,7 +38,8 @@ struct TakeOptions {
   std::string key;
   util::Millis ttl = lock::k_default_ttl;
   std::optional<util::Millis> wait;  // nullopt: wait forever
-  int conflict_exit_code = 75;
+  int conflict_exit_code = exit_code::k_busy;
+  int superseded_exit_code = exit_code::k_superseded;
   int wait_replicas = 0;  // WAIT for this many replicas after acquiring
   util::Millis wait_timeout{1'000};
   bool strict = false;       // refuse a server that may evict locks, instead of warning
@@ -65,6 +67,8 @@ struct RunOptions {
   std::optional<util::Millis> max_hold;
   Leftovers leftovers = Leftovers::wait;
   bool preemptible = false;  // --preemptible: a --preempt request may stop this hold
+  int preempted_exit_code = exit_code::k_preempted;
+  bool cancel_in_progress = false;  // --cancel-in-progress: --supersede --preempt --preemptible
 };
 
 struct AcquireOptions {
@@ -141,8 +145,11 @@ inline constexpr auto k_options = [] {
       {"-n,--no-wait,--nb,--nonblock", on::take,   flag,  "",    "",                       "",
        "fail at once if the lock is held (same as -w 0)", "", {}, {}, "", "--wait"},
       {"-E,--conflict-exit-code",     on::take,    value, "N",   "conflict-exit-code",     "RLOCK_CONFLICT_EXIT_CODE",
-       "exit code when the lock is busy (default {})", "", field<&TakeOptions::conflict_exit_code>(),
-       {.min = 0, .max = 255, .words = "an exit code"}},
+       "exit code when the lock is busy or the wait ran out (default {})", "",
+       field<&TakeOptions::conflict_exit_code>(), {.min = 0, .max = 255, .words = "an exit code"}},
+      {"--superseded-exit-code",      on::take,    value, "N",   "superseded-exit-code",   "RLOCK_SUPERSEDED_EXIT_CODE",
+       "exit code when a newer --supersede request replaced this one (default {})", "",
+       field<&TakeOptions::superseded_exit_code>(), {.min = 0, .max = 255, .words = "an exit code"}},
       {"-s,--shared",                 on::take,    flag,  "",    "",                       "",
        "a shared hold: many shared holders, or one exclusive", "", field<&TakeOptions::shared>()},
       {"-x,--exclusive",              on::take,    flag,  "",    "",                       "",
@@ -162,7 +169,7 @@ inline constexpr auto k_options = [] {
        "(once per cron tick)", "",
        field<&TakeOptions::min_hold>(), {.zero_ok = true}},
       {"--supersede",                 on::take,    flag,  "",    "supersede",              "RLOCK_SUPERSEDE",
-       "newest wins: replace the older waiters that also gave --supersede (they exit 75)", "",
+       "newest wins: replace the older waiters that also gave --supersede (they exit 79)", "",
        field<&TakeOptions::supersede>()},
       {"--preempt",                   on::take,    flag,  "",    "preempt",                "RLOCK_PREEMPT",
        "stop a --preemptible holder and be served next; other holders are waited for", "",
@@ -185,8 +192,14 @@ inline constexpr auto k_options = [] {
       {"--max-hold",                  on::run,     value, "D",   "max-hold",               "RLOCK_MAX_HOLD",
        "stop the child as if lost after D", "", field<&RunOptions::max_hold>()},
       {"--preemptible",               on::run,     flag,  "",    "preemptible",            "RLOCK_PREEMPTIBLE",
-       "a --preempt request may stop the command (--signal, then SIGKILL); rlock then exits 75", "",
+       "a --preempt request may stop the command (--signal, then SIGKILL); rlock then exits 80", "",
        field<&RunOptions::preemptible>()},
+      {"--preempted-exit-code",       on::run,     value, "N",   "preempted-exit-code",    "RLOCK_PREEMPTED_EXIT_CODE",
+       "exit code when a --preempt request stopped the command (default {})", "",
+       field<&RunOptions::preempted_exit_code>(), {.min = 0, .max = 255, .words = "an exit code"}},
+      {"--cancel-in-progress",        on::run,     flag,  "",    "cancel-in-progress",     "RLOCK_CANCEL_IN_PROGRESS",
+       "newest wins, as CI's cancel-in-progress: --supersede --preempt --preemptible", "",
+       field<&RunOptions::cancel_in_progress>()},
       {"--leftovers",                 on::run,     value, "WHAT","leftovers",              "RLOCK_LEFTOVERS",
        "processes the command leaves running when it exits: wait (keep the lock until they end) or kill (end them); "
        "default {}", "wait"},
