@@ -65,6 +65,8 @@ struct RunOptions {
   std::optional<util::Millis> max_hold;
   Leftovers leftovers = Leftovers::wait;
   bool preemptible = false;  // --preemptible: a --preempt request may stop this hold
+  // --once-per: run once per tick of this period across hosts
+  std::optional<util::Millis> once_per;
 };
 
 struct AcquireOptions {
@@ -187,6 +189,9 @@ inline constexpr auto k_options = [] {
       {"--preemptible",               on::run,     flag,  "",    "preemptible",            "RLOCK_PREEMPTIBLE",
        "a --preempt request may stop the command (--signal, then SIGKILL); rlock then exits 75", "",
        field<&RunOptions::preemptible>()},
+      {"--once-per",                  on::run,     value, "D",   "once-per",               "RLOCK_ONCE_PER",
+       "run once per tick of D across hosts (a tick: this host's time rounded to the nearest multiple of D); the "
+       "other runs of that tick exit 75, naming the host that ran it", "", field<&RunOptions::once_per>()},
       {"--leftovers",                 on::run,     value, "WHAT","leftovers",              "RLOCK_LEFTOVERS",
        "processes the command leaves running when it exits: wait (keep the lock until they end) or kill (end them); "
        "default {}", "wait"},
