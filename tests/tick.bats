@@ -92,11 +92,12 @@ sleep_until() {
 
 @test "once-per: a run that waits for a job longer than the period runs its own tick after it, once" {
   redis_start
-  # A run of an earlier tick holds the lock (an acquire hold, as a long job would).
+  # A run of an earlier tick holds the lock (an acquire hold, as a long job would). The period is
+  # a day, so that the runs of the test fall in one tick.
   local tok
   tok=$(rlock acquire k --ttl 30s) || fail "could not take k"
-  bg w1 rlock run k --wait 20s --once-per 6s -- "$T/job.sh" w1 0
-  bg w2 rlock run k --wait 20s --once-per 6s -- "$T/job.sh" w2 0
+  bg w1 rlock run k --wait 20s --once-per 1d -- "$T/job.sh" w1 0
+  bg w2 rlock run k --wait 20s --once-per 1d -- "$T/job.sh" w2 0
   wait_until -t 10 sh -c "rlock status k --json | jq -e '.queue_length == 2' >/dev/null" ||
     fail "the two runs do not wait: $(rlock status k --json)"
   RLOCK_TOKEN=$tok rlock release k
@@ -111,12 +112,13 @@ sleep_until() {
 
 @test "once-per: a run given back before its command started leaves the tick to the next run" {
   redis_start
-  # --wait-replicas 1 on a server without replicas: the lock is taken, then given back (69).
-  run --separate-stderr rlock run k -n --once-per 1h --wait-replicas 1 --wait-timeout 100ms -- "$T/job.sh" first 0
+  # --wait-replicas 1 on a server without replicas: the lock is taken, then given back (69). The
+  # period is a day, so that the runs of the test fall in one tick.
+  run --separate-stderr rlock run k -n --once-per 1d --wait-replicas 1 --wait-timeout 100ms -- "$T/job.sh" first 0
   assert_failure 69
-  run --separate-stderr rlock run k -n --once-per 1h -- "$T/job.sh" second 0
+  run --separate-stderr rlock run k -n --once-per 1d -- "$T/job.sh" second 0
   assert_success
-  run --separate-stderr rlock run k -n --once-per 1h -- "$T/job.sh" third 0
+  run --separate-stderr rlock run k -n --once-per 1d -- "$T/job.sh" third 0
   assert_failure 75
   [[ $stderr == *"already ran on $(hostname) at "* ]] || fail "stderr: $stderr"
   assert_equal "$(awk '{ print $3 }' "$W" | xargs)" "second"
