@@ -554,8 +554,9 @@ local function waiting(id)
 end
 
 -- The contender described by ARGV[2..12]: token ttl host pid user cmd mode limit options
--- min_hold_ms tick (--once-per: the tick it runs for, ms since the epoch; '' without). Options: q (join the queue if it cannot be taken now), s (supersede), p
--- (preempt), e (preemptible), r (Redlock's phase 1: the acquisition is recorded by phase 2).
+-- min_hold_ms tick (--once-per: the tick it runs for, ms since the epoch; '' without). Options:
+-- q (join the queue if it cannot be taken now), s (supersede), p (preempt), e (preemptible), r
+-- (Redlock's phase 1: the acquisition is recorded by phase 2).
 local function contender()
   return {t = ARGV[2], ttl = ARGV[3], h = ARGV[4], p = ARGV[5], u = ARGV[6], c = ARGV[7], m = ARGV[8], o = ARGV[10],
           mh = ARGV[11], tk = ARGV[12] or ''},

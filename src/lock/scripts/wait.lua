@@ -6,7 +6,7 @@
 -- Returns {1, more, push, fence, slot} when the lock is ours now; {5, more, push, reason, by} when
 -- the waiter must leave (reason "superseded", by "host\tpid\tuser\tcmd"); {4, more, push} when
 -- the budget ran out (call again); {6, more, push, tick, host, at, now} when its --once-per tick was
--- done (it leaves, as after a timeout: cancel.lua); else the waiting reply of common.lua.
+-- done (the caller then leaves: cancel.lua); else the waiting reply of common.lua.
 local d, id, limit, bad = prologue()
 if bad then return bad end
 
