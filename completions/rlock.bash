@@ -296,6 +296,10 @@ _rlock()
                 # A number of holders, 1 or more.
                 _rlock_reply -W '2 3 4 5 8 10' -- "$vcur"
                 ;;
+            once-per:*)
+                # A schedule's period: cron's and timers' usual ones.
+                _rlock_reply -W '1m 5m 10m 15m 30m 1h 1d' -- "$vcur"
+                ;;
             log-length:*)
                 # Events kept per lock; 0 turns the history off.
                 _rlock_reply -W '0 100 1000 10000' -- "$vcur"

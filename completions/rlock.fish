@@ -279,6 +279,8 @@ function __rlock_values
             set out (set -nx)
         case 'limit:*'
             set out 2 3 4 5 8 10
+        case 'once-per:*'
+            set out 1m 5m 10m 15m 30m 1h 1d
         case 'log-length:*'
             set out 0 100 1000 10000
         case 'lines:*'

@@ -372,6 +372,9 @@ commands::RunOptions run_options(Parsed& p) {
   if (r.preemptible && (r.take.shared || r.take.limit > 1)) {
     usage("--preemptible is for an exclusive hold: it does not go with --shared or --limit");
   }
+  if (r.once_per && (r.take.shared || r.take.limit > 1)) {
+    usage("--once-per runs the command once per tick on one host: it does not go with --shared or --limit");
+  }
   check_quorum(r.connect, r.take, r.preemptible);
   // The child must be gone before the lease can expire: --kill-after must fit in the TTL.
   Millis limit = lock::validity::max_kill_after(r.take.ttl);

@@ -136,6 +136,15 @@ std::string busy_message(const lock::LockName& name, const lock::Attempt& attemp
   return fmt::format("{} is held{}{}", name.key, holder_text(attempt), queue);
 }
 
+std::string tick_done_message(const lock::LockName& name, const lock::Attempt& attempt, int64_t tick) {
+  std::string ago = attempt.held_for ? fmt::format(" ({} ago)", util::format_duration(*attempt.held_for)) : "";
+  std::string which = attempt.tick > tick ? fmt::format("a later tick ({})", util::iso_time(attempt.tick))
+                                          : fmt::format("the tick of {}", util::iso_time(tick));
+  return fmt::format("{}: {} already ran on {} at {}{}; skipped (--once-per)", name.key, which,
+                     util::printable(attempt.holder.host.empty() ? "?" : attempt.holder.host),
+                     util::iso_time(attempt.tick_at), ago);
+}
+
 std::string who_text(const lock::Holder& h) {
   std::string out = fmt::format("{} pid {}", util::printable(h.host), util::printable(h.pid));
   if (!h.user.empty()) out += fmt::format(" user {}", util::printable(h.user));

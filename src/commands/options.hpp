@@ -69,6 +69,8 @@ struct RunOptions {
   bool preemptible = false;  // --preemptible: a --preempt request may stop this hold
   int preempted_exit_code = exit_code::k_preempted;
   bool cancel_in_progress = false;  // --cancel-in-progress: --supersede --preempt --preemptible
+  // --once-per: run once per tick of this period across hosts
+  std::optional<util::Millis> once_per;
 };
 
 struct AcquireOptions {
@@ -200,6 +202,9 @@ inline constexpr auto k_options = [] {
       {"--cancel-in-progress",        on::run,     flag,  "",    "cancel-in-progress",     "RLOCK_CANCEL_IN_PROGRESS",
        "newest wins, as CI's cancel-in-progress: --supersede --preempt --preemptible", "",
        field<&RunOptions::cancel_in_progress>()},
+      {"--once-per",                  on::run,     value, "D",   "once-per",               "RLOCK_ONCE_PER",
+       "run once per tick of D across hosts (a tick: this host's time rounded to the nearest multiple of D); the "
+       "other runs of that tick exit 75, naming the host that ran it", "", field<&RunOptions::once_per>()},
       {"--leftovers",                 on::run,     value, "WHAT","leftovers",              "RLOCK_LEFTOVERS",
        "processes the command leaves running when it exits: wait (keep the lock until they end) or kill (end them); "
        "default {}", "wait"},

@@ -24,6 +24,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <chrono>
 #include <functional>
 #include <cerrno>
 #include <cstdlib>
@@ -202,6 +203,11 @@ int Supervisor::run() {
   lock::Holder holder = this_holder(m_options.display_command);
   m_contender = make_contender(m_options.take, holder);
   m_contender.preemptible = m_options.preemptible;
+  // The tick is this host's: when its cron or timer fired, rounded to the nearest one.
+  if (m_options.once_per) {
+    auto now = std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch());
+    m_contender.tick = lock::nearest_tick(now.count(), *m_options.once_per);
+  }
   m_token = m_contender.token;
   m_backend->check_eviction_before(m_options.take.strict);
   // The guard starts now, while the lock is being taken (its start overlaps the round trip),
@@ -225,6 +231,12 @@ int Supervisor::run() {
     log::info(why);
     log::event(log::Severity::notice, "superseded: {}; skipped: {}", why, m_options.display_command);
     return m_options.take.superseded_exit_code;
+  }
+  if (attempt.outcome == lock::Attempt::Outcome::done) {
+    std::string done = tick_done_message(m_name, attempt, m_contender.tick.value_or(0));
+    log::info(done);
+    log::event(log::Severity::notice, "busy: {}: {}", done, m_options.display_command);
+    return m_options.take.conflict_exit_code;
   }
   if (attempt.outcome == lock::Attempt::Outcome::busy) {
     if (m_interrupted) return interrupted_while_waiting();

@@ -71,6 +71,8 @@ std::vector<Event> parse_events(const redis::Reply& reply, const std::string& ke
         e.by = value;
       else if (name == "id")
         e.contender = value;
+      else if (name == "tk")
+        e.tick = number(value);
       else if (name == "t")
         e.time_ms = number(value).value_or(e.time_ms);  // recorded late: when it happened
     }
@@ -113,6 +115,7 @@ std::string format_event(const Event& e, bool with_key) {
   if (e.waited_ms) line += " waited " + util::format_duration(util::Millis(*e.waited_ms));
   if (e.held_ms) line += " held " + util::format_duration(util::Millis(*e.held_ms));
   if (!e.exit_status.empty()) line += " exit " + util::printable(e.exit_status);
+  if (e.tick) line += " tick " + iso_time(*e.tick) + " done";
   if (!e.by.empty()) {
     Holder by = parse_who(e.by);
     line += by.pid.empty() ? " by " + util::printable(e.by)
@@ -136,10 +139,11 @@ std::string event_json(const Event& e) {
   }
   return fmt::format(
       "{{\"time\":{},\"time_ms\":{},\"key\":{},\"event\":{},\"host\":{},\"pid\":{},\"user\":{},\"cmd\":{},"
-      "\"fence\":{},\"waited_ms\":{},\"held_ms\":{},\"exit\":{},\"by\":{}}}",
+      "\"fence\":{},\"waited_ms\":{},\"held_ms\":{},\"exit\":{},\"by\":{},\"tick\":{}}}",
       util::json_quote(iso_time(e.time_ms)), e.time_ms, util::json_quote(e.key), util::json_quote(e.kind),
       text_or_null(e.holder.host), json_or_null(pid), text_or_null(e.holder.user), text_or_null(e.holder.command),
-      json_or_null(e.fence), json_or_null(e.waited_ms), json_or_null(e.held_ms), json_or_null(exit), by);
+      json_or_null(e.fence), json_or_null(e.waited_ms), json_or_null(e.held_ms), json_or_null(exit), by,
+      e.tick ? util::json_quote(iso_time(*e.tick)) : std::string("null"));
 }
 
 }  // namespace rlock::lock

@@ -27,6 +27,8 @@ struct Event {
   std::string exit_status;  // the command's, when there was one
   std::string by;           // superseded, preempted: the newer request; a forced release: "release --force"
   std::string contender;    // the contender's public id (tells a quorum's copies of one event apart)
+  // busy: the --once-per tick already run (ms since the epoch), by the host `by`
+  std::optional<int64_t> tick;
 };
 
 // The command that reads a lock's history: its last `count` events, newest first (XREVRANGE); or
@@ -46,7 +48,7 @@ void sort_by_time(std::vector<Event>& events);
 // One line for people: time, key (with_key), event, host, pid, user, fence, waited, held, exit,
 // by, command. Quoted text goes through util::printable.
 std::string format_event(const Event& event, bool with_key);
-// One JSON object: time, key, event, host, pid, user, cmd, fence, waited_ms, held_ms, exit, by.
+// One JSON object: time, key, event, host, pid, user, cmd, fence, waited_ms, held_ms, exit, by, tick.
 std::string event_json(const Event& event);
 
 }  // namespace rlock::lock

@@ -125,11 +125,13 @@ std::vector<std::string> contender_args(const Contender& c, bool queue, bool red
   if (c.preempt) options += 'p';
   if (c.preemptible) options += 'e';
   if (redlock) options += 'r';
-  return {c.token,           std::to_string(c.ttl.count()),
-          c.holder.host,     c.holder.pid,
-          c.holder.user,     c.holder.command,
-          mode_code(c.mode), std::to_string(c.limit),
-          options,           std::to_string(c.min_hold.count())};
+  std::vector<std::string> args{c.token,           std::to_string(c.ttl.count()),
+                                c.holder.host,     c.holder.pid,
+                                c.holder.user,     c.holder.command,
+                                mode_code(c.mode), std::to_string(c.limit),
+                                options,           std::to_string(c.min_hold.count())};
+  args.push_back(c.tick ? std::to_string(*c.tick) : std::string());
+  return args;
 }
 
 ScriptReply read_script_reply(Reply reply, const LockName& name) {
@@ -171,6 +173,14 @@ Attempt read_attempt(const ScriptReply& r, const LockName& name, size_t enclosin
       if (e.size() < 2) unexpected(name, "malformed answer to the wait script");
       a.outcome = Attempt::Outcome::superseded;
       a.superseded_by = parse_who(e[1].text());
+      return a;
+    case 6:
+      if (e.size() < 4) unexpected(name, "malformed answer to a lock script");
+      a.outcome = Attempt::Outcome::done;
+      a.tick = e[0].number();
+      a.holder.host = e[1].text();
+      a.tick_at = e[2].number();
+      if (a.tick_at > 0 && e[3].number() >= a.tick_at) a.held_for = util::Millis(e[3].number() - a.tick_at);
       return a;
     case 0:
       if (e.size() < 8) unexpected(name, "malformed answer to the acquire script");

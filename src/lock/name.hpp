@@ -22,6 +22,7 @@ enum class Part {
   superseding,  // waiters that asked to supersede older ones
   notices,      // waiters told to leave
   log,          // the lock's history (a stream)
+  tick,         // --once-per: the last tick run
 };
 
 // The Redis keys of one lock. All share the hash tag {KEY}, so they live in one Cluster slot,
@@ -48,9 +49,10 @@ struct LockName {
     return keys;
   }
 
-  static constexpr std::array<Part, 12> k_parts = {
-      Part::fence,       Part::info,      Part::queue,      Part::waiters,     Part::leases,  Part::holders,
-      Part::holder_info, Part::semaphore, Part::free_slots, Part::superseding, Part::notices, Part::log};
+  static constexpr std::array<Part, 13> k_parts = {
+      Part::fence,   Part::info,        Part::queue,     Part::waiters,    Part::leases,
+      Part::holders, Part::holder_info, Part::semaphore, Part::free_slots, Part::superseding,
+      Part::notices, Part::log,         Part::tick};
 
   static constexpr std::string_view suffix(Part part) {
     switch (part) {
@@ -66,6 +68,7 @@ struct LockName {
       case Part::superseding: return "sq";
       case Part::notices: return "gone";
       case Part::log: return "log";
+      case Part::tick: return "tick";
     }
     return "";
   }

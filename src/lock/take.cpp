@@ -153,8 +153,13 @@ private:
     return m_hooks.pause(std::max(sleep, Millis(1)));
   }
 
-  // An answer that ends the wait: acquired, reentered, busy (-n), or superseded.
+  // An answer that ends the wait: acquired, reentered, busy (-n), superseded, or done (its
+  // --once-per tick was run: a place or a grant it has is given up).
   Attempt answered() {
+    if (m_a.outcome == Attempt::Outcome::done) {
+      leave(false);
+      return m_a;
+    }
     if (m_a.outcome == Attempt::Outcome::superseded) {
       log::verbose("{}: a newer request superseded this one (--supersede)", m_name.key);
       return m_a;

@@ -322,6 +322,14 @@ TEST_F(ParseCommandLine, UsageErrorsExit64) {
   EXPECT_EQ(code, 64);
   EXPECT_EQ(message, "-t needs a value: a duration such as 30s (see rlock run --help)");
 
+  std::tie(code, message) = error_of({"run", "k", "--once-per", "5m", "--limit", "2", "true"});
+  EXPECT_EQ(code, 64);
+  EXPECT_NE(message.find("--once-per runs the command once per tick"), std::string::npos) << message;
+  std::tie(code, message) = error_of({"run", "k", "--once-per", "5m", "-s", "true"});
+  EXPECT_EQ(code, 64);
+  std::tie(code, message) = error_of({"run", "k", "--once-per", "0", "true"});
+  EXPECT_EQ(code, 64) << "a period of zero";
+
   std::tie(code, message) = error_of({"run", "k", "-t", "soon", "true"});
   EXPECT_EQ(code, 64);
   EXPECT_EQ(message.rfind("--ttl: 'soon' is not a duration", 0), 0u) << message;
@@ -357,6 +365,10 @@ TEST_F(ParseCommandLine, FieldsAreFilledByTheirType) {
   EXPECT_EQ(run.max_hold->count(), 120'000);
   EXPECT_TRUE(run.preemptible);
   EXPECT_EQ(run.take.min_hold.count(), 1000);
+  EXPECT_FALSE(run.once_per.has_value());
+  auto once = parse({"run", "k", "--once-per", "5m", "true"});
+  ASSERT_TRUE(std::get<commands::RunOptions>(once).once_per.has_value());
+  EXPECT_EQ(std::get<commands::RunOptions>(once).once_per->count(), 300'000);
   EXPECT_EQ(run.take.conflict_exit_code, 9);
   ASSERT_TRUE(run.take.wait.has_value());
   EXPECT_EQ(run.take.wait->count(), 0);

@@ -189,6 +189,37 @@ TEST(TakeLock, SupersededEndsTheWaitWithoutCancel) {
   EXPECT_TRUE(b.cancel_calls.empty()) << "its place is gone already";
 }
 
+TEST(TakeLock, ATickRunWhileWaitingLeavesTheQueueAsDone) {
+  FakeBackend b(timing());
+  b.acquire_answers = {answer(Outcome::queued, 2)};
+  b.wait_answers = {answer(Outcome::done)};
+  Hooks h;
+  EXPECT_EQ(rlock::lock::take_lock(b, k_name, wait_for(10s), contender(), {}, h.get()).outcome, Outcome::done);
+  EXPECT_EQ(b.cancel_calls, std::vector<bool>{false}) << "its place, or a grant, is given up; not a timeout";
+}
+
+TEST(TakeLock, ATickRunBeforeTheFirstAttemptEndsItWithoutCancel) {
+  FakeBackend b(timing());
+  b.acquire_answers = {answer(Outcome::done)};
+  Hooks h;
+  EXPECT_EQ(rlock::lock::take_lock(b, k_name, wait_for(10s), contender(), {}, h.get()).outcome, Outcome::done);
+  EXPECT_TRUE(b.cancel_calls.empty());
+  EXPECT_TRUE(b.wait_calls.empty());
+}
+
+// A tick is the nearest multiple of the period: hosts up to half a period apart agree.
+TEST(NearestTick, RoundsToTheNearestMultipleOfThePeriod) {
+  constexpr int64_t t = 1'800'000'000'000;  // a multiple of 5 minutes
+  const Millis period(300'000);
+  EXPECT_EQ(rlock::lock::nearest_tick(t, period), t);
+  EXPECT_EQ(rlock::lock::nearest_tick(t + 2'000, period), t) << "a timer 2s late";
+  EXPECT_EQ(rlock::lock::nearest_tick(t - 2'000, period), t) << "a clock 2s behind";
+  EXPECT_EQ(rlock::lock::nearest_tick(t + 149'999, period), t);
+  EXPECT_EQ(rlock::lock::nearest_tick(t - 150'000, period), t) << "half way: the later one";
+  EXPECT_EQ(rlock::lock::nearest_tick(t + 150'000, period), t + 300'000);
+  EXPECT_EQ(rlock::lock::nearest_tick(t + 299'000, period), t + 300'000);
+}
+
 TEST(TakeLock, ReplicasThatDoNotConfirmGiveTheLockBack) {
   FakeBackend b(timing());
   b.acquire_answers = {answer(Outcome::acquired)};

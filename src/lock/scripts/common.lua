@@ -16,7 +16,8 @@ local K = {
   sq = KEYS[11],     -- the waiters that asked to supersede older ones: ZSET id -> arrival
   gone = KEYS[12],   -- waiters told to leave (superseded): ZSET id -> when the notice lapses
   log = KEYS[13],    -- the lock's history: STREAM
-  mb = KEYS[14],     -- the caller's mailbox: pushed when its hold or its place ends
+  tick = KEYS[14],   -- --once-per: the last tick run: HASH t h at id (and pt ph pa: the one before)
+  mb = KEYS[15],     -- the caller's mailbox: pushed when its hold or its place ends
 }
 -- A contender's id is the first 16 characters of its token (the rest, 128 bits, is the secret).
 --
@@ -303,6 +304,35 @@ local function lease_ms(ttl, linger_until)
   return px
 end
 
+-- --once-per (exclusive holds only; d.tk is '' without it). A tick is done once a hold recorded
+-- it, or a later one, in K.tick when it took the lock. Another contender of that tick (or an
+-- earlier one) is refused: the reply's payload {tick done, its host, when (server ms), now}, and a
+-- busy event that says so. The record keeps the one before it, which a give-back restores.
+local function tick_refusal(id, d)
+  if d.tk == '' then return nil end
+  local v = redis.call('HMGET', K.tick, 't', 'h', 'at', 'id')
+  if not v[1] or tonumber(v[1]) < tonumber(d.tk) or v[4] == id then return nil end
+  event('busy', {'h', d.h, 'p', d.p, 'u', d.u, 'c', d.c, 'tk', v[1], 'by', v[2], 'id', id})
+  return {v[1], v[2] or '', v[3] or '', NOW}
+end
+
+local function tick_take(id, d)
+  if d.tk == '' then return end
+  local v = redis.call('HMGET', K.tick, 't', 'h', 'at', 'id')
+  if v[4] == id then return end
+  redis.call('HSET', K.tick, 't', d.tk, 'h', d.h, 'at', NOW, 'id', id, 'pt', v[1] or '', 'ph', v[2] or '',
+             'pa', v[3] or '')
+  redis.call('PEXPIRE', K.tick, HISTORY)
+  redis.call('HSET', K.info, 'tk', d.tk)
+end
+
+local function tick_return(id)
+  local v = redis.call('HMGET', K.tick, 'id', 'pt', 'ph', 'pa')
+  if v[1] ~= id then return end
+  if not v[2] or v[2] == '' then return redis.call('DEL', K.tick) end
+  redis.call('HSET', K.tick, 't', v[2], 'h', v[3], 'at', v[4], 'id', '', 'pt', '', 'ph', '', 'pa', '')
+end
+
 -- Gives the lock to contender d (t m h p u c ttl o mh js): for its lease when it takes it itself
 -- (claimed), for the claim window when it is granted to a waiter. The minimum hold counts from
 -- the claim, and on Redlock from phase 2 (merge.lua), once the quorum holds. Returns fence, slot.
@@ -321,6 +351,7 @@ local function grant(id, d, claimed, limit)
                'fence', fence, 'ttl', d.ttl, 'claimed', claimed and 1 or 0, 'exp', NOW + px, 'lu', linger_until,
                'pe', preemptible, 'js', d.js or NOW)
     redis.call('PEXPIRE', K.info, px + HISTORY)
+    if claimed then tick_take(id, d) end
   else
     if d.m == 'n' then
       redis.call('HSET', K.sem, 'limit', limit)
@@ -412,6 +443,7 @@ local function claim(id, mode, ttl, d)
     redis.call('PEXPIRE', K.lock, px)
     redis.call('HSET', K.info, 'claimed', 1, 'exp', NOW + px, 'lu', linger_until)
     redis.call('PEXPIRE', K.info, px + HISTORY)
+    tick_take(id, d)
     event('acquired', {'h', d.h, 'p', d.p, 'u', d.u, 'c', d.c, 'f', v[2], 'w', js and tostring(NOW - tonumber(js)) or '',
                        'id', id})
   else
@@ -521,12 +553,13 @@ local function waiting(id)
   return out
 end
 
--- The contender described by ARGV[2..11]: token ttl host pid user cmd mode limit options
--- min_hold_ms. Options: q (join the queue if it cannot be taken now), s (supersede), p
--- (preempt), e (preemptible), r (Redlock's phase 1: the acquisition is recorded by phase 2).
+-- The contender described by ARGV[2..12]: token ttl host pid user cmd mode limit options
+-- min_hold_ms tick (--once-per: the tick it runs for, ms since the epoch; '' without). Options:
+-- q (join the queue if it cannot be taken now), s (supersede), p (preempt), e (preemptible), r
+-- (Redlock's phase 1: the acquisition is recorded by phase 2).
 local function contender()
   return {t = ARGV[2], ttl = ARGV[3], h = ARGV[4], p = ARGV[5], u = ARGV[6], c = ARGV[7], m = ARGV[8], o = ARGV[10],
-          mh = ARGV[11]},
+          mh = ARGV[11], tk = ARGV[12] or ''},
          tonumber(ARGV[9])
 end
 

@@ -34,7 +34,7 @@ end
 
 local v
 if kind == 'x' then
-  v = redis.call('HMGET', K.info, 'host', 'pid', 'user', 'cmd', 'fence', 'since', 'lu', 'pb', 'ps', 'pi')
+  v = redis.call('HMGET', K.info, 'host', 'pid', 'user', 'cmd', 'fence', 'since', 'lu', 'pb', 'ps', 'pi', 'tk')
 else
   v = redis.call('HMGET', K.hi, id .. '.h', id .. '.p', id .. '.u', id .. '.c', id .. '.f', id .. '.s', id .. '.lu',
                  id .. '.pb')
@@ -49,6 +49,8 @@ local preempted = asked and (kind ~= 'x' or v[9] == '1')
 local wanted = asked and (kind ~= 'x' or (v[10] and still_waiting(v[10])))
 if used == '' then
   event('returned', ev)
+  -- Never used: its --once-per tick is not done.
+  if v[11] then tick_return(id) end
 elseif preempted then
   ev[#ev + 1] = 'by'
   ev[#ev + 1] = v[8]

@@ -5,7 +5,8 @@
 -- KEYS: the lock's keys. ARGV: cfg, then the contender (as for acquire).
 -- Returns {1, more, push, fence, slot} when the lock is ours now; {5, more, push, reason, by} when
 -- the waiter must leave (reason "superseded", by "host\tpid\tuser\tcmd"); {4, more, push} when
--- the budget ran out (call again); else the waiting reply of common.lua.
+-- the budget ran out (call again); {6, more, push, tick, host, at, now} when its --once-per tick was
+-- done (the caller then leaves: cancel.lua); else the waiting reply of common.lua.
 local d, id, limit, bad = prologue()
 if bad then return bad end
 
@@ -21,6 +22,8 @@ end
 -- (one granted since, or one that has not yet seen the request) to stop.
 local preemptor = string.find(d.o, 'p', 1, true) ~= nil and d.m == 'x'
 local ours, fence, slot, claimed = held_by(d.t, id, d.m)
+local done = not claimed and tick_refusal(id, d)
+if done then return reply(6, unpack(done)) end
 if not ours then
   if redis.call('ZSCORE', K.q, id) then
     redis.call('ZADD', K.wl, NOW + LEASE, id)
