@@ -185,7 +185,7 @@ int Supervisor::run() {
   m_contender = make_contender(m_options.take, holder);
   m_contender.preemptible = m_options.preemptible;
   m_token = m_contender.token;
-  m_backend->check_eviction_before(m_options.take.strict);
+  m_backend->check_eviction_before(m_name, m_options.take.strict);
   // The guard starts now, while the lock is being taken (its start overlaps the round trip),
   // unless the lock may be re-entered, where the command runs in rlock's place instead. A tree
   // that could not be followed is refused before the lock is taken.
