@@ -213,7 +213,7 @@ int acquire(const AcquireOptions& options) {
                 "standard output is closed: there is nowhere to print the token (use "
                 "--token-file F)");
   }
-  locker.check_eviction_before(options.take.strict);
+  locker.check_eviction_before(name, options.take.strict);
 
   proc::SignalSet signals({SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}, {});
   std::optional<int> interrupted;

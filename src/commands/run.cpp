@@ -209,7 +209,7 @@ int Supervisor::run() {
     m_contender.tick = lock::nearest_tick(now.count(), *m_options.once_per);
   }
   m_token = m_contender.token;
-  m_backend->check_eviction_before(m_options.take.strict);
+  m_backend->check_eviction_before(m_name, m_options.take.strict);
   // The guard starts now, while the lock is being taken (its start overlaps the round trip),
   // unless the lock may be re-entered, where the command runs in rlock's place instead. A tree
   // that could not be followed is refused before the lock is taken.

@@ -88,9 +88,10 @@ public:
   virtual std::vector<Event> read_log(const LockName& name, size_t count, const std::string& after) = 0;
   virtual void confirm_replicas(const LockName& name, int n, util::Millis timeout) = 0;
 
-  // Before the first command: asks for the server's INFO with the greeting (strict: at once, and
-  // refuses a server that can evict locks); after: warns about such a server.
-  virtual void check_eviction_before(bool strict) = 0;
+  // Before the first command: asks for what the server's eviction policy is with the greeting
+  // (strict: at once, with INFO, and refuses a server that can evict locks); after: warns about
+  // such a server.
+  virtual void check_eviction_before(const LockName& name, bool strict) = 0;
   virtual void check_eviction_after(bool strict) = 0;
 
 protected:

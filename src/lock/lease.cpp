@@ -247,9 +247,11 @@ Attempt try_acquire(Node& node, const LockName& name, const Timing& timing, cons
   // slow): the release and the leave, sent right behind it on the same connection, then run right
   // after it, instead of the lock (or a place in the queue) staying with a process that gave up.
   const std::string quiet = timing.quiet().script_config();
-  std::vector<redis::Command> undo = {
-      redis::eval_command(scripts::k_release, keys, {quiet, contender.token, "", "", "", "", "", ""}, true),
-      redis::eval_command(scripts::k_cancel, keys, {quiet, contender.token, ""}, true)};
+  // Moved in, not listed: an initializer list would copy each whole script once more.
+  std::vector<redis::Command> undo;
+  undo.reserve(2);
+  undo.push_back(redis::eval_command(scripts::k_release, keys, {quiet, contender.token, "", "", "", "", "", ""}, true));
+  undo.push_back(redis::eval_command(scripts::k_cancel, keys, {quiet, contender.token, ""}, true));
   // Dead waiters at the head are dropped a budget at a time: call again until there is an answer.
   for (int round = 0;; ++round) {
     auto sent_at = util::BootClock::now();

@@ -38,6 +38,9 @@ struct LockName {
   std::string fence_key() const { return key_of(Part::fence); }
   std::string info_key() const { return key_of(Part::info); }
   std::string log_key() const { return key_of(Part::log); }
+  // The server's eviction policy as rlock last read it, kept a minute (no lock script touches it):
+  // the eviction check reads it with the first command, and asks INFO only when it is missing.
+  std::string policy_key() const { return lock_key() + ":policy"; }
   // The mailbox of a contender (by its token's id), pushed when its hold or its place ends.
   std::string mailbox(std::string_view id) const { return lock_key() + ":mb:" + std::string(id); }
 

@@ -104,7 +104,7 @@ public:
       lock::confirm_replicas(node, name, n, timeout);
     }
   }
-  void check_eviction_before(bool strict) override;
+  void check_eviction_before(const LockName& name, bool strict) override;
   void check_eviction_after(bool strict) override {
     if (strict) return;
     for (size_t i = 0; i < m_nodes.size(); ++i) {
@@ -230,7 +230,7 @@ std::vector<std::string> QuorumBackend::scan(const std::string& prefix, const st
   return {keys.begin(), keys.end()};
 }
 
-void QuorumBackend::check_eviction_before(bool strict) {
+void QuorumBackend::check_eviction_before(const LockName&, bool strict) {
   // A quorum's members also tell whether they are Cluster nodes (refused: node_set.cpp).
   for (size_t i = 0; i < m_nodes.size(); ++i) {
     redis::Client& c = m_nodes.member(i);

@@ -172,7 +172,9 @@ void Connection::start(const std::vector<Command>& commands, util::Millis budget
   }
   m_wire += format_all(commands);
   m_expected = m_hello_names.size() + commands.size();
-  m_undo = format_all(undo);
+  // Formatted only if it is ever sent: an undo that carries a whole script (EVAL) would otherwise
+  // cost every exchange tens of kilobytes of copies, and start-up their page faults.
+  m_undo = undo.empty() ? nullptr : &undo;
   try {
     if (fresh) {
       begin_connect();
@@ -395,16 +397,18 @@ void Connection::step_receiving() {
 }
 
 void Connection::send_undo() {
-  if (!m_request_sent || m_undo.empty() || !m_socket.valid() || !m_wire.empty()) return;
+  if (!m_request_sent || !m_undo || !m_socket.valid() || !m_wire.empty()) return;
+  const std::string undo = format_all(*m_undo);
+  m_undo = nullptr;
   // One try, never waiting: the socket is being given up.
   if (m_tls) {
     short want = 0;
     try {
-      m_tls->write(m_undo.data(), m_undo.size(), &want);
+      m_tls->write(undo.data(), undo.size(), &want);
     } catch (const Error&) {
     }
   } else {
-    [[maybe_unused]] ssize_t n = ::send(m_socket.get(), m_undo.data(), m_undo.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    [[maybe_unused]] ssize_t n = ::send(m_socket.get(), undo.data(), undo.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   }
   log::verbose("{}: sent the undo of an unanswered request on the same connection", m_endpoint.display());
 }
@@ -464,6 +468,7 @@ std::vector<Reply> Connection::pipeline(const std::vector<Command>& commands, co
     }
     advance();
   }
+  m_undo = nullptr;  // the caller's, which goes now
   return result();
 }
 

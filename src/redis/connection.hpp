@@ -83,7 +83,8 @@ public:
   // Like call, allowing the server `budget` more than the command timeout (a blocking command).
   Reply call_blocking(const Command& argv, util::Millis budget);
 
-  // The asynchronous form of pipeline: starts the exchange (connecting first when needed).
+  // The asynchronous form of pipeline: starts the exchange (connecting first when needed). An
+  // `undo` must stay alive until the exchange ends (pipeline's does).
   void start(const std::vector<Command>& commands, util::Millis budget = {}, const std::vector<Command>& undo = {});
   // What to poll while the exchange is under way (fd -1 once it is finished) and until when.
   pollfd pending() const;
@@ -156,7 +157,9 @@ private:
   Clock::time_point m_deadline;  // of the current phase (connecting, then the exchange)
   util::Millis m_budget{0};
   std::string m_wire;  // bytes still to send
-  std::string m_undo;  // sent best effort if the exchange fails after its request left
+  // Sent best effort if the exchange fails after its request left; the caller's (pipeline's
+  // argument), alive until the exchange ends.
+  const std::vector<Command>* m_undo = nullptr;
   bool m_request_sent = false;
   std::vector<std::string> m_hello_names;  // AUTH/SELECT sent first: their replies come first
   size_t m_expected = 0;                   // replies to read in all, hello included

@@ -98,7 +98,7 @@ public:
   void confirm_replicas(const rlock::lock::LockName&, int, rlock::util::Millis) override {
     if (on_confirm_replicas) on_confirm_replicas();
   }
-  void check_eviction_before(bool) override {}
+  void check_eviction_before(const rlock::lock::LockName&, bool) override {}
   void check_eviction_after(bool) override {}
 
 private:

@@ -1,9 +1,11 @@
 #include "lock/take.hpp"
 #include "error.hpp"
 #include "fake_backend.hpp"
+#include "util/random.hpp"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <thread>
 
 using namespace std::chrono_literals;
@@ -19,9 +21,13 @@ using Outcome = rlock::lock::Attempt::Outcome;
 
 namespace take_test {
 
+// No jitter: each wait step blocks a whole heartbeat, so that the tests can name it.
+uint64_t no_jitter(uint64_t) { return 0; }
+
 Timing timing() {
   Timing t;
   t.heartbeat = 40ms;
+  t.jitter = no_jitter;
   return t;
 }
 
@@ -90,6 +96,32 @@ TEST(TakeLock, WaitsStepByStepWatchingWhatEachAnswerSaid) {
   EXPECT_EQ(h.progress, 2);
   EXPECT_TRUE(b.cancel_calls.empty());
   EXPECT_TRUE(h.pauses.empty());
+}
+
+TEST(TakeLock, WaitStepsAreJitteredByAtMostAFifthOfTheHeartbeat) {
+  // Waiters queued by one timer must not step in phase: each step blocks a heartbeat less a
+  // random part of at most a fifth of it, never more than a heartbeat.
+  Timing t = timing();
+  t.heartbeat = 1000ms;
+  t.jitter = rlock::util::random_below;
+  FakeBackend b(t);
+  b.acquire_answers = {answer(Outcome::queued, 3, {"before"})};
+  for (int i = 0; i < 50; ++i) b.wait_answers.push_back(answer(Outcome::queued, 3, {"before"}));
+  b.wait_answers.push_back(answer(Outcome::acquired));
+  Hooks h;
+  Attempt a = rlock::lock::take_lock(b, k_name, wait_for(std::nullopt), contender(), {}, h.get());
+  EXPECT_EQ(a.outcome, Outcome::acquired);
+  ASSERT_EQ(b.wait_calls.size(), 51u);
+  Millis least = 1000ms;
+  Millis most = 0ms;
+  for (const auto& w : b.wait_calls) {
+    EXPECT_GE(w.heartbeat, 800ms);
+    EXPECT_LE(w.heartbeat, 1000ms);
+    least = std::min(least, w.heartbeat);
+    most = std::max(most, w.heartbeat);
+  }
+  // 51 draws of 201 values: all within 20ms of each other has a chance below 1e-40.
+  EXPECT_GE(most - least, 20ms) << "the steps spread";
 }
 
 TEST(TakeLock, AGrantTheMasterCannotConfirmIsUnavailableWithoutWaitingNeverBusy) {
