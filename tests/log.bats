@@ -566,3 +566,28 @@ commands_since_reset() {
   nodes=$(for k in alpha bravo charlie delta echo foxtrot; do cluster_port_of "$(log_key "$k")"; done | sort -u | wc -l)
   ((nodes >= 2)) || fail "the six logs are all on one master: the merge is not tested"
 }
+
+@test "Cluster: log --follow over keys in several slots, and over one key" {
+  cluster_ready || fail "the cluster is not ok"
+  cluster_flush
+  read -r P1 P2 P3 <<<"$CLUSTER_PORTS"
+  export RLOCK_URL="redis://127.0.0.1:$P1"
+  local k
+  for k in alpha bravo charlie; do rlock run "$k" -- true; done
+  bg all rlock log -f
+  bg one rlock log -f bravo
+  wait_until -t 10 test "$(grep -c released "$T/all.out")" -ge 3 || fail "-f did not print the history: $(bg_err all)"
+  wait_until -t 10 grep -q released "$T/one.out" || fail "-f bravo did not print the history: $(bg_err one)"
+  for k in alpha bravo charlie delta; do rlock run "$k" -- echo "new $k"; done
+  for k in alpha bravo charlie delta; do
+    wait_until -t 10 grep -q "new $k" "$T/all.out" || fail "-f did not show the new event of $k: $(bg_out all) $(bg_err all)"
+  done
+  wait_until -t 10 grep -q "new bravo" "$T/one.out" || fail "-f bravo did not show its new event"
+  kill -TERM "$all_pid" "$one_pid"
+  bg_wait all 10
+  bg_wait one 10
+  assert_equal "$(bg_err all)" ""
+  assert_equal "$(bg_err one)" ""
+  assert_equal "$(awk '{ print $2 }' "$T/one.out" | sort -u | xargs)" "acquired released"
+}
+
