@@ -508,6 +508,8 @@ commands_since_reset() {
   bg follow rlock log -f k
   wait_until -t 10 grep -q 'echo before' "$T/follow.out" || fail "--follow did not print the history: $(bg_err follow)"
   redis_restart
+  # Said when it is back, not after the next blocking read (10s).
+  wait_until -t 8 grep -q reconnected "$T/follow.err" || fail "no word of the reconnection: $(bg_err follow)"
   rlock run k -- echo after
   wait_until -t 20 grep -q 'echo after' "$T/follow.out" || fail "--follow did not follow across the restart: $(bg_err follow)"
   ! bg_done follow || fail "--follow ended: $(bg_err follow)"
@@ -516,6 +518,8 @@ commands_since_reset() {
   kill -TERM "$follow_pid"
   bg_wait follow 10
   assert_equal "$(grep -c 'reconnected to redis://127.0.0.1:' "$T/follow.err")" 1
+  assert_equal "$(grep -c 'rlock: warning: ' "$T/follow.err")" 1
+  assert_equal "$(wc -l <"$T/follow.err")" 2
   assert_equal "$(awk '{ print $2 }' "$T/follow.out" | xargs)" "acquired released acquired released acquired released"
   assert_equal "$(grep -c 'echo before' "$T/follow.out")" 2
 }

@@ -127,6 +127,16 @@ public:
     for (;;) {
       bool more = true;
       try {
+        if (lost) {
+          // One TIME first (the reader's ACL has it): the reconnection is told when it happens,
+          // not after the next blocking read.
+          if (redis::Client* c = m_backend.single()) c->call({"TIME"});
+          log::info(
+              fmt::format("reconnected to {} after {}; following on from the last event seen", m_backend.display(),
+                          util::format_duration(std::chrono::duration_cast<util::Millis>(Clock::now() - lost_at))));
+          lost = false;
+          backoff = k_backoff_first;
+        }
         more = step();
       } catch (const Error& e) {
         if (e.exit_code() != exit_code::k_unavailable) throw;
@@ -139,12 +149,6 @@ public:
         util::poll_until(nullptr, 0, Clock::now() + backoff);
         backoff = std::min<std::chrono::milliseconds>(backoff * 2, k_backoff_most);
         continue;
-      }
-      if (lost) {
-        log::info(fmt::format("reconnected to {} after {}; following on from the last event seen", m_backend.display(),
-                              util::format_duration(std::chrono::duration_cast<util::Millis>(Clock::now() - lost_at))));
-        lost = false;
-        backoff = k_backoff_first;
       }
       if (!more) return exit_code::k_ok;
     }
