@@ -582,6 +582,18 @@ commands_since_reset() {
   bg one rlock log -f bravo
   wait_until -t 10 test "$(grep -c released "$T/all.out")" -ge 3 || fail "-f did not print the history: $(bg_err all)"
   wait_until -t 10 grep -q released "$T/one.out" || fail "-f bravo did not print the history: $(bg_err one)"
+  # Idle: one XREAD BLOCK per slot, on the node that serves it, and a SCAN of each master every
+  # 2s; no key read in turn (each key once a second made 9 XRANGE in 3s).
+  sleep 0.5
+  local p counted=""
+  for p in $P1 $P2 $P3; do srv_cli "$p" config resetstat >/dev/null; done
+  sleep 3
+  for p in $P1 $P2 $P3; do
+    counted+=$(srv_cli "$p" info commandstats | tr -d '\r' |
+      awk -F'[:=,]' '/^cmdstat_/ && $1 != "cmdstat_config" && $1 != "cmdstat_info" { sub("cmdstat_", "", $1); printf "%s=%s ", $1, $3 }')
+  done
+  [[ $counted != *xrange* ]] || fail "the follower reads each key in turn: $counted"
+  [[ $counted == *xread=* ]] || fail "the follower does not block in XREAD: $counted"
   for k in alpha bravo charlie delta; do rlock run "$k" -- echo "new $k"; done
   for k in alpha bravo charlie delta; do
     wait_until -t 10 grep -q "new $k" "$T/all.out" || fail "-f did not show the new event of $k: $(bg_out all) $(bg_err all)"

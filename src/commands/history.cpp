@@ -34,8 +34,11 @@ constexpr size_t k_all = 100'000;
 constexpr auto k_rescan = std::chrono::milliseconds(2'000);
 // -f on one KEY or fixed KEYs: how long one XREAD blocks (it is sent again at once after).
 constexpr int64_t k_block_ms = 10'000;
-// -f where one blocking XREAD cannot cover the keys (a Redlock quorum, or a Cluster whose keys
-// are in several slots): how often each key is read.
+// -f on a Cluster whose keys are in several slots: one XREAD (and connection) per slot, for at
+// most this many slots.
+constexpr size_t k_most_slots = 16;
+// -f where blocking XREADs cannot cover the keys (a Redlock quorum, or a Cluster whose keys are
+// in more than k_most_slots slots): how often each key is read.
 constexpr auto k_poll = std::chrono::milliseconds(1'000);
 // -f after a lost connection: the first and the longest wait before trying again.
 constexpr auto k_backoff_first = std::chrono::milliseconds(100);
@@ -117,7 +120,7 @@ public:
            std::map<std::string, std::string> last)
       : m_backend(backend), m_options(options), m_keys(keys), m_printer(printer), m_last(std::move(last)) {
     for (const std::string& k : keys.names()) m_last.try_emplace(k);
-    m_blocking = backend.single() != nullptr;
+    m_mode = backend.single() != nullptr ? Mode::one : Mode::poll;
   }
 
   int run() {
@@ -141,6 +144,7 @@ public:
       } catch (const Error& e) {
         if (e.exit_code() != exit_code::k_unavailable) throw;
         if (redis::Client* c = m_backend.single()) c->forget_master();
+        m_slots.clear();
         if (!lost) {
           lost = true;
           lost_at = Clock::now();
@@ -155,6 +159,15 @@ public:
   }
 
 private:
+  enum class Mode { one, slots, poll };
+  Mode m_mode = Mode::one;
+  struct SlotReader {
+    std::vector<std::string> keys;                              // the KEYs of one Cluster slot
+    std::unique_ptr<redis::Connection> conn;                    // to the node that serves it
+    std::vector<std::pair<lock::LockName, std::string>> names;  // of the XREAD under way
+    bool in_flight = false;
+  };
+
   // One round: looks the keys up again when due, then waits for new events and prints them.
   // False when stdout is closed.
   bool step() {
@@ -162,7 +175,9 @@ private:
       for (const std::string& k : m_keys.all()) m_last.try_emplace(k);  // a new one: from its start
       m_rescan_at = Clock::now() + k_rescan;
     }
-    std::vector<lock::Event> fresh = m_blocking ? wait_for_events() : poll_events();
+    std::vector<lock::Event> fresh = m_mode == Mode::one     ? wait_for_events()
+                                     : m_mode == Mode::slots ? wait_by_slot()
+                                                             : poll_events();
     lock::sort_by_time(fresh);
     return m_printer.print(fresh);
   }
@@ -184,14 +199,101 @@ private:
     if (r.is_error()) {
       if (r.error_code() == "CROSSSLOT") {
         // A Cluster whose keys are in several slots: no one command reads them all.
-        log::verbose("the histories are in several Cluster slots; reading each once a second");
-        m_blocking = false;
+        log::verbose("the histories are in several Cluster slots: one XREAD per slot");
+        m_mode = Mode::slots;
         return {};
       }
       int code = r.error_code() == "WRONGTYPE" ? exit_code::k_data : exit_code::k_internal;
       throw Error(code, fmt::format("{}: unexpected reply to XREAD: {}", m_backend.display(), r.str));
     }
     return lock::parse_follow(r, names, m_last);
+  }
+
+  // A Cluster: one XREAD BLOCK per slot, each on a connection of its own to the node that serves
+  // the slot, all waited for from one poll; a slot's XREAD is sent again when it has answered.
+  // More slots than k_most_slots: each key read in turn (poll_events).
+  std::vector<lock::Event> wait_by_slot() {
+    std::map<int, std::vector<std::string>> by_slot;
+    for (const auto& [key, id] : m_last)
+      by_slot[lock::hash_slot(lock_name(m_options.connect, key).log_key())].push_back(key);
+    if (by_slot.size() > k_most_slots) {
+      log::verbose("the histories are in {} Cluster slots: reading each key once a second", by_slot.size());
+      m_mode = Mode::poll;
+      m_slots.clear();
+      return {};
+    }
+    for (auto it = m_slots.begin(); it != m_slots.end();) {
+      auto found = by_slot.find(it->first);
+      if (found == by_slot.end()) {
+        it = m_slots.erase(it);
+        continue;
+      }
+      if (found->second != it->second.keys && it->second.conn) {
+        it->second.conn->abandon();  // an XREAD without the new keys: sent again with them
+        it->second.in_flight = false;
+      }
+      ++it;
+    }
+    Clock::time_point until = m_keys.changing() ? m_rescan_at : Clock::now() + std::chrono::milliseconds(k_block_ms);
+    auto block =
+        std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count());
+    for (auto& [slot, keys] : by_slot) {
+      SlotReader& r = m_slots[slot];
+      r.keys = keys;
+      if (r.in_flight) continue;
+      if (!r.conn) {
+        // Routed once (MOVED followed) to the node that serves the slot; then a connection of its own.
+        m_backend.single()->call(lock::log_range(lock_name(m_options.connect, keys.front()), 1, ""));
+        r.conn = m_backend.single()->open_sibling();
+      }
+      r.names.clear();
+      for (const std::string& k : keys) r.names.emplace_back(lock_name(m_options.connect, k), m_last[k]);
+      r.conn->start({lock::follow_command(r.names, block)}, util::Millis(block));
+      r.in_flight = true;
+    }
+    return until_one_answers();
+  }
+
+  std::vector<lock::Event> until_one_answers() {
+    std::vector<lock::Event> fresh;
+    for (;;) {
+      bool answered = false;
+      std::vector<pollfd> fds;
+      std::vector<redis::Connection*> owners;
+      std::optional<Clock::time_point> deadline;
+      for (auto& [slot, r] : m_slots) {
+        if (!r.in_flight) continue;
+        if (r.conn->finished()) {
+          answered = true;
+          collect(r, fresh);
+          continue;
+        }
+        fds.push_back(r.conn->pending());
+        owners.push_back(r.conn.get());
+        if (!deadline || r.conn->deadline() < *deadline) deadline = r.conn->deadline();
+      }
+      if (answered || fds.empty()) return fresh;
+      util::poll_until(fds.data(), fds.size(), deadline);
+      for (redis::Connection* c : owners) c->advance();
+    }
+  }
+
+  // A slot's XREAD has answered: its events, or the slot moved (read it again where it went).
+  void collect(SlotReader& r, std::vector<lock::Event>& fresh) {
+    r.in_flight = false;
+    redis::Reply reply = r.conn->result().front();  // a lost connection throws: the caller retries
+    if (!reply.is_error()) {
+      std::vector<lock::Event> mine = lock::parse_follow(reply, r.names, m_last);
+      fresh.insert(fresh.end(), mine.begin(), mine.end());
+      return;
+    }
+    std::string code = reply.error_code();
+    if (code == "MOVED" || code == "ASK") {
+      r.conn.reset();
+      return;
+    }
+    int exit = code == "WRONGTYPE" ? exit_code::k_data : exit_code::k_unavailable;
+    throw Error(exit, fmt::format("{}: XREAD: {}", r.conn->endpoint().display(), reply.str));
   }
 
   // Each key read once per k_poll (a Redlock quorum merges the masters' copies).
@@ -212,7 +314,7 @@ private:
   Keys& m_keys;
   Printer& m_printer;
   std::map<std::string, std::string> m_last;  // KEY -> the last stream id seen ("": none yet)
-  bool m_blocking = true;
+  std::map<int, SlotReader> m_slots;
   Clock::time_point m_rescan_at = Clock::now() + k_rescan;
 };
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <ctime>
 #include <map>
+#include <string_view>
 
 namespace rlock::lock {
 
@@ -72,6 +73,24 @@ std::vector<Event> parse_follow(const redis::Reply& reply, const std::vector<std
     events.insert(events.end(), mine.begin(), mine.end());
   }
   return events;
+}
+
+int hash_slot(const std::string& redis_key) {
+  std::string_view key = redis_key;
+  size_t open = key.find('{');
+  if (open != std::string_view::npos) {
+    size_t close = key.find('}', open + 1);
+    if (close != std::string_view::npos && close > open + 1) key = key.substr(open + 1, close - open - 1);
+  }
+  uint16_t crc = 0;
+  for (char ch : key) {
+    auto c = static_cast<unsigned char>(ch);
+    crc = static_cast<uint16_t>(crc ^ (c << 8));
+    for (int bit = 0; bit < 8; ++bit) {
+      crc = (crc & 0x8000) != 0 ? static_cast<uint16_t>((crc << 1) ^ 0x1021) : static_cast<uint16_t>(crc << 1);
+    }
+  }
+  return crc & 16383;
 }
 
 namespace {

@@ -60,6 +60,11 @@ redis::Command follow_command(const std::vector<std::pair<LockName, std::string>
 std::vector<Event> parse_follow(const redis::Reply& reply, const std::vector<std::pair<LockName, std::string>>& names,
                                 std::map<std::string, std::string>& last);
 
+// The Cluster hash slot of a Redis key: CRC16 (XMODEM) of its hash tag (or of the whole key
+// without one) mod 16384. One XREAD may name streams of one slot only (CROSSSLOT), whichever node
+// serves them.
+int hash_slot(const std::string& redis_key);
+
 // A time given to --since or --until: a duration ago (util::parse_duration, counted back from
 // now_ms) or an RFC 3339 / ISO 8601 time: YYYY-MM-DD, optionally followed by T (or a space) and
 // hh:mm[:ss[.fff]], and Z or an offset (+hh:mm, +hhmm, +hh); without Z or offset, local time.

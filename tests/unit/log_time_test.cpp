@@ -74,4 +74,14 @@ TEST(LogTime, TheServerFiltersTheWindowByStreamIds) {
                                    "rlock:{new}:log", "1500-2", "0-0"}));
 }
 
+TEST(LogTime, HashSlotsAsRedisClusterComputesThem) {
+  // CLUSTER KEYSLOT foo, and CRC16/XMODEM's check value ("123456789": 0x31C3).
+  EXPECT_EQ(rlock::lock::hash_slot("foo"), 12182);
+  EXPECT_EQ(rlock::lock::hash_slot("123456789"), 0x31C3 & 16383);
+  EXPECT_EQ(rlock::lock::hash_slot(""), 0);
+  EXPECT_EQ(rlock::lock::hash_slot("rlock:{foo}:log"), 12182);
+  EXPECT_EQ(rlock::lock::hash_slot("{}foo"), rlock::lock::hash_slot("{}foo"));
+  EXPECT_NE(rlock::lock::hash_slot("{}foo"), rlock::lock::hash_slot("foo"));
+}
+
 }  // namespace
