@@ -46,11 +46,9 @@ bool parent_gone() { return ::getppid() <= 1; }
 
 // The loss a keeper recorded: exit 1, saying when and why.
 int report_loss(const std::string& key, const keeper::Ending& e) {
-  time_t secs = static_cast<time_t>(e.when_ms / 1000);
-  tm local{};
-  localtime_r(&secs, &local);
-  char when[64];
-  std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &local);
+  // In UTC, as every time rlock prints; whole seconds.
+  std::string when = util::iso_time(e.when_ms);
+  when.erase(when.size() - 5, 4);  // the milliseconds (".123") before the Z
   log::error(fmt::format("{} was lost at {} while its keeper held it: {}", key, when, e.reason));
   log::event(log::Severity::err, "{} was lost at {} while its keeper held it: {}", key, when, e.reason);
   return exit_code::k_not_held;

@@ -125,6 +125,8 @@ struct LogOptions {
   size_t count = 0;               // -n: the last N events (0: all that are kept)
   bool json = false;
   bool follow = false;  // --follow: stream new events until interrupted
+  std::string since;    // --since D|TIME: only events recorded since then (lock::parse_log_time)
+  std::string until;    // --until D|TIME: ... and until then
 };
 
 // The option table: every option of every command, one row each, in the order and words of
@@ -247,6 +249,10 @@ inline constexpr auto k_options = [] {
        "print one JSON object a line", "", field<&LogOptions::json>()},
       {"-f,--follow",                 on::log,     flag,  "",    "",                       "",
        "print new events as they come, until interrupted", "", field<&LogOptions::follow>()},
+      {"--since",                     on::log,     value, "D",   "",                       "",
+       "only events since D ago, or since TIME (RFC 3339: 2026-11-27T08:00:00Z)", "", field<&LogOptions::since>()},
+      {"--until",                     on::log,     value, "D",   "",                       "",
+       "only events until D ago, or until TIME", "", field<&LogOptions::until>(), {}, "", "--follow"},
       // Every command, before or after its name. -h and -V are CLI11's own.
       {"-h,--help",                   on::global,  flag,  "",    "",                       "",
        "Print this help message and exit", "", {}, {}, "", "", false, false, Builtin::help},

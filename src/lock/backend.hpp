@@ -83,9 +83,15 @@ public:
   virtual std::vector<std::string> scan_keys(const std::string& prefix, const std::string& pattern) = 0;
   // The KEYs under prefix that have a history.
   virtual std::vector<std::string> scan_logs(const std::string& prefix, const std::string& pattern) = 0;
-  // The last `count` events of the lock's history, oldest first; after `after` (a stream id) when
-  // given, the first `count` after it.
-  virtual std::vector<Event> read_log(const LockName& name, size_t count, const std::string& after) = 0;
+  // The last `range.count` events of the lock's history (between its since and until), oldest
+  // first; after `range.after` (a stream id) when given, the first `count` after it.
+  virtual std::vector<Event> read_log(const LockName& name, const LogRange& range) = 0;
+  std::vector<Event> read_log(const LockName& name, size_t count, const std::string& after) {
+    LogRange range;
+    range.count = count;
+    range.after = after;
+    return read_log(name, range);
+  }
   virtual void confirm_replicas(const LockName& name, int n, util::Millis timeout) = 0;
 
   // Before the first command: asks for what the server's eviction policy is with the greeting

@@ -97,7 +97,8 @@ public:
   std::vector<std::string> scan_logs(const std::string& prefix, const std::string& pattern) override {
     return scan(prefix, pattern, true);
   }
-  std::vector<Event> read_log(const LockName& name, size_t count, const std::string& after) override;
+  using Backend::read_log;
+  std::vector<Event> read_log(const LockName& name, const LogRange& range) override;
   void confirm_replicas(const LockName& name, int n, util::Millis timeout) override {
     for (size_t i = 0; i < m_nodes.size(); ++i) {
       ClientNode node(m_nodes.member(i));
@@ -178,9 +179,9 @@ LockState QuorumBackend::inspect(const LockName& name, int most) {
   return m_quorum.merge_views(name, states, ids, failures);
 }
 
-std::vector<Event> QuorumBackend::read_log(const LockName& name, size_t count, const std::string& after) {
+std::vector<Event> QuorumBackend::read_log(const LockName& name, const LogRange& range) {
   std::vector<std::string> failures;
-  auto replies = ask_all([&](size_t) { return std::vector<redis::Command>{log_range(name, count, after)}; }, failures);
+  auto replies = ask_all([&](size_t) { return std::vector<redis::Command>{log_range(name, range)}; }, failures);
   std::vector<std::vector<Event>> copies;
   size_t answered = 0;
   for (size_t i = 0; i < m_nodes.size(); ++i) {
@@ -202,11 +203,11 @@ std::vector<Event> QuorumBackend::read_log(const LockName& name, size_t count, c
     no_majority(why, m_nodes.size(), m_quorum.majority());
   }
   std::vector<Event> merged = merge_copies(copies);
-  if (merged.size() > count) {
-    if (after.empty())
-      merged.erase(merged.begin(), merged.end() - static_cast<std::ptrdiff_t>(count));
+  if (merged.size() > range.count) {
+    if (range.after.empty())
+      merged.erase(merged.begin(), merged.end() - static_cast<std::ptrdiff_t>(range.count));
     else
-      merged.resize(count);
+      merged.resize(range.count);
   }
   return merged;
 }

@@ -74,14 +74,15 @@ public:
   std::vector<std::string> scan_logs(const std::string& prefix, const std::string& pattern) override {
     return lock::scan_keys(m_node, prefix, pattern, true);
   }
-  std::vector<Event> read_log(const LockName& name, size_t count, const std::string& after) override {
-    redis::Reply r = m_client->call(log_range(name, count, after));
+  using Backend::read_log;
+  std::vector<Event> read_log(const LockName& name, const LogRange& range) override {
+    redis::Reply r = m_client->call(log_range(name, range));
     if (r.is_error()) {
       if (r.error_code() == "WRONGTYPE") throw foreign_data(name.log_key());
       check_reply(r, name);
     }
     std::vector<Event> events = parse_events(r, name.key);
-    if (after.empty()) std::reverse(events.begin(), events.end());
+    if (range.after.empty()) std::reverse(events.begin(), events.end());
     return events;
   }
   void confirm_replicas(const LockName& name, int n, util::Millis timeout) override {

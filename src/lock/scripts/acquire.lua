@@ -82,6 +82,6 @@ end
 tidy_limit()
 local host, pid, cmd, since, lingering, left = holder_view()
 local queued = redis.call('ZCARD', K.q)
-event('busy', {'h', d.h, 'p', d.p, 'u', d.u, 'c', d.c, 'id', id})
+event('busy', {'h', d.h, 'p', d.p, 'u', d.u, 'c', d.c, 'id', id, 'hh', host, 'hp', pid, 'hc', cmd, 'lg', lingering})
 set_expiries()
 return reply(0, left, host, pid, cmd, since, NOW, queued, lingering)
