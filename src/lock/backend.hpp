@@ -5,6 +5,7 @@
 #include "lock/lease.hpp"
 #include "lock/name.hpp"
 #include "lock/released.hpp"
+#include "lock/summary.hpp"
 #include "lock/timing.hpp"
 #include "redis/client.hpp"
 #include "redis/connection.hpp"
@@ -86,6 +87,10 @@ public:
   // The last `count` events of the lock's history, oldest first; after `after` (a stream id) when
   // given, the first `count` after it.
   virtual std::vector<Event> read_log(const LockName& name, size_t count, const std::string& after) = 0;
+  // The KEYs under prefix that have a summary (PREFIX{KEY}:sum).
+  virtual std::vector<std::string> scan_summaries(const std::string& prefix, const std::string& pattern) = 0;
+  // The lock's summary (a quorum: every master's, merged; see merge_summaries).
+  virtual Summary read_summary(const LockName& name) = 0;
   virtual void confirm_replicas(const LockName& name, int n, util::Millis timeout) = 0;
 
   // Before the first command: asks for the server's INFO with the greeting (strict: at once, and

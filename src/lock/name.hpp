@@ -22,6 +22,7 @@ enum class Part {
   superseding,  // waiters that asked to supersede older ones
   notices,      // waiters told to leave
   log,          // the lock's history (a stream)
+  summary,      // the lock's summary: last start, end and success, a count per outcome (a hash)
 };
 
 // The Redis keys of one lock. All share the hash tag {KEY}, so they live in one Cluster slot,
@@ -37,14 +38,17 @@ struct LockName {
   std::string fence_key() const { return key_of(Part::fence); }
   std::string info_key() const { return key_of(Part::info); }
   std::string log_key() const { return key_of(Part::log); }
+  std::string summary_key() const { return key_of(Part::summary); }
   // The mailbox of a contender (by its token's id), pushed when its hold or its place ends.
   std::string mailbox(std::string_view id) const { return lock_key() + ":mb:" + std::string(id); }
 
-  // The keys of every lock script: the lock, its parts in Part's order, the caller's mailbox last.
+  // The keys of every lock script: the lock, its parts in k_parts' order, the caller's mailbox,
+  // then the summary.
   std::vector<std::string> script_keys(std::string_view id) const {
     std::vector<std::string> keys{lock_key()};
     for (Part p : k_parts) keys.push_back(key_of(p));
     keys.push_back(mailbox(id));
+    keys.push_back(summary_key());
     return keys;
   }
 
@@ -66,6 +70,7 @@ struct LockName {
       case Part::superseding: return "sq";
       case Part::notices: return "gone";
       case Part::log: return "log";
+      case Part::summary: return "sum";
     }
     return "";
   }
