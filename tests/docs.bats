@@ -23,7 +23,7 @@ setup() {
     MAN_PAGE=$RLOCK_BUILD_DIR/man/rlock.1
     MAN_PAGES=("$MAN_PAGE" "$RLOCK_BUILD_DIR/man/rlock.7")
     COMPLETIONS=(completions/rlock.bash completions/_rlock completions/rlock.fish)
-    SUBCOMMANDS=(run acquire release extend status list log)
+    SUBCOMMANDS=(run acquire release extend status list log check metrics)
     EXIT_CODES=(0 1 64 65 69 70 71 75 76 77 78 126 127)
 }
 
@@ -147,6 +147,14 @@ check_options() {
 
 @test "log's options are in the man page, with their variables in ENVIRONMENT" {
     check_options log
+}
+
+@test "check's options are in the man page, with their variables in ENVIRONMENT" {
+    check_options check
+}
+
+@test "metrics's options are in the man page, with their variables in ENVIRONMENT" {
+    check_options metrics
 }
 
 @test "--help shows no long option that the table does not list" {
