@@ -5,6 +5,8 @@
 # a scripted history; --textfile's atomic write; rlock(1)'s alert rules.
 
 load helpers/common
+load helpers/servers
+load helpers/redlock
 
 setup() {
   common_setup
@@ -256,4 +258,37 @@ scripted_history() {
   run promtool check rules "$T/rules.yml"
   assert_success
   assert_output --partial "SUCCESS: 2 rules found"
+}
+
+@test "Cluster: metrics shows the locks of every master; check reads each on its own" {
+  require_promtool
+  cluster_start 3
+  export RLOCK_URL=$CLUSTER_URL
+  local k
+  for k in a b c d e f g h; do
+    rlock run "$k" -- true || fail "run $k failed"
+  done
+  rlock metrics >"$T/metrics"
+  promtool check metrics <"$T/metrics" || fail "promtool: $(promtool check metrics <"$T/metrics" 2>&1)"
+  for k in a b c d e f g h; do
+    assert_equal "$(metric rlock_events_total "key=\"$k\",event=\"acquired\"")" 1
+  done
+  run rlock check a b c d e f g h --succeeded-within 1h
+  assert_success
+  assert_output --partial "RLOCK OK - 8 locks: 8 ok"
+}
+
+@test "Redlock: each master keeps a summary; check and metrics merge them" {
+  masters_start 3
+  rlock "${U[@]}" run k -- true
+  rlock "${U[@]}" run k -- sh -c 'exit 2' || true
+  # One master lost its copy (a restart without persistence, say): the others still tell.
+  mcli 1 del "rlock:{k}:sum" >/dev/null
+  run rlock "${U[@]}" check k --succeeded-within 1h
+  assert_success
+  assert_output --partial "last end "
+  assert_output --partial "released (exit 2, "
+  rlock "${U[@]}" metrics k >"$T/metrics"
+  assert_equal "$(metric rlock_events_total 'key="k",event="acquired"')" 2
+  assert_equal "$(metric rlock_last_exit_code 'key="k"')" 2
 }

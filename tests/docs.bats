@@ -341,7 +341,7 @@ bg_as() {
 
 queued() { (($(rcli zcard "rlock:{$1}:q") >= $2)); }
 
-@test "rlock(7)'s ACL lines: the writer runs every command, the reader status, list and log" {
+@test "rlock(7)'s ACL lines: the writer runs every command, the reader status, list, log, check and metrics" {
     load helpers/common
     common_setup
     redis_start
@@ -397,6 +397,8 @@ queued() { (($(rcli zcard "rlock:{$1}:q") >= $2)); }
     as_user "$reader" 0 list
     as_user "$reader" 0 log h
     as_user "$reader" 0 log --json
+    as_user "$reader" 0 check h k
+    as_user "$reader" 0 metrics
     # It writes nothing.
     as_user "$reader" 77 run h -n -- true
     RLOCK_TOKEN=$tok as_user "$writer" 0 release h

@@ -327,10 +327,14 @@ int parse_and_run(int argc, char** argv) {
 int failed(int code, const std::string& message) {
   log::error(message);
   if (!g_check) return code;
-  std::string line = "RLOCK UNKNOWN - " + util::printable(message);
-  std::replace(line.begin(), line.end(), '|', '/');  // perfdata would start there
-  fmt::print("{}\n", line);
-  std::fflush(stdout);
+  try {
+    std::string line = "RLOCK UNKNOWN - " + util::printable(message);
+    std::replace(line.begin(), line.end(), '|', '/');  // perfdata would start there
+    fmt::print("{}\n", line);
+    std::fflush(stdout);
+  } catch (...) {
+    // stdout failed too: the exit status still says UNKNOWN.
+  }
   return exit_code::k_unknown;
 }
 
