@@ -126,7 +126,7 @@ std::string description(const Checked& c) {
                       moment_details(s.success));
   } else if (s.present) {
     out = "no success recorded";
-  } else {
+  } else if (!c.lock.held && c.lock.queue_length == 0) {
     out = "no record (never used, or unused for 31 days)";
   }
   auto add = [&out](const std::string& part) { out += (out.empty() ? "" : "; ") + part; };
@@ -137,8 +137,9 @@ std::string description(const Checked& c) {
   if (c.lock.held && !c.lock.holders.empty()) {
     const lock::HolderState& h = c.lock.holders.front();
     std::string more = c.lock.holder_count > 1 ? fmt::format(" and {} more", c.lock.holder_count - 1) : "";
-    add(fmt::format("{} by {} pid {}{} for {}", h.lingering ? "lingering" : "held", shown(h.holder.host),
-                    shown(h.holder.pid), more,
+    add(fmt::format("{} by {} pid {}{} for {}", h.lingering ? "lingering" : "held",
+                    shown(h.holder.host.empty() ? "?" : h.holder.host),
+                    shown(h.holder.pid.empty() ? "?" : h.holder.pid), more,
                     h.held_for_ms ? util::format_duration(util::Millis(*h.held_for_ms)) : "?"));
   }
   if (c.lock.queue_length > 0) add(fmt::format("{} waiting", c.lock.queue_length));
