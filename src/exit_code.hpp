@@ -4,6 +4,10 @@
 namespace rlock::exit_code {
 
 inline constexpr int k_ok = 0;
+// check, in the Nagios plugin convention (0 is OK): every failure of check is UNKNOWN.
+inline constexpr int k_warning = 1;
+inline constexpr int k_critical = 2;
+inline constexpr int k_unknown = 3;
 inline constexpr int k_not_held = 1;      // status: free; release/extend: token no longer owns KEY
 inline constexpr int k_usage = 64;        // bad command line
 inline constexpr int k_data = 65;         // unreadable or malformed token file, foreign data at a lock's name

@@ -23,7 +23,7 @@ setup() {
     MAN_PAGE=$RLOCK_BUILD_DIR/man/rlock.1
     MAN_PAGES=("$MAN_PAGE" "$RLOCK_BUILD_DIR/man/rlock.7")
     COMPLETIONS=(completions/rlock.bash completions/_rlock completions/rlock.fish)
-    SUBCOMMANDS=(run acquire release extend status list log)
+    SUBCOMMANDS=(run acquire release extend status list log check metrics)
     EXIT_CODES=(0 1 64 65 69 70 71 75 76 77 78 79 80 126 127)
 }
 
@@ -149,6 +149,14 @@ check_options() {
     check_options log
 }
 
+@test "check's options are in the man page, with their variables in ENVIRONMENT" {
+    check_options check
+}
+
+@test "metrics's options are in the man page, with their variables in ENVIRONMENT" {
+    check_options metrics
+}
+
 @test "--help shows no long option that the table does not list" {
     load_dump
     local -A listed=()
@@ -241,7 +249,7 @@ check_options() {
     # The data layout names every key of a lock.
     local key text
     text=$(sed -n '/^\.SH "\{0,1\}REDIS DATA LAYOUT/,/^\.SH /p' "${MAN_PAGES[1]}" | sed -E 's/\\f(\[[^]]*\]|\(..|.)//g')
-    for key in '{KEY}' ':fence' ':info' ':q' ':w' ':wl' ':h' ':hi' ':sem' ':free' ':sq' ':gone' ':log' ':tick' ':mb:'; do
+    for key in '{KEY}' ':fence' ':info' ':q' ':w' ':wl' ':h' ':hi' ':sem' ':free' ':sq' ':gone' ':log' ':tick' ':sum' ':mb:'; do
         grep -qF -- "$key" <<<"$text" || fail "the REDIS DATA LAYOUT of rlock(7) does not name $key"
     done
 }
@@ -333,7 +341,7 @@ bg_as() {
 
 queued() { (($(rcli zcard "rlock:{$1}:q") >= $2)); }
 
-@test "rlock(7)'s ACL lines: the writer runs every command, the reader status, list and log" {
+@test "rlock(7)'s ACL lines: the writer runs every command, the reader status, list, log, check and metrics" {
     load helpers/common
     common_setup
     redis_start
@@ -389,6 +397,8 @@ queued() { (($(rcli zcard "rlock:{$1}:q") >= $2)); }
     as_user "$reader" 0 list
     as_user "$reader" 0 log h
     as_user "$reader" 0 log --json
+    as_user "$reader" 0 check h k
+    as_user "$reader" 0 metrics
     # It writes nothing.
     as_user "$reader" 77 run h -n -- true
     RLOCK_TOKEN=$tok as_user "$writer" 0 release h

@@ -19,6 +19,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <system_error>
+#include <type_traits>
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -462,6 +463,68 @@ commands::StatusOptions status_options(Parsed& p) {
 
 commands::LogOptions log_options(Parsed& p) {
   commands::LogOptions o;
+  for (const std::string& k : p.args.keys) check_key(k);
+  fill(p, o);
+  o.connect = connect_options(p);
+  o.keys = p.args.keys;
+  return o;
+}
+
+namespace {
+
+// A limit of check: one value (CRITICAL over it) or two, WARN,CRIT (WARN at most CRIT), each
+// converted as a value of the row's type.
+// One value of a limit of check, as the row's type says.
+template <class T>
+T limit_value(const Setting& s, const std::string& text) {
+  if constexpr (std::is_same_v<T, Millis>) {
+    Setting one = s;
+    one.text = text;
+    return duration_value(one, {.zero_ok = true});
+  } else {
+    long long n = 0;
+    if (!util::parse_int(text, 0, 1'000'000'000, n)) {
+      bad_setting(s, fmt::format("'{}' is not a number in 0-1000000000 (N, or WARN,CRIT)", util::printable(text)));
+    }
+    return n;
+  }
+}
+
+template <class T>
+commands::Threshold<T> threshold(Parsed& p, const std::string& name) {
+  commands::Threshold<T> out;
+  const Setting& s = get(p, name);
+  if (s.source == Source::unset) return out;
+  const size_t comma = s.text.find(',');
+  T first = limit_value<T>(s, s.text.substr(0, comma));
+  if (comma == std::string::npos) {
+    out.crit = first;
+    return out;
+  }
+  T second = limit_value<T>(s, s.text.substr(comma + 1));
+  if (first > second) bad_setting(s, "the WARNING limit (first) must not be above the CRITICAL one");
+  out.warn = first;
+  out.crit = second;
+  return out;
+}
+
+}  // namespace
+
+commands::CheckOptions check_options(Parsed& p) {
+  commands::CheckOptions o;
+  for (const std::string& k : p.args.keys) check_key(k);
+  fill(p, o);
+  o.succeeded_within = threshold<Millis>(p, "succeeded-within");
+  o.max_held = threshold<Millis>(p, "max-held");
+  o.max_waiting = threshold<long long>(p, "max-waiting");
+  o.max_lost = threshold<long long>(p, "max-lost");
+  o.connect = connect_options(p);
+  o.keys = p.args.keys;
+  return o;
+}
+
+commands::MetricsOptions metrics_options(Parsed& p) {
+  commands::MetricsOptions o;
   for (const std::string& k : p.args.keys) check_key(k);
   fill(p, o);
   o.connect = connect_options(p);

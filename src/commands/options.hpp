@@ -129,6 +129,31 @@ struct LogOptions {
   std::string until;    // --until D|TIME: ... and until then
 };
 
+// A limit of rlock check, in the Nagios plugins' habit: over warn is a WARNING, over crit a
+// CRITICAL ("--max-held 1h,2h"; one value: CRITICAL only).
+template <class T>
+struct Threshold {
+  std::optional<T> warn;
+  std::optional<T> crit;
+  bool given() const { return warn || crit; }
+};
+
+struct CheckOptions {
+  ConnectOptions connect;
+  std::vector<std::string> keys;
+  Threshold<util::Millis> succeeded_within;  // since the last success
+  Threshold<util::Millis> max_held;          // the current hold's length
+  Threshold<long long> max_waiting;          // the queue's length
+  Threshold<long long> max_lost;             // holds lost since the last success
+  bool json = false;
+};
+
+struct MetricsOptions {
+  ConnectOptions connect;
+  std::vector<std::string> keys;  // empty: every lock under the prefix
+  std::string textfile;           // --textfile: written atomically instead of stdout
+};
+
 // The option table: every option of every command, one row each, in the order and words of
 // `--help` (and of the man page's OPTIONS). A command's rows come first, in the order of its
 // --help, then the global ones (every command registers them after its own). Rows that several
@@ -253,6 +278,21 @@ inline constexpr auto k_options = [] {
        "only events since D ago, or since TIME (RFC 3339: 2026-11-27T08:00:00Z)", "", field<&LogOptions::since>()},
       {"--until",                     on::log,     value, "D",   "",                       "",
        "only events until D ago, or until TIME", "", field<&LogOptions::until>(), {}, "", "--follow"},
+      // check, metrics. A limit is read by name (cli/convert.cpp): one value, or WARN,CRIT.
+      {"--succeeded-within",          on::check,   value, "D",   "",                       "",
+       "CRITICAL when the last success is older than D (D,D: WARNING over the first, CRITICAL over the second)",
+       ""},
+      {"--max-held",                  on::check,   value, "D",   "",                       "",
+       "CRITICAL when the lock has been held longer than D (D,D: WARNING, CRITICAL)", ""},
+      {"--max-waiting",               on::check,   value, "N",   "",                       "",
+       "CRITICAL when more than N wait for the lock (N,N: WARNING, CRITICAL)", ""},
+      {"--max-lost",                  on::check,   value, "N",   "",                       "",
+       "CRITICAL when more than N holds were lost since the last success (N,N: WARNING, CRITICAL)", ""},
+      {"--json",                      on::check,   flag,  "",    "",                       "",
+       "print the state and the data of each KEY as JSON (same exit status)", "", field<&CheckOptions::json>()},
+      {"--textfile",                  on::metrics, value, "F",   "",                       "",
+       "write the metrics to F atomically (node_exporter's textfile collector) instead of stdout", "",
+       field<&MetricsOptions::textfile>()},
       // Every command, before or after its name. -h and -V are CLI11's own.
       {"-h,--help",                   on::global,  flag,  "",    "",                       "",
        "Print this help message and exit", "", {}, {}, "", "", false, false, Builtin::help},

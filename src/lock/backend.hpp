@@ -5,6 +5,7 @@
 #include "lock/lease.hpp"
 #include "lock/name.hpp"
 #include "lock/released.hpp"
+#include "lock/summary.hpp"
 #include "lock/timing.hpp"
 #include "redis/client.hpp"
 #include "redis/connection.hpp"
@@ -92,6 +93,10 @@ public:
     range.after = after;
     return read_log(name, range);
   }
+  // The KEYs under prefix that have a summary (PREFIX{KEY}:sum).
+  virtual std::vector<std::string> scan_summaries(const std::string& prefix, const std::string& pattern) = 0;
+  // The lock's summary (a quorum: every master's, merged; see merge_summaries).
+  virtual Summary read_summary(const LockName& name) = 0;
   virtual void confirm_replicas(const LockName& name, int n, util::Millis timeout) = 0;
 
   // Before the first command: asks for what the server's eviction policy is with the greeting

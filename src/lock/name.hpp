@@ -23,6 +23,7 @@ enum class Part {
   notices,      // waiters told to leave
   log,          // the lock's history (a stream)
   tick,         // --once-per: the last tick run
+  summary,      // the lock's summary: last start, end and success, a count per outcome (a hash)
 };
 
 // The Redis keys of one lock. All share the hash tag {KEY}, so they live in one Cluster slot,
@@ -41,14 +42,17 @@ struct LockName {
   // The server's eviction policy as rlock last read it, kept a minute (no lock script touches it):
   // the eviction check reads it with the first command, and asks INFO only when it is missing.
   std::string policy_key() const { return lock_key() + ":policy"; }
+  std::string summary_key() const { return key_of(Part::summary); }
   // The mailbox of a contender (by its token's id), pushed when its hold or its place ends.
   std::string mailbox(std::string_view id) const { return lock_key() + ":mb:" + std::string(id); }
 
-  // The keys of every lock script: the lock, its parts in Part's order, the caller's mailbox last.
+  // The keys of every lock script: the lock, its parts in k_parts' order, the caller's mailbox,
+  // then the summary.
   std::vector<std::string> script_keys(std::string_view id) const {
     std::vector<std::string> keys{lock_key()};
     for (Part p : k_parts) keys.push_back(key_of(p));
     keys.push_back(mailbox(id));
+    keys.push_back(summary_key());
     return keys;
   }
 
@@ -72,6 +76,7 @@ struct LockName {
       case Part::notices: return "gone";
       case Part::log: return "log";
       case Part::tick: return "tick";
+      case Part::summary: return "sum";
     }
     return "";
   }

@@ -85,6 +85,10 @@ public:
     if (range.after.empty()) std::reverse(events.begin(), events.end());
     return events;
   }
+  std::vector<std::string> scan_summaries(const std::string& prefix, const std::string& pattern) override {
+    return lock::scan_summaries(m_node, prefix, pattern);
+  }
+  Summary read_summary(const LockName& name) override { return lock::read_summary(m_node, name); }
   void confirm_replicas(const LockName& name, int n, util::Millis timeout) override {
     lock::confirm_replicas(m_node, name, n, timeout);
   }

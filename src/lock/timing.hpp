@@ -19,12 +19,13 @@ struct Timing {
   // The client's alone, not the scripts': where the jitter of a waiter's steps comes from (each
   // blocks a heartbeat less a random part of at most a fifth of it).
   util::RandomBelow jitter = util::random_below;
+  bool summary = true;                            // the lock's summary is kept (PREFIX{KEY}:sum)
 
   // The standard timing with log_length events kept.
   static Timing standard(int log_length);
-  // The same without history: for calls that only clean up after a failed attempt.
+  // The same without history or summary: for calls that only clean up after a failed attempt.
   Timing quiet() const;
-  // ARGV[1] of every script: "lease_ms claim_ms mailbox_ms history_ms log_length".
+  // ARGV[1] of every script: "lease_ms claim_ms mailbox_ms history_ms log_length summary(0/1)".
   std::string script_config() const;
 };
 

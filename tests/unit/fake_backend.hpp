@@ -96,6 +96,8 @@ public:
   std::vector<rlock::lock::Event> read_log(const rlock::lock::LockName&, const rlock::lock::LogRange&) override {
     return {};
   }
+  std::vector<std::string> scan_summaries(const std::string&, const std::string&) override { return {}; }
+  rlock::lock::Summary read_summary(const rlock::lock::LockName&) override { return {}; }
   void confirm_replicas(const rlock::lock::LockName&, int, rlock::util::Millis) override {
     if (on_confirm_replicas) on_confirm_replicas();
   }

@@ -101,6 +101,8 @@ TEST(OptionTable, FieldsAreInTheirCommandsOptions) {
       {owner_of<commands::StatusOptions>(), on::status},
       {owner_of<commands::ListOptions>(), on::list},
       {owner_of<commands::LogOptions>(), on::log},
+      {owner_of<commands::CheckOptions>(), on::check},
+      {owner_of<commands::MetricsOptions>(), on::metrics},
       {owner_of<commands::ConnectOptions>(), on::global},
       {owner_of<commands::TokenSource>(), on::release | on::extend},
       {owner_of<rlock::redis::Timeouts>(), on::global},
@@ -430,6 +432,35 @@ TEST_F(ParseCommandLine, FieldsWithRulesAreFilled) {
   ASSERT_TRUE(std::get<commands::AcquireOptions>(options).max_hold.has_value());
   EXPECT_EQ(std::get<commands::AcquireOptions>(options).max_hold->count(), 60'000);
   EXPECT_EQ(std::get<commands::AcquireOptions>(options).keeper_log, "syslog:");
+}
+
+// check's limits: one value is the CRITICAL one; two are WARN,CRIT, in that order.
+TEST_F(ParseCommandLine, CheckLimitsAreCriticalOrWarningThenCritical) {
+  auto options = parse({"check", "a", "b", "--succeeded-within", "25h", "--max-held", "1h,2h", "--max-waiting", "3",
+                        "--max-lost", "0,1", "--json"});
+  const auto& check = std::get<commands::CheckOptions>(options);
+  EXPECT_EQ(check.keys, (std::vector<std::string>{"a", "b"}));
+  EXPECT_FALSE(check.succeeded_within.warn.has_value());
+  ASSERT_TRUE(check.succeeded_within.crit.has_value());
+  EXPECT_EQ(check.succeeded_within.crit->count(), 25 * 3'600'000);
+  ASSERT_TRUE(check.max_held.warn && check.max_held.crit);
+  EXPECT_EQ(check.max_held.warn->count(), 3'600'000);
+  EXPECT_EQ(check.max_held.crit->count(), 7'200'000);
+  EXPECT_EQ(check.max_waiting.crit, 3);
+  EXPECT_EQ(check.max_lost.warn, 0);
+  EXPECT_EQ(check.max_lost.crit, 1);
+  EXPECT_TRUE(check.json);
+  EXPECT_FALSE(std::get<commands::CheckOptions>(parse({"check", "a"})).max_held.given());
+
+  auto [code, message] = error_of({"check", "a", "--max-held", "2h,1h"});
+  EXPECT_EQ(code, 64);
+  EXPECT_EQ(message, "--max-held: the WARNING limit (first) must not be above the CRITICAL one");
+  std::tie(code, message) = error_of({"check", "a", "--max-waiting", "many"});
+  EXPECT_EQ(message, "--max-waiting: 'many' is not a number in 0-1000000000 (N, or WARN,CRIT)");
+
+  options = parse({"metrics", "--textfile", "/tmp/x.prom"});
+  EXPECT_EQ(std::get<commands::MetricsOptions>(options).textfile, "/tmp/x.prom");
+  EXPECT_TRUE(std::get<commands::MetricsOptions>(options).keys.empty());
 }
 
 TEST_F(ParseCommandLine, ValuesOutsideTheirLimitsSayTheLimits) {

@@ -18,11 +18,12 @@ local K = {
   log = KEYS[13],    -- the lock's history: STREAM
   tick = KEYS[14],   -- --once-per: the last tick run: HASH t h at id (and pt ph pa: the one before)
   mb = KEYS[15],     -- the caller's mailbox: pushed when its hold or its place ends
+  sum = KEYS[16],    -- the lock's summary: HASH of fixed fields (see summarize)
 }
 -- A contender's id is the first 16 characters of its token (the rest, 128 bits, is the secret).
 --
 -- ARGV[1], for every script: the queue's timing and the log's length, set by the client (tests
--- scale the times): "lease_ms claim_ms mailbox_ms history_ms log_length".
+-- scale the times): "lease_ms claim_ms mailbox_ms history_ms log_length summary" (summary: 0 or 1).
 --
 -- Waiting: each waiter blocks (BLPOP, outside Lua) on its own mailbox and on the mailbox of the
 -- one just before it in the queue, or at the head, of the holders; whoever leaves pushes its own
@@ -104,8 +105,32 @@ local function check_types()
   return nil
 end
 
+-- Keeps the lock's summary (K.sum), for rlock check and metrics, even without a history: a count
+-- per kind of event (n.KIND); the last start (s, sh: when, host); the last end of a hold (e, ek
+-- kind, eh host, ex exit status, ed ms held); the last success, a release (not forced) whose exit
+-- status is 0 or that had no command (ok, okh, okx, okd); the holds lost since then (sl). Fixed
+-- fields; it expires with the history. Calls that only clean up after a failed attempt (CFG[6]
+-- 0) leave it alone, and so does another program's data at its key.
+local function summarize(kind, ev)
+  if CFG[6] == 0 then return end
+  if type(redis.pcall('HINCRBY', K.sum, 'n.' .. kind, 1)) == 'table' then return end
+  local v = {}
+  for i = 1, #ev, 2 do v[ev[i]] = ev[i + 1] or '' end
+  if kind == 'acquired' then
+    redis.call('HSET', K.sum, 's', NOW, 'sh', v.h or '')
+  elseif kind == 'released' or kind == 'lost' or kind == 'preempted' or kind == 'expired' then
+    redis.call('HSET', K.sum, 'e', NOW, 'ek', kind, 'eh', v.h or '', 'ex', v.x or '', 'ed', v.d or '')
+    if kind == 'lost' then redis.pcall('HINCRBY', K.sum, 'sl', 1) end
+    if kind == 'released' and ((v.x or '') == '' or v.x == '0') and (v.by or '') == '' then
+      redis.call('HSET', K.sum, 'ok', NOW, 'okh', v.h or '', 'okx', v.x or '', 'okd', v.d or '', 'sl', 0)
+    end
+  end
+  redis.call('PEXPIRE', K.sum, HISTORY)
+end
+
 -- Appends one event to the lock's history (capped at LOG_LENGTH; 0: no history). ev: field list.
 local function event(kind, ev)
+  summarize(kind, ev)
   if LOG_LENGTH == 0 then return end
   local args = {K.log, 'MAXLEN', LOG_LENGTH, '*', 'e', kind}
   for i = 1, #ev, 2 do
