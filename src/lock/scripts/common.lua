@@ -2,22 +2,25 @@
 --
 -- The keys of one lock, all under its hash tag and all declared by the caller, in the order of
 -- lock/name.hpp (LockName::script_keys):
-local K = {
-  lock = KEYS[1],    -- PREFIX{KEY}: the exclusive holder's token (PX: its lease), or a lingering mark
-  fence = KEYS[2],   -- fencing counter
-  info = KEYS[3],    -- the exclusive holder: HASH id host pid user cmd since fence ttl claimed ...
-  q = KEYS[4],       -- the queue: ZSET id -> arrival (server microseconds, made unique; below 0: preemptors)
-  w = KEYS[5],       -- the waiters: HASH "<id>.<field>"
-  wl = KEYS[6],      -- the waiters' leases: ZSET id -> expiry (server ms)
-  h = KEYS[7],       -- shared and semaphore holders: ZSET id -> expiry (server ms)
-  hi = KEYS[8],      -- their data: HASH "<id>.<field>"
-  sem = KEYS[9],     -- the semaphore: HASH limit, next (the highest slot handed out so far)
-  free = KEYS[10],   -- semaphore slots given back: ZSET slot -> slot
-  sq = KEYS[11],     -- the waiters that asked to supersede older ones: ZSET id -> arrival
-  gone = KEYS[12],   -- waiters told to leave (superseded): ZSET id -> when the notice lapses
-  log = KEYS[13],    -- the lock's history: STREAM
-  mb = KEYS[14],     -- the caller's mailbox: pushed when its hold or its place ends
-}
+local K  -- the keys of this call:
+local function lock_keys(KEYS)
+  return {
+    lock = KEYS[1],    -- PREFIX{KEY}: the exclusive holder's token (PX: its lease), or a lingering mark
+    fence = KEYS[2],   -- fencing counter
+    info = KEYS[3],    -- the exclusive holder: HASH id host pid user cmd since fence ttl claimed ...
+    q = KEYS[4],       -- the queue: ZSET id -> arrival (server microseconds, made unique; below 0: preemptors)
+    w = KEYS[5],       -- the waiters: HASH "<id>.<field>"
+    wl = KEYS[6],      -- the waiters' leases: ZSET id -> expiry (server ms)
+    h = KEYS[7],       -- shared and semaphore holders: ZSET id -> expiry (server ms)
+    hi = KEYS[8],      -- their data: HASH "<id>.<field>"
+    sem = KEYS[9],     -- the semaphore: HASH limit, next (the highest slot handed out so far)
+    free = KEYS[10],   -- semaphore slots given back: ZSET slot -> slot
+    sq = KEYS[11],     -- the waiters that asked to supersede older ones: ZSET id -> arrival
+    gone = KEYS[12],   -- waiters told to leave (superseded): ZSET id -> when the notice lapses
+    log = KEYS[13],    -- the lock's history: STREAM
+    mb = KEYS[14],     -- the caller's mailbox: pushed when its hold or its place ends
+  }
+end
 -- A contender's id is the first 16 characters of its token (the rest, 128 bits, is the secret).
 --
 -- ARGV[1], for every script: the queue's timing and the log's length, set by the client (tests
@@ -37,21 +40,31 @@ local K = {
 
 local BUDGET = 20
 
-local CFG = {}
-for n in string.gmatch(ARGV[1], '%d+') do CFG[#CFG + 1] = tonumber(n) end
-local LEASE, CLAIM, MAILBOX, HISTORY, LOG_LENGTH = CFG[1], CFG[2], CFG[3], CFG[4], CFG[5]
+local LEASE, CLAIM, MAILBOX, HISTORY, LOG_LENGTH
 
 local WAITER_FIELDS = {'t', 'm', 'h', 'p', 'u', 'c', 's', 'ttl', 'o', 'mh', 'wt', 'g'}
 local HOLDER_FIELDS = {'t', 'm', 'h', 'p', 'u', 'c', 's', 'f', 'ttl', 'slot', 'k', 'kp', 'kw', 'js', 'lu', 'lg', 'x'}
 
-local t = redis.call('TIME')
-local NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local NOW_US = t[1] .. string.format('%06d', tonumber(t[2]))
+local NOW, NOW_US     -- the server's clock: ms, and us as a string
+local WORK            -- entries removed, granted or reported so far
+local MORE            -- the budget ran out with work left: the caller calls again
+local PUSH            -- ids whose mailboxes the caller pushes after the script
+local CALLER          -- the caller's id
+local ARGS            -- this call's ARGV
 
-local WORK = 0        -- entries removed, granted or reported so far
-local MORE = false    -- the budget ran out with work left: the caller calls again
-local PUSH = {}       -- ids whose mailboxes the caller pushes after the script
-local CALLER = ''     -- the caller's id
+-- The state of one call, set at its start: every script (and every function of the library)
+-- begins with begin(KEYS, ARGV), so that nothing of one call is seen by the next.
+local function begin(keys, argv)
+  K = lock_keys(keys)
+  ARGS = argv
+  local cfg = {}
+  for n in string.gmatch(argv[1], '%d+') do cfg[#cfg + 1] = tonumber(n) end
+  LEASE, CLAIM, MAILBOX, HISTORY, LOG_LENGTH = cfg[1], cfg[2], cfg[3], cfg[4], cfg[5]
+  local t = redis.call('TIME')
+  NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  NOW_US = t[1] .. string.format('%06d', tonumber(t[2]))
+  WORK, MORE, PUSH, CALLER = 0, false, {}, ''
+end
 
 local function spend()
   if WORK >= BUDGET then
@@ -525,9 +538,9 @@ end
 -- min_hold_ms. Options: q (join the queue if it cannot be taken now), s (supersede), p
 -- (preempt), e (preemptible), r (Redlock's phase 1: the acquisition is recorded by phase 2).
 local function contender()
-  return {t = ARGV[2], ttl = ARGV[3], h = ARGV[4], p = ARGV[5], u = ARGV[6], c = ARGV[7], m = ARGV[8], o = ARGV[10],
-          mh = ARGV[11]},
-         tonumber(ARGV[9])
+  return {t = ARGS[2], ttl = ARGS[3], h = ARGS[4], p = ARGS[5], u = ARGS[6], c = ARGS[7], m = ARGS[8], o = ARGS[10],
+          mh = ARGS[11]},
+         tonumber(ARGS[9])
 end
 
 -- What acquire and wait start with: the contender, its id and limit, once the lock's keys hold
@@ -564,3 +577,7 @@ preempt_next = function()
   local first = first_preemptor()
   if first and still_waiting(first) then preempt(load_waiter(first), first) end
 end
+
+-- This call's state. (The function library leaves this line out: each of its functions calls
+-- begin with its own KEYS and ARGV.)
+begin(KEYS, ARGV)
