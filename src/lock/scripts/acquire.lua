@@ -15,14 +15,14 @@ if ours then
   set_expiries()
   return reply(1, fence, slot)
 end
-if redis.call('ZSCORE', K.q, id) then
+if not quiet() and redis.call('ZSCORE', K.q, id) then
   redis.call('ZADD', K.wl, NOW + LEASE, id)
   set_expiries()
   return waiting(id)
 end
 
 -- Re-entry: the lock is held by an enclosing hold of the caller's process tree.
-local owner = redis.call('GET', K.lock)
+local owner = #ARGV >= 12 and redis.call('GET', K.lock)
 for i = 12, #ARGV do
   local tok = ARGV[i]
   local hid = id_of(tok)
@@ -43,7 +43,7 @@ if MORE then
   set_expiries()
   return reply(4)
 end
-if redis.call('ZCARD', K.q) == 0 and can_take(d.m, limit) then
+if (quiet() or redis.call('ZCARD', K.q) == 0) and can_take(d.m, limit) then
   d.js = NOW
   fence, slot = grant(id, d, true, limit)
   if not string.find(d.o, 'r', 1, true) then
@@ -77,7 +77,7 @@ if queue then
 end
 tidy_limit()
 local host, pid, cmd, since, lingering, left = holder_view()
-local queued = redis.call('ZCARD', K.q)
+local queued = quiet() and 0 or redis.call('ZCARD', K.q)
 event('busy', {'h', d.h, 'p', d.p, 'u', d.u, 'c', d.c, 'id', id})
 set_expiries()
 return reply(0, left, host, pid, cmd, since, NOW, queued, lingering)

@@ -42,7 +42,8 @@ local BUDGET = 20
 
 local LEASE, CLAIM, MAILBOX, HISTORY, LOG_LENGTH
 
-local WAITER_FIELDS = {'t', 'm', 'h', 'p', 'u', 'c', 's', 'ttl', 'o', 'mh', 'wt', 'g'}
+-- ('mh', written by earlier versions, is deleted with the rest.)
+local WAITER_FIELDS = {'t', 'm', 'h', 'p', 'u', 'c', 's', 'ttl', 'o', 'wt', 'g', 'mh'}
 local HOLDER_FIELDS = {'t', 'm', 'h', 'p', 'u', 'c', 's', 'f', 'ttl', 'slot', 'k', 'kp', 'kw', 'js', 'lu', 'lg', 'x'}
 
 local NOW, NOW_US     -- the server's clock: ms, and us as a string
@@ -51,6 +52,10 @@ local MORE            -- the budget ran out with work left: the caller calls aga
 local PUSH            -- ids whose mailboxes the caller pushes after the script
 local CALLER          -- the caller's id
 local ARGS            -- this call's ARGV
+-- Work in proportion to what is due: what this call already knows.
+local QUIET           -- nil: not asked yet; true: no queue, no shared holder, notice or semaphore
+local REAPED          -- the dead entries due now are gone (reap ran to the end)
+local NOTED           -- the lock's key is free and no expired holder is left to record
 
 -- The state of one call, set at its start: every script (and every function of the library)
 -- begins with begin(KEYS, ARGV), so that nothing of one call is seen by the next.
@@ -64,6 +69,16 @@ local function begin(keys, argv)
   NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   NOW_US = t[1] .. string.format('%06d', tonumber(t[2]))
   WORK, MORE, PUSH, CALLER = 0, false, {}, ''
+  QUIET, REAPED, NOTED = nil, false, false
+end
+
+-- Whether nobody waits, holds shared, has a notice or a semaphore slot (one command, asked once
+-- per call; a call that writes any of these structures says so: QUIET = false). Everything that
+-- walks them (reaping, handing on, expiries) is then skipped: the uncontended case touches only
+-- the keys it needs.
+local function quiet()
+  if QUIET == nil then QUIET = redis.call('EXISTS', K.q, K.wl, K.h, K.gone, K.sem, K.free) == 0 end
+  return QUIET
 end
 
 local function spend()
@@ -92,9 +107,8 @@ end
 
 -- Whether the string at the lock's key is rlock's: a holder's token (48 hex digits) or a lingering
 -- mark (~ and the id), always with an expiry, of the holder that :info names (if it names one).
-local function lock_value_ours()
+local function lock_value_ours(value)
   if redis.call('PTTL', K.lock) < 0 then return false end
-  local value = redis.call('GET', K.lock)
   local id
   if #value == 48 and not string.find(value, '[^0-9a-f]') then
     id = string.sub(value, 1, 16)
@@ -107,12 +121,14 @@ local function lock_value_ours()
   return not holder or holder == id
 end
 
-local function check_types()
-  local kind = redis.call('TYPE', K.lock)['ok']
-  if kind ~= 'none' and kind ~= 'string' then
+-- token: the caller's, if it has one (a GET that returns it proves the value rlock's).
+local function check_types(token)
+  local value = redis.pcall('GET', K.lock)
+  if type(value) == 'table' and value.err then
+    local kind = redis.call('TYPE', K.lock)['ok']
     return redis.error_reply('WRONGTYPE ' .. K.lock .. ' holds a ' .. kind .. ', not an rlock lock')
   end
-  if kind == 'string' and not lock_value_ours() then return redis.error_reply('RLOCKFOREIGN lock') end
+  if value and value ~= token and not lock_value_ours(value) then return redis.error_reply('RLOCKFOREIGN lock') end
   return nil
 end
 
@@ -199,7 +215,9 @@ end
 -- The exclusive holder whose lease ran out without a release (it died, or was cut off): its
 -- lock is handed on; the history says so. `info` outlives the lock for that.
 local function note_expired()
+  if NOTED then return end
   if redis.call('EXISTS', K.lock) == 1 then return end
+  NOTED = true
   local v = redis.call('HMGET', K.info, 'id', 'host', 'pid', 'user', 'cmd', 'fence', 'since', 'exp', 'claimed', 'lg')
   if not v[1] then return end
   if v[9] == '1' and v[10] ~= '1' then
@@ -213,6 +231,7 @@ end
 -- Removes dead entries, at most the budget: waiters whose lease ran out, holders whose lease ran
 -- out (a claimed one's end goes into the history), and notices nobody came for.
 local function reap()
+  if REAPED or quiet() then return end
   if WORK >= BUDGET then MORE = true return end
   for _, id in ipairs(redis.call('ZRANGEBYSCORE', K.wl, '-inf', NOW, 'LIMIT', 0, BUDGET - WORK)) do
     spend()
@@ -231,10 +250,12 @@ local function reap()
     redis.call('ZREM', K.gone, id)
     redis.call('HDEL', K.w, id .. '.g')
   end
+  REAPED = WORK < BUDGET
 end
 
 -- The semaphore's N stays only while someone holds or waits.
 local function tidy_limit()
+  if quiet() or redis.call('EXISTS', K.sem, K.free) == 0 then return end
   if redis.call('ZCARD', K.h) == 0 and redis.call('ZCARD', K.q) == 0 then
     redis.call('DEL', K.sem, K.free)
   end
@@ -243,6 +264,7 @@ end
 -- Every structure expires when nothing in it can matter any more: the holders' after the last
 -- lease, the queue's after the last waiter's lease; nothing stays behind an unused lock.
 local function set_expiries()
+  if quiet() then return end
   local margin = LEASE + CLAIM
   local held = redis.call('ZRANGE', K.h, -1, -1, 'WITHSCORES')[2]
   local waited = redis.call('ZRANGE', K.wl, -1, -1, 'WITHSCORES')[2]
@@ -277,13 +299,13 @@ local function check_mode(mode, limit)
   reap()
   note_expired()
   tidy_limit()
-  local stored = redis.call('HGET', K.sem, 'limit')
+  local stored = not quiet() and redis.call('HGET', K.sem, 'limit')
   if mode == 'n' then
     if stored and tonumber(stored) ~= limit then
       return redis.error_reply('RLOCKLIMIT ' .. stored .. ' ' .. limit)
     end
-    if not stored and (redis.call('EXISTS', K.lock) == 1 or redis.call('ZCARD', K.h) > 0 or
-                       redis.call('ZCARD', K.q) > 0) then
+    if not stored and (redis.call('EXISTS', K.lock) == 1 or
+                       (not quiet() and (redis.call('ZCARD', K.h) > 0 or redis.call('ZCARD', K.q) > 0))) then
       return redis.error_reply('RLOCKLIMIT 1 ' .. limit)
     end
   elseif stored then
@@ -294,9 +316,9 @@ end
 
 -- Whether a contender of this kind could hold the lock now (the queue aside).
 local function can_take(mode, limit)
-  if mode == 'n' then return redis.call('ZCARD', K.h) < limit end
+  if mode == 'n' then return quiet() or redis.call('ZCARD', K.h) < limit end
   if redis.call('EXISTS', K.lock) == 1 then return false end
-  return mode == 's' or redis.call('ZCARD', K.h) == 0
+  return mode == 's' or quiet() or redis.call('ZCARD', K.h) == 0
 end
 
 -- Until when a hold claimed now is kept at least with --min-hold mh (ms): '' for none. The lease
@@ -329,12 +351,14 @@ local function grant(id, d, claimed, limit)
   if d.m == 'x' then
     note_expired()
     redis.call('SET', K.lock, d.t, 'PX', px)
+    NOTED = false
     redis.call('DEL', K.info)
     redis.call('HSET', K.info, 'id', id, 'host', d.h, 'pid', d.p, 'user', d.u, 'cmd', d.c, 'since', NOW,
                'fence', fence, 'ttl', d.ttl, 'claimed', claimed and 1 or 0, 'exp', NOW + px, 'lu', linger_until,
                'pe', preemptible, 'js', d.js or NOW)
     redis.call('PEXPIRE', K.info, px + HISTORY)
   else
+    QUIET = false
     if d.m == 'n' then
       redis.call('HSET', K.sem, 'limit', limit)
       slot = take_slot(limit)
@@ -350,8 +374,7 @@ end
 
 local function load_waiter(id)
   local v = redis.call('HMGET', K.w, unpack(fields(id, WAITER_FIELDS)))
-  return {t = v[1], m = v[2], h = v[3], p = v[4], u = v[5], c = v[6], js = v[7], ttl = v[8], o = v[9], mh = v[10],
-          wt = v[11]}
+  return {t = v[1], m = v[2], h = v[3], p = v[4], u = v[5], c = v[6], js = v[7], ttl = v[8], o = v[9], wt = v[10]}
 end
 
 -- Grants the lock to the live waiters at the head of the queue that can have it now: one
@@ -359,6 +382,7 @@ end
 -- slots. Dead waiters at the head are dropped on the way, never granted.
 local function advance()
   reap()
+  if quiet() then return end
   local limit = semaphore_limit()
   while true do
     local head = redis.call('ZRANGE', K.q, 0, 0)
@@ -397,6 +421,7 @@ local function held_by(token, id, mode)
     local v = redis.call('HMGET', K.info, 'fence', 'claimed')
     return true, tonumber(v[1] or '0'), '', v[2] == '1'
   end
+  if quiet() then return false end
   local expiry = redis.call('ZSCORE', K.h, id)
   if not expiry or tonumber(expiry) <= NOW then return false end
   local v = redis.call('HMGET', K.hi, id .. '.t', id .. '.f', id .. '.slot', id .. '.k')
@@ -407,6 +432,7 @@ end
 -- The kind of hold token has ('x', or the mode of a shared or semaphore hold), or nil.
 local function hold_kind(token, id)
   if redis.call('GET', K.lock) == token then return 'x' end
+  if quiet() then return nil end
   local expiry = redis.call('ZSCORE', K.h, id)
   if expiry and tonumber(expiry) > NOW and redis.call('HGET', K.hi, id .. '.t') == token then
     return redis.call('HGET', K.hi, id .. '.m')
@@ -443,6 +469,7 @@ end
 -- Tells the superseded waiter id to leave (it reads the notice at its next step; the caller
 -- pushes its mailbox so that this is at once).
 local function supersede(id, by)
+  QUIET = false
   local d = load_waiter(id)
   remove_waiter(id)
   redis.call('HSET', K.w, id .. '.g', by)
@@ -460,6 +487,7 @@ end
 -- A place in the queue: in arrival order, or with preempt at the front (behind earlier
 -- preemptors, whose scores are below 0). A superseding waiter replaces the older superseding ones.
 local function enqueue(id, d, preempt)
+  QUIET = false
   local score
   if preempt then
     local last = redis.call('ZREVRANGEBYSCORE', K.q, '(0', '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
@@ -480,7 +508,7 @@ local function enqueue(id, d, preempt)
   redis.call('ZADD', K.q, score, id)
   redis.call('ZADD', K.wl, NOW + LEASE, id)
   redis.call('HSET', K.w, id .. '.t', d.t, id .. '.m', d.m, id .. '.h', d.h, id .. '.p', d.p, id .. '.u', d.u,
-             id .. '.c', d.c, id .. '.s', NOW, id .. '.ttl', d.ttl, id .. '.o', d.o or '', id .. '.mh', d.mh or '0')
+             id .. '.c', d.c, id .. '.s', NOW, id .. '.ttl', d.ttl, id .. '.o', d.o or '')
 end
 
 -- The first preemptor in the queue, or nil.
@@ -546,9 +574,9 @@ end
 -- What acquire and wait start with: the contender, its id and limit, once the lock's keys hold
 -- rlock's data and its kind of hold fits; else the error to return.
 local function prologue()
-  local bad = check_types()
-  if bad then return nil, nil, nil, bad end
   local d, limit = contender()
+  local bad = check_types(d.t)
+  if bad then return nil, nil, nil, bad end
   CALLER = id_of(d.t)
   bad = check_mode(d.m, limit)
   return d, CALLER, limit, bad

@@ -15,7 +15,7 @@ local id = id_of(token)
 CALLER = id
 local kind = hold_kind(token, id)
 if not kind then
-  local bad = check_types()
+  local bad = check_types(token)
   if bad then return bad end
   -- A retry whose first attempt ran: the hold lingers under its own mark, released.
   if retry and (redis.call('GET', K.lock) == '~' .. id or redis.call('HGET', K.hi, id .. '.t') == '~' .. id) then
@@ -78,9 +78,12 @@ end
 
 if kind == 'x' then
   redis.call('DEL', K.lock, K.info)
+  NOTED = true
 else
   remove_holder(id)
 end
+-- Nobody waits (and nobody holds shared): nobody to wake, nothing to hand on.
+if quiet() then return reply(1) end
 wake(K.mb)
 advance()
 set_expiries()
