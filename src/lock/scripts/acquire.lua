@@ -22,7 +22,7 @@ if not quiet() and redis.call('ZSCORE', K.q, id) then
 end
 
 -- Re-entry: the lock is held by an enclosing hold of the caller's process tree.
-local owner = #ARGV >= 12 and redis.call('GET', K.lock)
+local owner = #ARGV >= 12 and lock_value()
 for i = 12, #ARGV do
   local tok = ARGV[i]
   local hid = id_of(tok)
@@ -57,7 +57,7 @@ end
 -- a --preemptible holder when no other preemptor waits, and waits for it (the caller bounds that).
 local preemptor = string.find(d.o, 'p', 1, true) ~= nil and d.m == 'x'
 local queue = string.find(d.o, 'q', 1, true) ~= nil
-if not queue and preemptor and redis.call('EXISTS', K.lock) == 1 and redis.call('HGET', K.info, 'pe') == '1' and
+if not queue and preemptor and lock_value() and redis.call('HGET', K.info, 'pe') == '1' and
    not first_preemptor() then
   queue = true
 end

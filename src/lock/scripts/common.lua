@@ -56,6 +56,8 @@ local ARGS            -- this call's ARGV
 local QUIET           -- nil: not asked yet; true: no queue, no shared holder, notice or semaphore
 local REAPED          -- the dead entries due now are gone (reap ran to the end)
 local NOTED           -- the lock's key is free and no expired holder is left to record
+local LOCK_READ       -- LOCK_VALUE holds the lock key's value (false: none): the key has not
+local LOCK_VALUE      -- been written since it was read (a script's clock stands still: no expiry)
 
 -- The state of one call, set at its start: every script (and every function of the library)
 -- begins with begin(KEYS, ARGV), so that nothing of one call is seen by the next.
@@ -70,6 +72,20 @@ local function begin(keys, argv)
   NOW_US = t[1] .. string.format('%06d', tonumber(t[2]))
   WORK, MORE, PUSH, CALLER = 0, false, {}, ''
   QUIET, REAPED, NOTED = nil, false, false
+  LOCK_READ, LOCK_VALUE = false, false
+end
+
+-- The lock key's value (false: none), read once until the call writes the key (lock_written).
+local function lock_value()
+  if not LOCK_READ then
+    LOCK_VALUE = redis.call('GET', K.lock)
+    LOCK_READ = true
+  end
+  return LOCK_VALUE
+end
+
+local function lock_written()
+  LOCK_READ = false
 end
 
 -- Whether nobody waits, holds shared, has a notice or a semaphore slot (one command, asked once
@@ -129,6 +145,7 @@ local function check_types(token)
     return redis.error_reply('WRONGTYPE ' .. K.lock .. ' holds a ' .. kind .. ', not an rlock lock')
   end
   if value and value ~= token and not lock_value_ours(value) then return redis.error_reply('RLOCKFOREIGN lock') end
+  LOCK_READ, LOCK_VALUE = true, value
   return nil
 end
 
@@ -216,7 +233,7 @@ end
 -- lock is handed on; the history says so. `info` outlives the lock for that.
 local function note_expired()
   if NOTED then return end
-  if redis.call('EXISTS', K.lock) == 1 then return end
+  if lock_value() then return end
   NOTED = true
   local v = redis.call('HMGET', K.info, 'id', 'host', 'pid', 'user', 'cmd', 'fence', 'since', 'exp', 'claimed', 'lg')
   if not v[1] then return end
@@ -304,7 +321,7 @@ local function check_mode(mode, limit)
     if stored and tonumber(stored) ~= limit then
       return redis.error_reply('RLOCKLIMIT ' .. stored .. ' ' .. limit)
     end
-    if not stored and (redis.call('EXISTS', K.lock) == 1 or
+    if not stored and (lock_value() or
                        (not quiet() and (redis.call('ZCARD', K.h) > 0 or redis.call('ZCARD', K.q) > 0))) then
       return redis.error_reply('RLOCKLIMIT 1 ' .. limit)
     end
@@ -317,7 +334,7 @@ end
 -- Whether a contender of this kind could hold the lock now (the queue aside).
 local function can_take(mode, limit)
   if mode == 'n' then return quiet() or redis.call('ZCARD', K.h) < limit end
-  if redis.call('EXISTS', K.lock) == 1 then return false end
+  if lock_value() then return false end
   return mode == 's' or quiet() or redis.call('ZCARD', K.h) == 0
 end
 
@@ -351,6 +368,7 @@ local function grant(id, d, claimed, limit)
   if d.m == 'x' then
     note_expired()
     redis.call('SET', K.lock, d.t, 'PX', px)
+    lock_written()
     NOTED = false
     redis.call('DEL', K.info)
     redis.call('HSET', K.info, 'id', id, 'host', d.h, 'pid', d.p, 'user', d.u, 'cmd', d.c, 'since', NOW,
@@ -417,7 +435,7 @@ end
 -- Whether contender (token, id, mode) holds the lock, and its fence, slot and claim state.
 local function held_by(token, id, mode)
   if mode == 'x' then
-    if redis.call('GET', K.lock) ~= token then return false end
+    if lock_value() ~= token then return false end
     local v = redis.call('HMGET', K.info, 'fence', 'claimed')
     return true, tonumber(v[1] or '0'), '', v[2] == '1'
   end
@@ -431,7 +449,7 @@ end
 
 -- The kind of hold token has ('x', or the mode of a shared or semaphore hold), or nil.
 local function hold_kind(token, id)
-  if redis.call('GET', K.lock) == token then return 'x' end
+  if lock_value() == token then return 'x' end
   if quiet() then return nil end
   local expiry = redis.call('ZSCORE', K.h, id)
   if expiry and tonumber(expiry) > NOW and redis.call('HGET', K.hi, id .. '.t') == token then
@@ -519,7 +537,7 @@ end
 -- The holder as the others see it: host, pid, cmd, since, lingering (0/1), ms until its lease
 -- (or the earliest of the shared ones) ends, or -1.
 local function holder_view()
-  if redis.call('EXISTS', K.lock) == 1 then
+  if lock_value() then
     local v = redis.call('HMGET', K.info, 'host', 'pid', 'cmd', 'since', 'lg')
     return v[1] or '', v[2] or '', v[3] or '', v[4] or '', v[5] == '1' and 1 or 0, redis.call('PTTL', K.lock)
   end
@@ -547,7 +565,7 @@ local function waiting(id)
     watch[1] = redis.call('ZRANGE', K.q, rank - 1, rank - 1)[1]
     left = -1
   else
-    local holder = redis.call('EXISTS', K.lock) == 1 and redis.call('HGET', K.info, 'id')
+    local holder = lock_value() and redis.call('HGET', K.info, 'id')
     if holder and string.find(redis.call('HGET', K.w, id .. '.o') or '', 'p', 1, true) then
       local asked = redis.call('HMGET', K.info, 'pe', 'ps')
       if asked[1] == '1' and asked[2] ~= '1' then holder = nil end
@@ -589,9 +607,10 @@ end
 -- once. Returns whether the holder was asked (or is gone).
 local function preempt(d, id)
   local v = redis.call('HMGET', K.info, 'id', 'pe', 'pb', 'lg', 'pi', 'ps')
-  if redis.call('EXISTS', K.lock) == 0 or v[2] ~= '1' then return false end
+  if not lock_value() or v[2] ~= '1' then return false end
   if v[4] == '1' then
     redis.call('DEL', K.lock, K.info)
+    lock_written()
     return true
   end
   if v[6] == '1' then return true end

@@ -66,6 +66,7 @@ end
 if linger_until and linger_until > NOW and not wanted then
   if kind == 'x' then
     redis.call('SET', K.lock, '~' .. id, 'PX', linger_until - NOW)
+    lock_written()
     redis.call('HSET', K.info, 'lg', 1, 'exp', linger_until)
     redis.call('PEXPIRE', K.info, linger_until - NOW + HISTORY)
   else
@@ -78,6 +79,7 @@ end
 
 if kind == 'x' then
   redis.call('DEL', K.lock, K.info)
+  lock_written()
   NOTED = true
 else
   remove_holder(id)
