@@ -411,7 +411,7 @@ queued() { (($(rcli zcard "rlock:{$1}:q") >= $2)); }
     load helpers/common
     common_setup
     redis_start
-    local acl=$RLOCK_SOURCE_DIR/src/redis/acl.txt writer reader section name info
+    local acl=$RLOCK_SOURCE_DIR/src/redis/acl.txt writer reader section name info command
     writer=" $(sed -n 's/^writer  *//p' "$acl") "
     reader=" $(sed -n 's/^reader  *//p' "$acl") "
     section=$(sed -n '/^\.SS "\{0,1\}ACL permissions/,/^\.S[SH] /p' "${MAN_PAGES[1]}" | sed -e 's/\\-/-/g')
@@ -433,7 +433,7 @@ queued() { (($(rcli zcard "rlock:{$1}:q") >= $2)); }
         [[ -n ${info//[[:space:]]/} ]] || continue      # an error code, a placeholder
         grep -qx no_auth <<<"$info" && continue        # AUTH: no ACL rule applies to it
         used[$name]=1
-        [[ $writer == *" +${name,,} "* ]] && continue
+        [[ $writer == *" +${name,,} "* || $writer == *" +${name,,}|"* ]] && continue
         # A command of some set-ups only (SELECT, ROLE, WAIT, ASKING, CLUSTER...): in the prose.
         grep -qE -- "\+${name,,}([^a-z_]|\$)" <<<"$section" ||
             missing+=("$name (src/) is neither on the writer line of $acl nor in rlock(7)'s ACL permissions")
@@ -442,7 +442,8 @@ queued() { (($(rcli zcard "rlock:{$1}:q") >= $2)); }
     # Nothing more: each command of the lines is sent, and the reader's are the writer's too.
     for name in $writer $reader; do
         name=${name#+}
-        [[ -v used[${name^^}] ]] || missing+=("+$name on a line of $acl: neither the scripts nor the code send it")
+        command=${name%%|*}  # of a subcommand (+function|load), its command
+        [[ -v used[${command^^}] ]] || missing+=("+$name on a line of $acl: neither the scripts nor the code send it")
         [[ $writer == *" +$name "* ]] || missing+=("+$name is on the reader line of $acl, not the writer's")
     done
     ((${#missing[@]} == 0)) || fail "$(printf '%s\n' "${missing[@]}")"

@@ -32,17 +32,38 @@ struct Timeouts {
   util::Millis command{2000};  // from sending a command (or pipeline) to its last reply
 };
 
-// A Lua script run by EVALSHA, falling back to EVAL when the server does not have it cached.
+// A Lua script run by FCALL of its function in rlock's function library (Redis 7+), or by
+// EVALSHA, falling back to EVAL when the server does not have it cached.
 struct Script {
   std::string_view name;
   std::string_view source;
-  std::string_view sha1;  // computed at build time
+  std::string_view sha1;      // computed at build time
+  std::string_view function;  // its name in `library` ("": run by EVALSHA only)
+  std::string_view library;   // the function library's source, for FUNCTION LOAD
 };
 
 // The command that runs script with keys and args: EVALSHA, or with `source` EVAL (the fallback
 // after NOSCRIPT, and an undo sent blind).
 Command eval_command(const Script& script, const std::vector<std::string>& keys, const std::vector<std::string>& args,
                      bool source);
+
+// The ways to run a script, in the order they are tried: FCALL; FUNCTION LOAD REPLACE of the
+// library and FCALL in one exchange (the server does not have the library: new, restarted,
+// flushed, failed over); EVALSHA (Redis 6, or a server or an ACL that refuses FUNCTION); EVAL
+// (the script is not cached).
+enum class ScriptWay { fcall, load, evalsha, eval };
+
+// The first way for script: FCALL when `functions` and the script has a function, else EVALSHA.
+ScriptWay first_way(const Script& script, bool functions);
+// The commands of one way: one, or two for `load` (the library, then the FCALL).
+std::vector<Command> script_commands(const Script& script, ScriptWay way, const std::vector<std::string>& keys,
+                                     const std::vector<std::string>& args);
+// After the replies of a way: the way to try next, or nullopt when the last reply is the
+// script's answer.
+std::optional<ScriptWay> next_way(ScriptWay way, const std::vector<Reply>& replies);
+// Whether rlock runs its scripts as functions where the server has them: unless the
+// environment's RLOCK_FUNCTIONS is 0 (read once).
+bool functions_wanted();
 
 // One connection to one Redis server over rlock's own socket (TCP or unix, optionally TLS), with
 // hiredis as the RESP codec. Connects lazily (AUTH and SELECT go out in the same write as the

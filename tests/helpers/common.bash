@@ -336,6 +336,7 @@ common_setup() {
   for v in $(compgen -e); do
     case $v in
       RLOCK_BIN | RLOCK_SOURCE_DIR | RLOCK_BUILD_DIR | RLOCK_BATS_LIB_DIR | RLOCK_TEST_SCALE) export -n "$v" ;;
+      RLOCK_FUNCTIONS) ;; # the pass's choice of how scripts run (a suite run twice, tests/CMakeLists.txt)
       RLOCK_* | REDIS_URL | REDISCLI_AUTH) unset "$v" ;;
     esac
   done

@@ -16,14 +16,14 @@ if ours then
   set_expiries()
   return reply(1, fence, slot)
 end
-if redis.call('ZSCORE', K.q, id) then
+if not quiet() and redis.call('ZSCORE', K.q, id) then
   redis.call('ZADD', K.wl, NOW + LEASE, id)
   set_expiries()
   return waiting(id)
 end
 
 -- Re-entry: the lock is held by an enclosing hold of the caller's process tree.
-local owner = redis.call('GET', K.lock)
+local owner = #ARGV >= 13 and lock_value()
 for i = 13, #ARGV do
   local tok = ARGV[i]
   local hid = id_of(tok)
@@ -47,7 +47,7 @@ if MORE then
   set_expiries()
   return reply(4)
 end
-if redis.call('ZCARD', K.q) == 0 and can_take(d.m, limit) then
+if (quiet() or redis.call('ZCARD', K.q) == 0) and can_take(d.m, limit) then
   d.js = NOW
   fence, slot = grant(id, d, true, limit)
   if not string.find(d.o, 'r', 1, true) then
@@ -61,7 +61,7 @@ end
 -- a --preemptible holder when no other preemptor waits, and waits for it (the caller bounds that).
 local preemptor = string.find(d.o, 'p', 1, true) ~= nil and d.m == 'x'
 local queue = string.find(d.o, 'q', 1, true) ~= nil
-if not queue and preemptor and redis.call('EXISTS', K.lock) == 1 and redis.call('HGET', K.info, 'pe') == '1' and
+if not queue and preemptor and lock_value() and redis.call('HGET', K.info, 'pe') == '1' and
    not first_preemptor() then
   queue = true
 end
@@ -81,7 +81,7 @@ if queue then
 end
 tidy_limit()
 local host, pid, cmd, since, lingering, left = holder_view()
-local queued = redis.call('ZCARD', K.q)
+local queued = quiet() and 0 or redis.call('ZCARD', K.q)
 event('busy', {'h', d.h, 'p', d.p, 'u', d.u, 'c', d.c, 'id', id, 'hh', host, 'hp', pid, 'hc', cmd, 'lg', lingering})
 set_expiries()
 return reply(0, left, host, pid, cmd, since, NOW, queued, lingering)

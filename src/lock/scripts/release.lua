@@ -15,7 +15,7 @@ local id = id_of(token)
 CALLER = id
 local kind = hold_kind(token, id)
 if not kind then
-  local bad = check_types()
+  local bad = check_types(token)
   if bad then return bad end
   -- A retry whose first attempt ran: the hold lingers under its own mark, released.
   if retry and (redis.call('GET', K.lock) == '~' .. id or redis.call('HGET', K.hi, id .. '.t') == '~' .. id) then
@@ -68,6 +68,7 @@ end
 if linger_until and linger_until > NOW and not wanted then
   if kind == 'x' then
     redis.call('SET', K.lock, '~' .. id, 'PX', linger_until - NOW)
+    lock_written()
     redis.call('HSET', K.info, 'lg', 1, 'exp', linger_until)
     redis.call('PEXPIRE', K.info, linger_until - NOW + HISTORY)
   else
@@ -80,9 +81,13 @@ end
 
 if kind == 'x' then
   redis.call('DEL', K.lock, K.info)
+  lock_written()
+  NOTED = true
 else
   remove_holder(id)
 end
+-- Nobody waits (and nobody holds shared): nobody to wake, nothing to hand on.
+if quiet() then return reply(1) end
 wake(K.mb)
 advance()
 set_expiries()
