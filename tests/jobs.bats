@@ -183,49 +183,8 @@ assert_bg_status() {
   is_lingering kept || fail "the keepalive hold does not linger after release: $(status_json kept)"
 }
 
-@test "min-hold: a waiter is served when the hold ends, not before" {
-  redis_start
-  local before
-  before=$(now_ms)
-  acquire_token k --min-hold 3s
-  RLOCK_TOKEN=$TOKEN rlock release k
-  is_lingering k || fail "the released hold does not linger: $(status_json k)"
-  bg waiter rlock run k --wait 30s -- sh -c 'echo "start $(date +%s%3N) waiter" >>"$W"'
-  assert_bg_status waiter 0 20
-  local served
-  served=$(start_ms waiter)
-  [[ -n $served ]] || fail "the waiter's command did not run"
-  # The hold was taken after $before and kept 3s; the waiter ran after that, and soon after.
-  ((served >= before + 3000)) || fail "the waiter ran $((served - before))ms after the acquisition, inside the 3s hold"
-  ((served <= before + 3000 + 5000)) || fail "the waiter ran $((served - before))ms after the acquisition"
-}
-
-@test "min-hold: with --limit 2 both slots linger; with --shared a writer waits for the hold" {
-  redis_start
-  local t1 t2
-  t1=$(rlock acquire sem --limit 2 --min-hold 3s) || fail "the first slot was refused"
-  t2=$(rlock acquire sem --limit 2 --min-hold 3s) || fail "the second slot was refused"
-  RLOCK_TOKEN=$t1 rlock release sem
-  RLOCK_TOKEN=$t2 rlock release sem
-  run --separate-stderr rlock acquire sem --limit 2 -n
-  assert_failure 75
-  stderr_has lingering
-  wait_until -t 10 ! rlock status sem || fail "the semaphore's holds did not end"
-  run --separate-stderr rlock acquire sem --limit 2 -n
-  assert_success
-
-  TOKEN=$(rlock acquire sh --shared --min-hold 3s) || fail "the shared hold was refused"
-  RLOCK_TOKEN=$TOKEN rlock release sh
-  run --separate-stderr rlock acquire sh -n
-  assert_failure 75
-  stderr_has lingering
-  run --separate-stderr rlock status sh --json
-  assert_success
-  assert_equal "$(jq -r .state <<<"$output")" lingering
-  wait_until -t 10 ! rlock status sh || fail "the shared hold did not end"
-  run --separate-stderr rlock acquire sh -n
-  assert_success
-}
+# That a waiter is served when a lingering hold ends, not before, and that lingering semaphore
+# slots and shared holds keep others out until their time: tests/protocol/linger_test.cpp.
 
 @test "min-hold: a bad duration is a usage error; one shorter than the run costs nothing" {
   redis_start
@@ -410,18 +369,8 @@ tree_running() { [[ $(wc -l <"$T/pids" 2>/dev/null) -ge 4 ]] && grep -q '^old ' 
 
 # A holder's rlock that is stopped (SIGSTOP) cannot see a request until it is continued: the
 # request can leave first.
-@test "preempt: a request that gave up before the holder saw it does not stop the holder" {
-  redis_start
-  bg holder rlock run p --preemptible -- "$T/job.sh" holder 6
-  wait_until -t 10 started holder || fail "the holder did not start: $(bg_err holder)"
-  kill -STOP "$holder_pid"
-  run --separate-stderr rlock run p --preempt -w 1s -- "$T/job.sh" pre 0
-  assert_failure 75
-  kill -CONT "$holder_pid"
-  assert_bg_status holder 0 20
-  ended holder || fail "the holder's job did not end: $(cat "$W")"
-  assert_equal "$(starts)" "holder"
-}
+# That a request whose preemptor gave up (its wait ran out) or died (its place lapsed) before the
+# holder saw it does not stop the holder: tests/protocol/preempt_test.cpp.
 
 @test "preempt: a superseded request is withdrawn; the holder stops for the newer one, which it names" {
   redis_start
@@ -438,21 +387,6 @@ tree_running() { [[ $(wc -l <"$T/pids" 2>/dev/null) -ge 4 ]] && grep -q '^old ' 
   ! grep -qF "pid $p1_pid " "$T/holder.err" || fail "the holder names P1, which left: $(bg_err holder)"
   assert_bg_status p2 0 10
   assert_equal "$(starts)" "holder P2"
-}
-
-@test "preempt: the request of a preemptor that died is withdrawn once its place lapses" {
-  redis_start
-  bg holder rlock run p --preemptible -- "$T/job.sh" holder 8
-  wait_until -t 10 started holder || fail "the holder did not start: $(bg_err holder)"
-  kill -STOP "$holder_pid"
-  enqueue pre p 1 rlock run p --preempt -w 30s -- "$T/job.sh" pre 0
-  kill -KILL "$pre_pid"
-  # Its place lapses 3s after its last heartbeat (status counts live waiters only).
-  wait_until -t 10 queue_is p 0 || fail "the dead preemptor's place did not lapse: $(status_json p)"
-  kill -CONT "$holder_pid"
-  assert_bg_status holder 0 20
-  ended holder || fail "the holder's job did not end: $(cat "$W")"
-  assert_equal "$(starts)" "holder"
 }
 
 @test "preempt: a request waiting behind a holder without --preemptible goes ahead of the queue, and keeps its intent" {

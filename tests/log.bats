@@ -254,6 +254,10 @@ EVERY_EVENT="acquired busy released acquired released acquired lost acquired sup
   assert_equal "$(awk '{ print $2, $3 }' <<<"$output" | xargs)" "charlie acquired charlie released"
 }
 
+follow_released_twice() {
+  [[ $(awk '$2 == "released"' "$T/follow.out" | wc -l) -ge 2 ]]
+}
+
 # follow_test SIGNAL CODE: `rlock log k --follow` prints the history, then a run that happens
 # after it started, and ends on SIGNAL with CODE, nothing on stderr, whole lines on stdout.
 follow_test() {
@@ -262,7 +266,8 @@ follow_test() {
   wait_until -t 10 grep -q 'released' "$T/follow.out" || fail "--follow did not print the history: $(bg_err follow)"
   run rlock run k -- sh -c 'exit 4'
   assert_failure 4
-  wait_until -t 10 grep -q 'exit 4' "$T/follow.out" || fail "--follow did not print the new event: $(bg_out follow)"
+  # The release of the new run (its acquisition names the command, `exit 4` included).
+  wait_until -t 10 follow_released_twice || fail "--follow did not print the new release: $(bg_out follow)"
   ! bg_done follow || fail "--follow ended by itself: $(bg_err follow)"
   kill "-$1" "$follow_pid"
   bg_wait follow 10

@@ -85,6 +85,7 @@ TEST_F(LingerTest, AWaiterIsServedWhenTheLingerEnds) {
   }));
   EXPECT_EQ(aw.outcome, Outcome::acquired);
   EXPECT_GE(since(released), k_linger - 50ms);
+  EXPECT_LT(since(released), k_linger + 2s) << "served soon after the linger ends";
   LockState s = state();
   EXPECT_EQ(s.holders.at(0).holder.pid, "101");
   EXPECT_FALSE(s.holders.at(0).lingering);
@@ -221,6 +222,34 @@ TEST_F(LingerTest, ALingeringSharedHoldKeepsAWriterWaitingUntilAForcedRelease) {
   EXPECT_TRUE(forced.was_held);
   EXPECT_EQ(forced.shared_holds, 1);
   EXPECT_EQ(step(w, aw).outcome, Outcome::acquired);
+}
+
+TEST_F(LingerTest, ALingeringSharedHoldEndsAtItsTimeAndTheWriterIsServed) {
+  constexpr Millis k_linger = 1s;
+  Contender r = contender("100", Mode::shared);
+  ASSERT_EQ(acquire(r).outcome, Outcome::acquired);
+  Contender w = contender("200");
+  Attempt aw = acquire(w);
+  ASSERT_EQ(aw.outcome, Outcome::queued);
+
+  auto released = std::chrono::steady_clock::now();
+  ASSERT_TRUE(lock::release(node, name, timing, r.token, used_for(k_linger)));
+  LockState s = state();
+  ASSERT_EQ(s.holders.size(), 1u);
+  EXPECT_TRUE(s.holders[0].shared);
+  EXPECT_TRUE(s.holders[0].lingering);
+  Attempt busy = acquire(contender("300"), false);
+  EXPECT_EQ(busy.outcome, Outcome::busy);
+  EXPECT_TRUE(busy.lingering);
+
+  ASSERT_TRUE(eventually([&] {
+    aw = step(w, aw, 20ms);
+    return aw.outcome != Outcome::queued;
+  }));
+  EXPECT_EQ(aw.outcome, Outcome::acquired);
+  EXPECT_GE(since(released), k_linger - 50ms);
+  EXPECT_LT(since(released), k_linger + 2s);
+  EXPECT_EQ(state().holders.at(0).holder.pid, "200");
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // --preempt: a request is seen by the holder at its renewal, withdrawn when its preemptor leaves
 // unseen, and weighed at the release against --min-hold's lingering.
 #include "lock/history.hpp"
+#include "lock/take.hpp"
 #include "protocol.hpp"
 
 namespace rlock::test {
@@ -58,6 +59,9 @@ TEST_F(PreemptTest, AnUnseenRequestWhosePreemptorIsGoneNeitherMarksTheReleaseNor
   dying.lease = 200ms;
   ASSERT_EQ(acquire(preemptor(contender("gone")), true, &dying).outcome, Outcome::queued);
   std::this_thread::sleep_for(3 * dying.lease);  // its heartbeats stopped: its place lapsed
+  std::optional<lock::Extension> x = lock::extend(node, name, timing, h.token, std::nullopt);
+  ASSERT_TRUE(x);
+  EXPECT_FALSE(x->preempted_by) << "the holder is not asked to stop for a request whose place lapsed";
 
   ASSERT_TRUE(lock::release(node, name, timing, h.token, used_with_min_hold_left(h)));
   EXPECT_EQ(last_kind(*b, name), "released") << "the holder never saw the request";
@@ -75,6 +79,26 @@ TEST_F(PreemptTest, APreemptorThatLeavesWithdrawsItsUnseenRequest) {
   std::optional<lock::Extension> x = lock::extend(node, name, timing, h.token, std::nullopt);
   ASSERT_TRUE(x);
   EXPECT_FALSE(x->preempted_by) << "the holder is not asked to stop for a request that left";
+}
+
+TEST_F(PreemptTest, APreemptorWhoseWaitRunsOutWithdrawsItsUnseenRequest) {
+  Contender h = preemptible(contender("holder"));
+  ASSERT_EQ(acquire(h).outcome, Outcome::acquired);
+  auto b = backend();
+  lock::WaitLimits limits;
+  limits.wait = 200ms;
+  lock::WaitHooks hooks;
+  hooks.pause = [](Millis d) {
+    std::this_thread::sleep_for(d);
+    return true;
+  };
+  hooks.interrupted = [] { return false; };
+  EXPECT_EQ(lock::take_lock(*b, name, limits, preemptor(contender("preemptor")), {}, hooks).outcome, Outcome::busy);
+  EXPECT_EQ(state().queue_length, 0);
+  std::optional<lock::Extension> x = lock::extend(node, name, timing, h.token, std::nullopt);
+  ASSERT_TRUE(x);
+  EXPECT_FALSE(x->preempted_by) << "the holder is not asked to stop for a request that gave up";
+  EXPECT_EQ(state().holders.at(0).holder.pid, "holder");
 }
 
 TEST_F(PreemptTest, APreemptorGoesAheadOfPlainWaitersBehindAHolderThatIsNotPreemptible) {

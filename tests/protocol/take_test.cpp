@@ -5,6 +5,7 @@
 #include "lock/take.hpp"
 #include "protocol.hpp"
 
+#include <algorithm>
 #include <future>
 #include <mutex>
 
@@ -73,6 +74,49 @@ TEST_F(TakeTest, NoWaitIsBusyAndNeverQueues) {
   EXPECT_EQ(got.holder.pid, "100");
   EXPECT_LT(since(start), 3s);
   EXPECT_EQ(state().queue_length, 0);
+}
+
+TEST_F(TakeTest, NoWaitWithAWaiterQueuedLeavesNoTraceAndTheWaiterIsServedAtTheRelease) {
+  Contender a = contender("100");
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  Contender w = contender("101");
+  Attempt aw = acquire(w);
+  ASSERT_EQ(aw.outcome, Outcome::queued);
+  auto keys = [&] {
+    std::vector<std::string> k;
+    for (const redis::Reply& e : call({"KEYS", "*"}).elements) k.push_back(e.str);
+    std::sort(k.begin(), k.end());
+    return k;
+  };
+  auto queue = [&] {
+    std::vector<std::string> q;
+    for (const redis::Reply& e : call({"ZRANGE", name.key_of(lock::Part::queue), "0", "-1", "WITHSCORES"}).elements)
+      q.push_back(e.str);
+    return q;
+  };
+  const std::vector<std::string> keys_before = keys();
+  const std::vector<std::string> queue_before = queue();
+  ASSERT_EQ(queue_before.size(), 2u);
+
+  auto b = backend();
+  for (int i = 0; i < 3; ++i) {
+    Attempt got = lock::take_lock(*b, name, wait_for(0ms), contender("102"), {}, hooks());
+    EXPECT_EQ(got.outcome, Outcome::busy);
+    EXPECT_EQ(got.holder.pid, "100");
+  }
+  EXPECT_EQ(keys(), keys_before);
+  EXPECT_EQ(queue(), queue_before);
+  LockState s = state();
+  EXPECT_EQ(s.queue_length, 1);
+  ASSERT_EQ(s.waiters.size(), 1u);
+  EXPECT_EQ(s.waiters.at(0).holder.pid, "101");
+
+  // The waiter is not delayed: the release wakes it (a heartbeat far longer than the bound).
+  ASSERT_TRUE(release(a));
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(step(w, aw, 8s).outcome, Outcome::acquired);
+  EXPECT_LT(since(start), 3s);
+  EXPECT_EQ(state().holders.at(0).holder.pid, "101");
 }
 
 TEST_F(TakeTest, AWaitThatRunsOutLeavesTheQueue) {
