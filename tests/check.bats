@@ -2,7 +2,7 @@
 # rlock check (a Nagios plugin: exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN, one status line) and
 # rlock metrics (the Prometheus text exposition, checked by promtool), both read from the summary
 # that the lock scripts keep per key (PREFIX{KEY}:sum), also without a history; the values against
-# a scripted history; --textfile's atomic write; rlock(7)'s alert rules.
+# a scripted history; --textfile's atomic write; rlock(1)'s alert rules.
 
 load helpers/common
 load helpers/servers
@@ -247,12 +247,12 @@ scripted_history() {
   [[ $stderr == *"cannot write --textfile $T/missing/rlock.prom"* ]] || fail "stderr: $stderr"
 }
 
-@test "rlock(7)'s example alert rules are valid Prometheus rules" {
+@test "rlock(1)'s example alert rules are valid Prometheus rules" {
   require_promtool
   # The YAML block of EXAMPLES that starts with "groups:", its indentation removed.
   awk '/^\t```$/ { if (inblock) { if (rules) exit; inblock = 0 } else { inblock = 1 }; next }
        inblock && /^\tgroups:/ { rules = 1 }
-       inblock && rules { sub(/^\t/, ""); print }' "$RLOCK_SOURCE_DIR/man/rlock.7.scd" >"$T/rules.yml"
+       inblock && rules { sub(/^\t/, ""); print }' "$RLOCK_SOURCE_DIR/man/rlock.1.scd" >"$T/rules.yml"
   grep -q 'rlock_last_success_timestamp_seconds' "$T/rules.yml" || fail "no missed-run rule: $(cat "$T/rules.yml")"
   grep -q 'rlock_held_seconds' "$T/rules.yml" || fail "no held-too-long rule: $(cat "$T/rules.yml")"
   run promtool check rules "$T/rules.yml"
