@@ -244,8 +244,6 @@ endforeach()
 list(LENGTH events n)
 string(REPLACE ";" ", " all "${events}")
 string(APPEND cpp "inline constexpr std::array<std::string_view, ${n}> k_all = {${all}};\n}  // namespace event\n")
-set(RLOCK_PROTOCOL_DEFINITIONS "${cpp}")
-configure_file(lock/protocol.hpp.in ${CMAKE_CURRENT_BINARY_DIR}/generated/lock/protocol.hpp @ONLY)
 
 # ---- The Lua prelude.
 set(lua "-- Generated from src/lock/protocol.txt, the protocol's names (see there).\n")
@@ -299,3 +297,9 @@ endforeach()
 string(REPLACE ";" ", " entries "${entries}")
 string(APPEND lua "local EVENT = {${entries}}\n")
 set(RLOCK_PROTOCOL_LUA "${lua}")
+
+# The prelude is in the header too, for the tests that check the two agree.
+string(APPEND cpp "\n// The Lua prelude that goes in front of every lock script (lock/scripts.hpp).\n")
+string(APPEND cpp "inline constexpr std::string_view k_lua_prelude = R\"lua(${lua})lua\";\n")
+set(RLOCK_PROTOCOL_DEFINITIONS "${cpp}")
+configure_file(lock/protocol.hpp.in ${CMAKE_CURRENT_BINARY_DIR}/generated/lock/protocol.hpp @ONLY)
