@@ -296,6 +296,10 @@ _rlock()
                 # A number of holders, 1 or more.
                 _rlock_reply -W '2 3 4 5 8 10' -- "$vcur"
                 ;;
+            once-per:*)
+                # A schedule's period: cron's and timers' usual ones.
+                _rlock_reply -W '1m 5m 10m 15m 30m 1h 1d' -- "$vcur"
+                ;;
             log-length:*)
                 # Events kept per lock; 0 turns the history off.
                 _rlock_reply -W '0 100 1000 10000' -- "$vcur"
@@ -341,14 +345,14 @@ _rlock()
         if [[ $cur == -* ]]; then
             _rlock_reply -W "$(_rlock_options '')" -- "$cur"
         else
-            _rlock_reply -W 'run acquire release extend status list log' -- "$cur"
+            _rlock_reply -W 'run acquire release extend status list log check metrics' -- "$cur"
         fi
     elif [[ $cur == -* ]]; then
         local opts
         opts=$(_rlock_options "$sub")
         [[ $sub == run ]] && ((key_seen)) && opts+=$'\n--'
         _rlock_reply -W "$opts" -- "$cur"
-    elif [[ $sub == status || $sub == log ]] || { [[ $sub == run || $sub == release || $sub == extend ]] && ((!nargs)); }; then
+    elif [[ $sub == status || $sub == log || $sub == check || $sub == metrics ]] || { [[ $sub == run || $sub == release || $sub == extend ]] && ((!nargs)); }; then
         # KEY: the locks held now on the server the line selects. (list's
         # PATTERN is free text.)
         local name want q

@@ -171,12 +171,12 @@ function __rlock_in_child
     __rlock_child_start >/dev/null
 end
 
-# True where a lock name may go: any argument of status and log, the KEY of
+# True where a lock name may go: any argument of status, log, check and metrics, the KEY of
 # run, release and extend.
 function __rlock_wants_key
     set -l parsed (__rlock_parse)
     switch "$parsed[1]"
-        case status log
+        case status log check metrics
             return 0
         case run release extend
             test $parsed[2] = 0
@@ -279,6 +279,8 @@ function __rlock_values
             set out (set -nx)
         case 'limit:*'
             set out 2 3 4 5 8 10
+        case 'once-per:*'
+            set out 1m 5m 10m 15m 30m 1h 1d
         case 'log-length:*'
             set out 0 100 1000 10000
         case 'lines:*'
@@ -339,6 +341,8 @@ complete -c rlock -n $__rlock_sub -a extend -d 'Reset the TTL of a lock (token r
 complete -c rlock -n $__rlock_sub -a status -d 'Show who holds locks'
 complete -c rlock -n $__rlock_sub -a list -d 'List the locks under the prefix'
 complete -c rlock -n $__rlock_sub -a log -d 'Show the history of locks: who held, waited for, skipped or lost them'
+complete -c rlock -n $__rlock_sub -a check -d 'A monitoring check of locks (Nagios plugin convention)'
+complete -c rlock -n $__rlock_sub -a metrics -d 'The locks as Prometheus metrics'
 
 # Options, and their values: from the binary's table (rlock --dump-options).
 complete -c rlock -n __rlock_wants_option -a '(__rlock_option_names)'

@@ -207,13 +207,13 @@ void info(std::string_view message) {
 }
 
 void verbose_line(std::string_view message) {
+  // In UTC with a Z, as every time rlock prints (status, log, the messages).
   timeval now{};
   gettimeofday(&now, nullptr);
-  tm local{};
-  localtime_r(&now.tv_sec, &local);
-  write_line(
-      fmt::format("rlock: {:02}:{:02}:{:02}.{:03} ", local.tm_hour, local.tm_min, local.tm_sec, now.tv_usec / 1000),
-      message);
+  tm utc{};
+  gmtime_r(&now.tv_sec, &utc);
+  write_line(fmt::format("rlock: {:02}:{:02}:{:02}.{:03}Z ", utc.tm_hour, utc.tm_min, utc.tm_sec, now.tv_usec / 1000),
+             message);
 }
 
 void set_nonblocking() { g_queue.enabled = true; }

@@ -159,8 +159,9 @@ life_cycle() {
   assert_no_secret
 }
 
-@test "a user without EVAL/EVALSHA gets 77 naming the missing command" {
-  rcli acl setuser noscript on ">$PW" '~rlock:*' '+@all' -eval -evalsha -eval_ro -evalsha_ro -script >/dev/null
+@test "a user without EVAL/EVALSHA (nor FCALL) gets 77 naming the missing command" {
+  rcli acl setuser noscript on ">$PW" '~rlock:*' '+@all' -eval -evalsha -eval_ro -evalsha_ro -script -fcall -fcall_ro \
+    -function >/dev/null
   REDISCLI_AUTH=$PW run --separate-stderr rlock run k -u "$(url_as noscript)" -- touch "$T/ran"
   assert_error_exit 77
   grep -qiE 'evalsha|eval' <<<"$stderr" || fail "the error does not name the command: '$stderr'"

@@ -32,10 +32,10 @@ teardown() {
 @test "no command at all is a usage error, in rlock's words" {
   run --separate-stderr rlock
   assert_usage_error
-  assert_equal "$stderr" "rlock: error: no command given: use run, acquire, release, extend, status, list or log (see rlock --help)"
+  assert_equal "$stderr" "rlock: error: no command given: use run, acquire, release, extend, status, list, log, check or metrics (see rlock --help)"
   run --separate-stderr rlock -v -u redis://127.0.0.1:1
   assert_usage_error
-  assert_equal "$stderr" "rlock: error: no command given: use run, acquire, release, extend, status, list or log (see rlock --help)"
+  assert_equal "$stderr" "rlock: error: no command given: use run, acquire, release, extend, status, list, log, check or metrics (see rlock --help)"
 }
 
 @test "an option that takes one value, given twice, is a usage error in rlock's words" {

@@ -32,7 +32,7 @@ teardown_file() {
 
 setup() {
   common_setup
-  SUBCOMMANDS=(run acquire release extend status list log)
+  SUBCOMMANDS=(run acquire release extend status list log check metrics)
   # rlock's own default is the server the environment names: one where nothing listens, so
   # only a server named on the line can offer lock names.
   DOWN_URL="redis://127.0.0.1:$(free_port)"

@@ -24,8 +24,8 @@ setup() {
     MAN_PAGE=$RLOCK_BUILD_DIR/man/rlock.1
     MAN_PAGES=("$MAN_PAGE" "$RLOCK_BUILD_DIR/man/rlock.7")
     COMPLETIONS=(completions/rlock.bash completions/_rlock completions/rlock.fish)
-    SUBCOMMANDS=(run acquire release extend status list log)
-    EXIT_CODES=(0 1 64 65 69 70 71 75 76 77 78 126 127)
+    SUBCOMMANDS=(run acquire release extend status list log check metrics)
+    EXIT_CODES=(0 1 64 65 69 70 71 75 76 77 78 79 80 126 127)
 }
 
 # The tests that start a Redis load helpers/common.bash.
@@ -150,6 +150,14 @@ check_options() {
     check_options log
 }
 
+@test "check's options are in the man page, with their variables in ENVIRONMENT" {
+    check_options check
+}
+
+@test "metrics's options are in the man page, with their variables in ENVIRONMENT" {
+    check_options metrics
+}
+
 @test "--help shows no long option that the table does not list" {
     load_dump
     local -A listed=()
@@ -242,7 +250,7 @@ check_options() {
     # The data layout names every key of a lock.
     local key text
     text=$(sed -n '/^\.SH "\{0,1\}REDIS DATA LAYOUT/,/^\.SH /p' "${MAN_PAGES[1]}" | sed -E 's/\\f(\[[^]]*\]|\(..|.)//g')
-    for key in '{KEY}' ':fence' ':info' ':q' ':w' ':wl' ':h' ':hi' ':sem' ':free' ':sq' ':gone' ':log' ':mb:'; do
+    for key in '{KEY}' ':fence' ':info' ':q' ':w' ':wl' ':h' ':hi' ':sem' ':free' ':sq' ':gone' ':log' ':tick' ':sum' ':mb:'; do
         grep -qF -- "$key" <<<"$text" || fail "the REDIS DATA LAYOUT of rlock(7) does not name $key"
     done
 }
@@ -292,13 +300,18 @@ bold_words() {
     local keys log
     keys=$(layout_entry)
     [[ -n $keys ]] || fail "rlock(7) has no REDIS DATA LAYOUT section with keys"
-    same_names keys "$(protocol_column key 4)" "$keys"
+    same_names keys "$(protocol_column key 4; protocol_column side 3)" "$keys"
     same_names "fields of :info" "$(protocol_column info 3)" "$(layout_entry info | bold_words)"
     same_names "fields of :sem" "$(protocol_column sem 3)" "$(layout_entry sem | bold_words)"
     same_names "waiter fields (:w)" "$(protocol_column waiter 3)" \
         "$(layout_entry w | grep -oE '_id_\*\.[a-z]+\*' | sed -E 's/^_id_\*\.|\*$//g')"
     same_names "holder fields (:hi)" "$(protocol_column holder 3)" \
         "$(layout_entry hi | grep -oE '_id_\*\.[a-z]+\*' | sed -E 's/^_id_\*\.|\*$//g')"
+    same_names "fields of :tick" "$(protocol_column tick 3)" "$(layout_entry tick | bold_words)"
+    # :sum: its fields, and its prefixes (FIELD<event>) written *FIELD*_event_.
+    same_names "fields of :sum" "$(protocol_column summary 3 | grep -v '\.$')" "$(layout_entry sum | bold_words)"
+    same_names "field prefixes of :sum" "$(protocol_column summary 3 | grep '\.$')" \
+        "$(layout_entry sum | grep -oE '\*[a-z]+\.\*_event_' | sed -E 's/^\*|\*_event_$//g')"
     # :log: its fields, then "The events are ...".
     log=$(layout_entry log)
     [[ $log == *"The events are"* ]] || fail "rlock(7)'s :log entry does not say 'The events are ...'"
@@ -394,7 +407,7 @@ bg_as() {
 
 queued() { (($(rcli zcard "rlock:{$1}:q") >= $2)); }
 
-@test "rlock(7)'s ACL lines: the writer runs every command, the reader status, list and log" {
+@test "rlock(7)'s ACL lines: the writer runs every command, the reader status, list, log, check and metrics" {
     load helpers/common
     common_setup
     redis_start
@@ -421,7 +434,7 @@ queued() { (($(rcli zcard "rlock:{$1}:q") >= $2)); }
     wait_until -t 10 queued s 1 || fail "the first waiter did not queue: $(bg_err old)"
     bg_as new "$writer" run s --supersede --wait 30s -- true
     bg_wait old 15
-    assert_equal "$BG_STATUS" 75
+    assert_equal "$BG_STATUS" 79
     RLOCK_TOKEN=$tok as_user "$writer" 0 release s
     bg_wait new 15
     assert_equal "$BG_STATUS" 0
@@ -450,6 +463,8 @@ queued() { (($(rcli zcard "rlock:{$1}:q") >= $2)); }
     as_user "$reader" 0 list
     as_user "$reader" 0 log h
     as_user "$reader" 0 log --json
+    as_user "$reader" 0 check h k
+    as_user "$reader" 0 metrics
     # It writes nothing.
     as_user "$reader" 77 run h -n -- true
     RLOCK_TOKEN=$tok as_user "$writer" 0 release h
@@ -462,7 +477,7 @@ queued() { (($(rcli zcard "rlock:{$1}:q") >= $2)); }
     load helpers/common
     common_setup
     redis_start
-    local acl=$RLOCK_SOURCE_DIR/src/redis/acl.txt writer reader section name info
+    local acl=$RLOCK_SOURCE_DIR/src/redis/acl.txt writer reader section name info command
     writer=" $(sed -n 's/^writer  *//p' "$acl") "
     reader=" $(sed -n 's/^reader  *//p' "$acl") "
     section=$(sed -n '/^\.SS "\{0,1\}ACL permissions/,/^\.S[SH] /p' "${MAN_PAGES[1]}" | sed -e 's/\\-/-/g')
@@ -484,7 +499,7 @@ queued() { (($(rcli zcard "rlock:{$1}:q") >= $2)); }
         [[ -n ${info//[[:space:]]/} ]] || continue      # an error code, a placeholder
         grep -qx no_auth <<<"$info" && continue        # AUTH: no ACL rule applies to it
         used[$name]=1
-        [[ $writer == *" +${name,,} "* ]] && continue
+        [[ $writer == *" +${name,,} "* || $writer == *" +${name,,}|"* ]] && continue
         # A command of some set-ups only (SELECT, ROLE, WAIT, ASKING, CLUSTER...): in the prose.
         grep -qE -- "\+${name,,}([^a-z_]|\$)" <<<"$section" ||
             missing+=("$name (src/) is neither on the writer line of $acl nor in rlock(7)'s ACL permissions")
@@ -493,7 +508,8 @@ queued() { (($(rcli zcard "rlock:{$1}:q") >= $2)); }
     # Nothing more: each command of the lines is sent, and the reader's are the writer's too.
     for name in $writer $reader; do
         name=${name#+}
-        [[ -v used[${name^^}] ]] || missing+=("+$name on a line of $acl: neither the scripts nor the code send it")
+        command=${name%%|*}  # of a subcommand (+function|load), its command
+        [[ -v used[${command^^}] ]] || missing+=("+$name on a line of $acl: neither the scripts nor the code send it")
         [[ $writer == *" +$name "* ]] || missing+=("+$name is on the reader line of $acl, not the writer's")
     done
     ((${#missing[@]} == 0)) || fail "$(printf '%s\n' "${missing[@]}")"

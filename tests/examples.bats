@@ -754,19 +754,21 @@ minutes_of() {
 }
 
 @test "README.md's cron line, its period scaled to 5s, on 3 hosts firing apart: one run per tick for 3 ticks" {
-  local line period hold
+  local line period opt value scaled
   line=$(grep -E '^ +\*/[0-9]+ \* \* \* \* rlock run ' "$RLOCK_SOURCE_DIR/README.md")
   [[ -n $line && $line != *$'\n'* ]] || fail "README.md has not one '*/N * * * * rlock run' line: $line"
-  [[ $line =~ ^\ +\*/([0-9]+)\ \*\ \*\ \*\ \*\ (rlock\ run\ .*--min-hold\ ([0-9]+[smhd])\ .*)\ +#\ exit ]] ||
-    fail "README.md's cron line has no --min-hold: $line"
-  period=${BASH_REMATCH[1]} hold=$(minutes_of "${BASH_REMATCH[3]}")
-  local cmd=${BASH_REMATCH[2]} scaled_hold
-  # A minute becomes 1s/period*5: the period 5s, the --min-hold in proportion.
-  scaled_hold=$((hold * 5000 / period))ms
-  cmd=${cmd/--min-hold ${BASH_REMATCH[3]}/--min-hold $scaled_hold}
+  [[ $line =~ ^\ +\*/([0-9]+)\ \*\ \*\ \*\ \*\ (rlock\ run\ .*(--once-per|--min-hold)\ ([0-9]+[smhd])\ .*)\ +#\ exit ]] ||
+    fail "README.md's cron line has neither --once-per nor --min-hold: $line"
+  period=${BASH_REMATCH[1]} opt=${BASH_REMATCH[3]} value=${BASH_REMATCH[4]}
+  local cmd=${BASH_REMATCH[2]}
+  # A minute becomes 1s/period*5: the period 5s, the --once-per or --min-hold in proportion.
+  scaled=$(($(minutes_of "$value") * 5000 / period))ms
+  cmd=${cmd/$opt $value/$opt $scaled}
   redis_up
   local tick h t0 rc pids=()
+  # The ticks at multiples of the scaled period (--once-per rounds the time to the nearest one).
   t0=$(now_ms)
+  t0=$(((t0 + 500 + 4999) / 5000 * 5000))
   for tick in 1 2 3; do
     # Each tick at its time; the hosts' crons fire 300ms apart.
     sleep "$(awk -v ms=$((t0 + (tick - 1) * 5000 - $(now_ms))) 'BEGIN { print (ms > 0 ? ms / 1000 : 0) }')"
@@ -784,7 +786,7 @@ minutes_of() {
   # The job's own lines: one per tick (exit 0), the other hosts skipped it (75).
   for tick in 1 2 3; do
     assert_equal "$(grep -c "^tick$tick " "$EXAMPLES_STUB_LOG")" 1 ||
-      fail "tick $tick ran the job $(grep -c "^tick$tick " "$EXAMPLES_STUB_LOG") times (--min-hold $scaled_hold every 5s): $(cat "$EXAMPLES_STUB_LOG")"
+      fail "tick $tick ran the job $(grep -c "^tick$tick " "$EXAMPLES_STUB_LOG") times ($opt $scaled every 5s): $(cat "$EXAMPLES_STUB_LOG")"
     assert_equal "$(cat "$T/runs/$tick".*.rc | sort | tr '\n' ' ')" "0 75 75 "
   done
 }
@@ -801,20 +803,27 @@ period_of() {
   fi
 }
 
-# check_min_hold WHERE SCHEDULE COMMAND: a run with -n on SCHEDULE keeps the lock (--min-hold) for
-# at least half the period, so that hosts that fire a little later skip it, and less than the
-# period, so that the next run finds it free; appends to errors.
+# check_min_hold WHERE SCHEDULE COMMAND: a run with -n on SCHEDULE either runs once per tick of
+# its schedule's period (--once-per PERIOD), or keeps the lock (--min-hold) for at least half the
+# period, so that hosts that fire a little later skip it, and less than the period, so that the
+# next run finds it free; appends to errors.
 check_min_hold() {
   local where=$1 period hold
   period=$(period_of "$2")
   ((period > 0)) || { errors+=("$where: a schedule the test does not read: $2"); return; }
-  [[ " $3 " =~ \ --min-hold[\ =]+([0-9]+[smhd])\  ]] || { errors+=("$where: no --min-hold: $3"); return; }
+  if [[ " $3 " =~ \ --once-per[\ =]+([0-9]+[smhd])\  ]]; then
+    hold=$(minutes_of "${BASH_REMATCH[1]}")
+    ((hold == period)) ||
+      errors+=("$where: --once-per ${BASH_REMATCH[1]} for a period of ${period}m: give the schedule's period")
+    return
+  fi
+  [[ " $3 " =~ \ --min-hold[\ =]+([0-9]+[smhd])\  ]] || { errors+=("$where: no --once-per or --min-hold: $3"); return; }
   hold=$(minutes_of "${BASH_REMATCH[1]}")
   ((hold * 2 >= period && hold < period)) ||
     errors+=("$where: --min-hold ${BASH_REMATCH[1]} for a period of ${period}m: keep it a little shorter than the period")
 }
 
-@test "the recipes run on a schedule with -n keep the lock a little less than their period (--min-hold)" {
+@test "the recipes run on a schedule with -n run once per period (--once-per), or keep the lock a little less (--min-hold)" {
   local -a errors=()
   local file line schedule service n=0
   # Crontab entries (README.md's too).

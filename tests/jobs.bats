@@ -298,7 +298,7 @@ assert_bg_status() {
   enqueue plain s 2 rlock run s --wait 60s -- "$T/job.sh" PLAIN 0
   # W2 replaces W1: the queue stays at 2 (PLAIN, W2).
   bg w2 rlock run s --wait 60s --supersede -- "$T/job.sh" W2 0
-  assert_bg_status w1 75 10
+  assert_bg_status w1 79 10
   grep -q "superseded" "$T/w1.err" || fail "W1 does not say it was superseded: $(bg_err w1)"
   grep -qF "$(hostname) pid $w2_pid " "$T/w1.err" || fail "W1 does not name W2 (pid $w2_pid): $(bg_err w1)"
   grep -qF "job.sh W2 0" "$T/w1.err" || fail "W1 does not name W2's command: $(bg_err w1)"
@@ -308,7 +308,7 @@ assert_bg_status() {
   bg w3 rlock run s --wait 60s --supersede -- "$T/job.sh" W3 0
   wait_until -t 10 bg_done w2 || fail "W2 still waits after W3 came: $(bg_err w2)"
   (($(elapsed_ms "$t3") < 5000)) || fail "W2 left $(elapsed_ms "$t3")ms after W3 came"
-  assert_bg_status w2 75
+  assert_bg_status w2 79
   grep -qF "pid $w3_pid " "$T/w2.err" || fail "W2 does not name W3 (pid $w3_pid): $(bg_err w2)"
   grep -qF "job.sh W3 0" "$T/w2.err" || fail "W2 does not name W3's command: $(bg_err w2)"
   wait_until -t 10 queue_is s 2 || fail "W3 did not take a place: $(status_json s)"
@@ -350,7 +350,7 @@ tree_running() { [[ $(wc -l <"$T/pids" 2>/dev/null) -ge 4 ]] && grep -q '^old ' 
   local asked
   asked=$(now_ms)
   bg pre rlock run p --preempt --wait 30s -- sh -c 'echo "new $(date +%s%3N)" >>"$W"'
-  assert_bg_status holder 75 15
+  assert_bg_status holder 80 15
   grep -q -- "--preempt" "$T/holder.err" || fail "the holder does not say it was preempted: $(bg_err holder)"
   grep -qF "pid $pre_pid " "$T/holder.err" || fail "the holder does not name the preemptor (pid $pre_pid): $(bg_err holder)"
   assert_bg_status pre 0 15
@@ -430,10 +430,10 @@ tree_running() { [[ $(wc -l <"$T/pids" 2>/dev/null) -ge 4 ]] && grep -q '^old ' 
   kill -STOP "$holder_pid"
   enqueue p1 p 1 rlock run p --preempt --supersede -w 30s -- "$T/job.sh" P1 0
   bg p2 rlock run p --preempt --supersede -w 30s -- "$T/job.sh" P2 0
-  assert_bg_status p1 75 10
+  assert_bg_status p1 79 10
   wait_until -t 10 queue_is p 1 || fail "P2 did not take a place: $(status_json p)"
   kill -CONT "$holder_pid"
-  assert_bg_status holder 75 15
+  assert_bg_status holder 80 15
   grep -qF "pid $p2_pid " "$T/holder.err" || fail "the holder does not name P2 (pid $p2_pid): $(bg_err holder)"
   ! grep -qF "pid $p1_pid " "$T/holder.err" || fail "the holder names P1, which left: $(bg_err holder)"
   assert_bg_status p2 0 10
@@ -470,7 +470,7 @@ tree_running() { [[ $(wc -l <"$T/pids" 2>/dev/null) -ge 4 ]] && grep -q '^old ' 
   assert_bg_status holder 0 10
   # P1 is served first, and asked at once to stop for P2, which waits (P1's command may be
   # stopped before it writes its start).
-  assert_bg_status p1 75 10
+  assert_bg_status p1 80 10
   grep -qF "pid $p2_pid " "$T/p1.err" || fail "P1 does not name P2 (pid $p2_pid): $(bg_err p1)"
   assert_bg_status p2 0 10
   assert_bg_status w 0 10
@@ -490,7 +490,7 @@ tree_running() { [[ $(wc -l <"$T/pids" 2>/dev/null) -ge 4 ]] && grep -q '^old ' 
   run --separate-stderr rlock run p --preempt -n -- "$T/job.sh" pre 0
   assert_success
   (($(elapsed_ms "$t0") < 6000)) || fail "-n --preempt took $(elapsed_ms "$t0")ms"
-  assert_bg_status holder 75 10
+  assert_bg_status holder 80 10
   assert_equal "$(starts)" "holder pre"
   # acquire too; and with a holder without --preemptible, or one that never answers, -n is bounded.
   bg holder2 rlock run p --preemptible -t 3s -- "$T/job.sh" holder2 30
@@ -503,6 +503,70 @@ tree_running() { [[ $(wc -l <"$T/pids" 2>/dev/null) -ge 4 ]] && grep -q '^old ' 
   # that plus a second.
   (($(elapsed_ms "$t0") < 3000 + 1000 + SLACK_MS)) || fail "acquire -n --preempt took $(elapsed_ms "$t0")ms"
   kill -CONT "$holder2_pid"
+}
+
+# --- exit codes -------------------------------------------------------------------------------
+
+@test "exit codes: busy and a --wait that ran out are 75 (-E); superseded is 79 (--superseded-exit-code), for run and acquire" {
+  redis_start
+  bg holder rlock run e -- sh -c '"$0" holder 0; while [ ! -e "$1" ]; do sleep 0.05; done' "$T/job.sh" "$T/go"
+  wait_until -t 10 started holder || fail "the holder did not start: $(bg_err holder)"
+  run --separate-stderr rlock run e -n -- true
+  assert_failure 75
+  run --separate-stderr rlock run e -w 1s -- true
+  assert_failure 75
+  run --separate-stderr rlock run e -n -E 3 -- true
+  assert_failure 3
+  run --separate-stderr rlock acquire e -w 1s -E 4
+  assert_failure 4
+  # -E is the busy code only: a superseded waiter exits 79 (or its own code).
+  enqueue w1 e 1 rlock run e -w 60s -E 3 --supersede -- "$T/job.sh" W1 0
+  bg w2 rlock run e -w 60s --supersede --superseded-exit-code 42 -- "$T/job.sh" W2 0
+  assert_bg_status w1 79 10
+  wait_until -t 10 queue_is e 1 || fail "W2 did not take a place: $(status_json e)"
+  bg w3 rlock acquire e -w 60s --supersede --superseded-exit-code 43
+  assert_bg_status w2 42 10
+  wait_until -t 10 queue_is e 1 || fail "W3 did not take a place: $(status_json e)"
+  bg w4 rlock run e -w 60s --supersede -- "$T/job.sh" W4 0
+  assert_bg_status w3 43 10
+  touch "$T/go"
+  assert_bg_status holder 0
+  assert_bg_status w4 0
+  assert_equal "$(starts)" "holder W4"
+}
+
+@test "exit codes: a preempted run exits 80, or --preempted-exit-code" {
+  redis_start
+  bg holder rlock run p --preemptible -- "$T/job.sh" holder 30
+  wait_until -t 10 started holder || fail "the holder did not start: $(bg_err holder)"
+  bg pre rlock run p --preempt -w 30s -- "$T/job.sh" pre 0
+  assert_bg_status holder 80 15
+  assert_bg_status pre 0 15
+  bg holder2 rlock run p --preemptible --preempted-exit-code 0 -- "$T/job.sh" holder2 30
+  wait_until -t 10 started holder2 || fail "the holder did not start: $(bg_err holder2)"
+  bg pre2 rlock run p --preempt -w 30s -- "$T/job.sh" pre2 0
+  assert_bg_status holder2 0 15
+  assert_bg_status pre2 0 15
+  assert_equal "$(starts)" "holder pre holder2 pre2"
+}
+
+@test "--cancel-in-progress: the newest request wins; older waiters exit 79, the running holder that gave it exits 80" {
+  redis_start
+  # The holder ignores --signal (TERM): its stop lasts --kill-after, while newer requests come.
+  bg holder rlock run c --cancel-in-progress --kill-after 3s -- sh -c 'trap "" TERM; exec "$0" holder 30' "$T/job.sh"
+  wait_until -t 10 started holder || fail "the holder did not start: $(bg_err holder)"
+  enqueue w1 c 1 rlock run c --cancel-in-progress -w 60s -- "$T/job.sh" W1 0
+  bg w2 rlock run c --cancel-in-progress -w 60s -- "$T/job.sh" W2 0
+  assert_bg_status w1 79 10
+  grep -qF "pid $w2_pid " "$T/w1.err" || fail "W1 does not name W2: $(bg_err w1)"
+  assert_bg_status holder 80 15
+  grep -q -- "--preempt" "$T/holder.err" || fail "the holder does not say it was preempted: $(bg_err holder)"
+  assert_bg_status w2 0 15
+  assert_equal "$(starts)" "holder W2"
+  run --separate-stderr rlock run c --cancel-in-progress -n -- true
+  assert_usage_error
+  run --separate-stderr rlock run c --cancel-in-progress --shared -- true
+  assert_usage_error
 }
 
 # --- Sentinel, Cluster, Redlock ---------------------------------------------------------------
@@ -523,7 +587,7 @@ jobs_trio() {
   wait_until -t 10 started sholder || fail "the holder did not start: $(bg_err holder)"
   enqueue w1 "$k-s" 1 rlock run "$k-s" --wait 60s --supersede -- "$T/job.sh" W1 0
   bg w2 rlock run "$k-s" --wait 60s --supersede -- "$T/job.sh" W2 0
-  assert_bg_status w1 75 10
+  assert_bg_status w1 79 10
   grep -qF "pid $w2_pid " "$T/w1.err" || fail "W1 does not name W2: $(bg_err w1)"
   wait_until -t 10 queue_is "$k-s" 1 || fail "W2 did not take a place: $(status_json "$k-s")"
   touch "$T/go"
@@ -535,7 +599,7 @@ jobs_trio() {
   bg pholder rlock run "$k-p" --preemptible -- "$T/tree.sh"
   wait_until -t 10 tree_running || fail "the holder's tree did not start: $(bg_err pholder)"
   bg pre rlock run "$k-p" --preempt --wait 30s -- sh -c 'echo "new $(date +%s%3N)" >>"$W"'
-  assert_bg_status pholder 75 15
+  assert_bg_status pholder 80 15
   assert_bg_status pre 0 15
   local p pids
   mapfile -t pids <"$T/pids"

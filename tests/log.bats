@@ -85,7 +85,7 @@ every_event() {
   wait_until -t 10 lock_held "$k" || fail "the holder did not take $k: $(bg_err holder)"
   enqueue w1 "$k" 1 rlock run "$k" --wait 60s --supersede -- true
   bg w2 rlock run "$k" --wait 60s --supersede -- true
-  assert_bg_status w1 75 10
+  assert_bg_status w1 79 10
   touch "$T/go"
   assert_bg_status holder 0
   assert_bg_status w2 0
@@ -94,7 +94,7 @@ every_event() {
   wait_until -t 10 lock_held "$k" || fail "the preemptible holder did not take $k: $(bg_err victim)"
   run --separate-stderr rlock run "$k" --preempt -w 30s -- true
   assert_success
-  assert_bg_status victim 75 15
+  assert_bg_status victim 80 15
   # expired: the holder dies (SIGKILL, no release); its lease ends; another takes the lock.
   bg dead rlock run "$k" -t 2s -- sleep 30
   wait_until -t 10 lock_held "$k" || fail "the holder did not take $k: $(bg_err dead)"
@@ -148,9 +148,10 @@ EVERY_EVENT="acquired busy released acquired released acquired lost acquired sup
   local line
   for line in "${lines[@]}"; do
     jq -e 'type == "object"' <<<"$line" >/dev/null || fail "not one JSON object: $line"
-    # The contract's fields, and three more that the code adds: time_ms (the time as a number),
-    # key (which lock, for the merged log of every key) and by (who superseded or preempted).
-    assert_equal "$(jq -r 'keys | join(" ")' <<<"$line")" "$(printf '%s\n' "${SPEC_FIELDS[@]}" by key time_ms | sort | xargs)"
+    # The contract's fields, and four more that the code adds: time_ms (the time as a number),
+    # key (which lock, for the merged log of every key), by (who superseded or preempted) and
+    # holder (who held the lock when a request was busy).
+    assert_equal "$(jq -r 'keys | join(" ")' <<<"$line")" "$(printf '%s\n' "${SPEC_FIELDS[@]}" by holder key tick time_ms | sort | xargs)"
   done
   # Types and values.
   run jq -e -s '
@@ -158,7 +159,9 @@ EVERY_EVENT="acquired busy released acquired released acquired lost acquired sup
       (.host | type == "string") and (.user | type == "string") and (.event | type == "string"))
     and (.[0].event == "acquired" and (.[0].fence | type == "number") and .[0].waited_ms == 0)
     and (.[4].event == "released" and .[4].exit == 3 and .[4].held_ms >= 150 and .[4].cmd == "sh -c '"'"'sleep 0.2; exit 3'"'"'")
-    and (.[1].event == "busy" and .[1].exit == null)
+    and (.[1].event == "busy" and .[1].exit == null and (.[1].holder.pid | type == "number")
+      and .[1].holder.cmd == "rlock acquire k" and .[1].holder.lingering == false)
+    and all(.[]; .event == "busy" or .holder == null)
     and (.[13].event == "preempted" and (.[13].by.pid | type == "number") and .[13].held_ms > 0)
     and (.[8].event == "superseded" and (.[8].by.pid | type == "number"))' <<<"$output"
   assert_success
@@ -224,8 +227,9 @@ EVERY_EVENT="acquired busy released acquired released acquired lost acquired sup
   rlock run k --log-length 0 -- true
   key_missing "$(log_key k)"
   run --separate-stderr rlock log k
-  assert_success
+  assert_failure 1
   assert_output ""
+  assert_equal "$stderr" "rlock: no history for k"
   unset RLOCK_LOG_LENGTH
   rlock run k -- true
   key_exists "$(log_key k)"
@@ -318,11 +322,206 @@ follow_test() {
   rlock log k --json >/dev/null
   rlock log other -n 1 >/dev/null
   rlock status free-one >/dev/null || true
-  rlock log free-one >/dev/null
+  rlock log free-one >/dev/null 2>&1 || true
   after=$(rcli xrange "$(log_key k)" - +; rcli xrange "$(log_key other)" - +)
   assert_equal "$after" "$before"
   key_missing "$(log_key free-one)"
   assert_equal "$(rcli --scan --pattern '*:log' | sort | xargs)" "$(log_key k) $(log_key other)"
+}
+
+@test "a busy event names the holder, and says when it was only lingering" {
+  redis_start
+  acquire_token k
+  run --separate-stderr rlock run k -n -- echo second
+  assert_failure 75
+  run --separate-stderr rlock log k -n 1
+  assert_success
+  [[ $output =~ \ busy\ [^\ ]+\ pid\ [0-9]+\ user\ [^\ ]+\ held\ by\ $(hostname)\ pid\ [0-9]+\ \(rlock\ acquire\ k\):\ echo\ second$ ]] ||
+    fail "the busy event does not name the holder: $output"
+  [[ $output != *lingering* ]] || fail "a holder that runs is not lingering: $output"
+  RLOCK_TOKEN=$TOKEN rlock release k
+  # Lingering: a run with --min-hold has ended, its lock stays taken.
+  rlock run k --min-hold 30s -- true
+  run --separate-stderr rlock run k -n -- true
+  assert_failure 75
+  run --separate-stderr rlock log k -n 1
+  assert_success
+  [[ $output =~ \ busy\ .*\ held\ by\ .*\ pid\ [0-9]+\ \(true\),\ only\ lingering\ \(--min-hold\):\ true$ ]] ||
+    fail "the busy event does not say that the holder was only lingering: $output"
+  run --separate-stderr rlock log k -n 1 --json
+  assert_success
+  jq -e '.event == "busy" and .holder.lingering == true and .holder.cmd == "true" and (.holder.pid | type == "number")
+    and .holder.host != null' <<<"$output" >/dev/null || fail "the --json busy event: $output"
+}
+
+@test "log --since and --until: a duration ago or an RFC 3339 time, filtered by the server" {
+  redis_start
+  rlock run k -- echo one
+  sleep 1.5
+  rlock run k -- echo two
+  local times t_first_released t_second_acquired
+  times=$(rlock log k --json | jq -r .time_ms | xargs)
+  read -r _ t_first_released t_second_acquired _ <<<"$times"
+  run --separate-stderr rlock log k --since 1s
+  assert_success
+  assert_equal "$(awk '{ print $2 }' <<<"$output" | xargs)" "acquired released"
+  [[ $output == *"echo two"* && $output != *"echo one"* ]] || fail "--since 1s: $output"
+  # An RFC 3339 time in UTC, and the same instant with an offset: the first run's events.
+  local until_z until_offset
+  until_z=$(date -u -d "@$((t_first_released / 1000)).$(printf '%03d' $((t_first_released % 1000)))" +%Y-%m-%dT%H:%M:%S.%3NZ)
+  until_offset=$(TZ=UTC-2 date -d "@$((t_first_released / 1000)).$(printf '%03d' $((t_first_released % 1000)))" +%Y-%m-%dT%H:%M:%S.%3N+02:00)
+  run --separate-stderr rlock log k --until "$until_z"
+  assert_success
+  assert_equal "$(awk '{ print $2 }' <<<"$output" | xargs)" "acquired released"
+  [[ $output == *"echo one"* && $output != *"echo two"* ]] || fail "--until $until_z: $output"
+  assert_equal "$(rlock log k --until "$until_offset")" "$output"
+  # Both: a window holding the first release and the second acquisition only.
+  run --separate-stderr rlock log k --json --since "$until_z" --until "$(date -u -d "@$((t_second_acquired / 1000)).$(printf '%03d' $((t_second_acquired % 1000)))" +%Y-%m-%dT%H:%M:%S.%3NZ)"
+  assert_success
+  assert_equal "$(jq -r .time_ms <<<"$output" | xargs)" "$t_first_released $t_second_acquired"
+  # A window with no event: nothing, exit 0 (the key has a history).
+  run --separate-stderr rlock log k --until 2001-01-01
+  assert_success
+  assert_output ""
+  # -n counts within the window.
+  assert_equal "$(rlock log k --since 1h -n 1 | awk '{ print $2 }')" "released"
+  run --separate-stderr rlock log k --since yesterday
+  assert_failure 64
+  [[ $stderr == "rlock: error: --since: 'yesterday' is neither a duration"* ]] || fail "$stderr"
+  run --separate-stderr rlock log k --until 1m -f
+  assert_failure 64
+}
+
+@test "log KEY may be a glob pattern; an unknown KEY or a pattern that matches nothing exits 1" {
+  redis_start
+  rlock run deploy-a -- true
+  rlock run deploy-b -- true
+  rlock run other -- true
+  run --separate-stderr rlock log 'deploy-*'
+  assert_success
+  assert_equal "$(awk '{ print $2 }' <<<"$output" | sort -u | xargs)" "deploy-a deploy-b"
+  assert_equal "${#lines[@]}" 4
+  run --separate-stderr rlock log 'deploy-[b]' other --json
+  assert_success
+  assert_equal "$(jq -r .key <<<"$output" | xargs)" "deploy-b deploy-b other other"
+  run --separate-stderr rlock log nothing-here
+  assert_failure 1
+  assert_output ""
+  assert_equal "$stderr" "rlock: no history for nothing-here"
+  run --separate-stderr rlock log 'zz-*'
+  assert_failure 1
+  assert_equal "$stderr" "rlock: no history for zz-*"
+  # Known and unknown: the known one's events, and exit 1.
+  run --separate-stderr rlock log other nothing-here
+  assert_failure 1
+  assert_equal "${#lines[@]}" 2
+  assert_equal "$stderr" "rlock: no history for nothing-here"
+  # The prefix's glob characters match only themselves.
+  rlock run --prefix 'p*[x]:' deploy-c -- true
+  rlock run --prefix 'pz[x]:' deploy-d -- true
+  rlock run --prefix 'pzx:' deploy-e -- true
+  assert_equal "$(rlock log --prefix 'p*[x]:' 'deploy-*' --json | jq -r .key | sort -u | xargs)" "deploy-c"
+  assert_equal "$(rlock log --prefix 'p*[x]:' --json | jq -r .key | sort -u | xargs)" "deploy-c"
+}
+
+@test "times are UTC with a Z in status, log and the messages, whatever the local zone" {
+  redis_start
+  export TZ=XYZ+05
+  rlock run k -- true
+  local hour_utc
+  hour_utc=$(date -u +%H)
+  [[ $(TZ=XYZ+05 date +%H) != "$hour_utc" ]] || fail "TZ=XYZ+05 is not 5 hours from UTC here"
+  # log, and its --json.
+  run --separate-stderr rlock log k
+  assert_success
+  [[ ${lines[0]} =~ ^[0-9-]{10}T([0-9]{2}):[0-9]{2}:[0-9.]{6}Z\  ]] || fail "log: ${lines[0]}"
+  [[ ${BASH_REMATCH[1]} == "$hour_utc" || ${BASH_REMATCH[1]} == "$(date -u +%H)" ]] || fail "log is not in UTC: ${lines[0]}"
+  [[ $(rlock log k --json | jq -r .time | head -n 1) == *Z ]] || fail "log --json is not in UTC"
+  # status: the holder's since.
+  bg holder rlock run k -- sleep 30
+  wait_until -t 10 lock_held k || fail "the holder did not take k"
+  [[ $(rlock status k --json | jq -r .since) =~ T($hour_utc|$(date -u +%H)):.*Z$ ]] || fail "status --json: $(rlock status k --json)"
+  # -v's clock.
+  run --separate-stderr rlock -v run other -- true
+  assert_success
+  [[ ${stderr%%$'\n'*} =~ ^rlock:\ ([0-9]{2}):[0-9]{2}:[0-9]{2}\.[0-9]{3}Z\  ]] || fail "-v's clock has no Z: $stderr"
+  [[ ${BASH_REMATCH[1]} == "$hour_utc" || ${BASH_REMATCH[1]} == "$(date -u +%H)" ]] || fail "-v's clock is not UTC: $stderr"
+  kill "$holder_pid"
+  bg_wait holder 10
+  # The message of a lingering lock: when it is free again.
+  rlock run m --min-hold 1h -- true
+  run --separate-stderr rlock run m -n -- true
+  assert_failure 75
+  [[ $stderr =~ until\ [0-9-]{10}T[0-9:]{8}Z ]] || fail "the lingering message: $stderr"
+}
+
+# commands_since_reset: the calls the test server counted since CONFIG RESETSTAT, by command
+# ("xread=3 scan=2"), without the test's own CONFIG and INFO.
+commands_since_reset() {
+  rcli info commandstats | tr -d '\r' |
+    awk -F'[:=,]' '/^cmdstat_/ && $1 != "cmdstat_config" && $1 != "cmdstat_info" { sub("cmdstat_", "", $1); printf "%s=%s ", $1, $3 }'
+}
+
+@test "log --follow blocks on the server (XREAD BLOCK) instead of polling each key" {
+  redis_start
+  local k
+  for k in $(seq 1 30); do rlock run "key-$k" -- true; done
+  bg follow rlock log -f 'key-*'
+  wait_until -t 10 test "$(grep -c released "$T/follow.out")" -ge 30 || fail "--follow did not print the history: $(bg_err follow)"
+  sleep 0.5
+  rcli config resetstat >/dev/null
+  sleep 4
+  local counted total
+  counted=$(commands_since_reset)
+  total=$(tr ' ' '\n' <<<"$counted" | awk -F= '{ s += $2 } END { print s + 0 }')
+  # Idle for 4 s: a few XREADs (one per rescan of the pattern, every 2 s) and the SCANs, never a
+  # read of each key (30 keys polled 4 times a second made 480 commands).
+  ((total <= 20)) || fail "an idle follower of 30 keys ran $total commands in 4 s: $counted"
+  [[ $counted != *xrange* && $counted != *xrevrange* ]] || fail "the follower polls: $counted"
+  [[ $counted == *xread=* ]] || fail "the follower does not block in XREAD: $counted"
+  # An event is shown at once, and a history created after -f started within the rescan time.
+  rlock run key-7 -- echo seven
+  wait_until -t 5 grep -q 'echo seven' "$T/follow.out" || fail "the new event of key-7 was not shown"
+  rlock run key-new -- echo new
+  wait_until -t 8 grep -q 'key-new released' "$T/follow.out" || fail "the new history key-new was not picked up: $(bg_out follow)"
+  rlock run no-match -- true
+  kill -TERM "$follow_pid"
+  bg_wait follow 10
+  [[ $(bg_out follow) != *no-match* ]] || fail "--follow 'key-*' showed another key"
+  assert_equal "$(bg_err follow)" ""
+}
+
+@test "log --follow on a KEY without a history yet waits for its first events" {
+  redis_start
+  bg follow rlock log -f later
+  sleep 0.5
+  ! bg_done follow || fail "--follow on a KEY without history ended: $(bg_err follow)"
+  rlock run later -- true
+  wait_until -t 10 grep -q 'released' "$T/follow.out" || fail "the first events were not shown: $(bg_err follow)"
+  kill -TERM "$follow_pid"
+  bg_wait follow 10
+}
+
+@test "log --follow goes on across a Redis restart, from the last event seen, and says so once" {
+  redis_start
+  rlock run k -- echo before
+  bg follow rlock log -f k
+  wait_until -t 10 grep -q 'echo before' "$T/follow.out" || fail "--follow did not print the history: $(bg_err follow)"
+  redis_restart
+  # Said when it is back, not after the next blocking read (10s).
+  wait_until -t 8 grep -q reconnected "$T/follow.err" || fail "no word of the reconnection: $(bg_err follow)"
+  rlock run k -- echo after
+  wait_until -t 20 grep -q 'echo after' "$T/follow.out" || fail "--follow did not follow across the restart: $(bg_err follow)"
+  ! bg_done follow || fail "--follow ended: $(bg_err follow)"
+  rlock run k -- echo again
+  wait_until -t 10 grep -q 'echo again' "$T/follow.out" || fail "--follow stopped after the restart"
+  kill -TERM "$follow_pid"
+  bg_wait follow 10
+  assert_equal "$(grep -c 'reconnected to redis://127.0.0.1:' "$T/follow.err")" 1
+  assert_equal "$(grep -c 'rlock: warning: ' "$T/follow.err")" 1
+  assert_equal "$(wc -l <"$T/follow.err")" 2
+  assert_equal "$(awk '{ print $2 }' "$T/follow.out" | xargs)" "acquired released acquired released acquired released"
+  assert_equal "$(grep -c 'echo before' "$T/follow.out")" 2
 }
 
 @test "Sentinel: the same log through the sentinels" {
@@ -371,3 +570,40 @@ follow_test() {
   nodes=$(for k in alpha bravo charlie delta echo foxtrot; do cluster_port_of "$(log_key "$k")"; done | sort -u | wc -l)
   ((nodes >= 2)) || fail "the six logs are all on one master: the merge is not tested"
 }
+
+@test "Cluster: log --follow over keys in several slots, and over one key" {
+  cluster_ready || fail "the cluster is not ok"
+  cluster_flush
+  read -r P1 P2 P3 <<<"$CLUSTER_PORTS"
+  export RLOCK_URL="redis://127.0.0.1:$P1"
+  local k
+  for k in alpha bravo charlie; do rlock run "$k" -- true; done
+  bg all rlock log -f
+  bg one rlock log -f bravo
+  wait_until -t 10 test "$(grep -c released "$T/all.out")" -ge 3 || fail "-f did not print the history: $(bg_err all)"
+  wait_until -t 10 grep -q released "$T/one.out" || fail "-f bravo did not print the history: $(bg_err one)"
+  # Idle: one XREAD BLOCK per slot, on the node that serves it, and a SCAN of each master every
+  # 2s; no key read in turn (each key once a second made 9 XRANGE in 3s).
+  sleep 0.5
+  local p counted=""
+  for p in $P1 $P2 $P3; do srv_cli "$p" config resetstat >/dev/null; done
+  sleep 3
+  for p in $P1 $P2 $P3; do
+    counted+=$(srv_cli "$p" info commandstats | tr -d '\r' |
+      awk -F'[:=,]' '/^cmdstat_/ && $1 != "cmdstat_config" && $1 != "cmdstat_info" { sub("cmdstat_", "", $1); printf "%s=%s ", $1, $3 }')
+  done
+  [[ $counted != *xrange* ]] || fail "the follower reads each key in turn: $counted"
+  [[ $counted == *xread=* ]] || fail "the follower does not block in XREAD: $counted"
+  for k in alpha bravo charlie delta; do rlock run "$k" -- echo "new $k"; done
+  for k in alpha bravo charlie delta; do
+    wait_until -t 10 grep -q "new $k" "$T/all.out" || fail "-f did not show the new event of $k: $(bg_out all) $(bg_err all)"
+  done
+  wait_until -t 10 grep -q "new bravo" "$T/one.out" || fail "-f bravo did not show its new event"
+  kill -TERM "$all_pid" "$one_pid"
+  bg_wait all 10
+  bg_wait one 10
+  assert_equal "$(bg_err all)" ""
+  assert_equal "$(bg_err one)" ""
+  assert_equal "$(awk '{ print $2 }' "$T/one.out" | sort -u | xargs)" "acquired released"
+}
+

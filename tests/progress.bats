@@ -1,9 +1,12 @@
 #!/usr/bin/env bats
-# Progress while waiting: on a terminal (stderr a tty, TERM not dumb, neither -q nor -v) one
-# line, rewritten in place with "\r" and ESC[K, names the holder (host, pid, command), how long it
-# has held, the queue position and the time spent waiting, and is erased when the wait ends.
-# Without a terminal nothing is printed while waiting, unless -v, which logs each change of
-# queue position on a timestamped line.
+# Progress while waiting, once the wait has lasted about 2s, neither with -q nor with -v: on a
+# terminal (stderr a tty, TERM not dumb) one line, rewritten in place with "\r" and ESC[K, names
+# the holder (host, pid, command), how long it has held, the queue position and the time spent
+# waiting, and is erased when the wait ends. In a CI (CI, GITHUB_ACTIONS, ... set) or on a dumb
+# terminal, the same text comes as lines: every 30s, and at once when the holder or the position
+# changes. Elsewhere nothing is printed while waiting, unless -v, which logs each change of
+# queue position on a timestamped line. A run whose command exited while its leftovers keep the
+# lock says so once, where the progress would show, naming them.
 #
 # Terminals are driven by tests/faults/helpers/pty_run.py.
 
@@ -109,8 +112,12 @@ transcript: $(LC_ALL=C cat -v "$PTY_OUT" 2>/dev/null)"
   touch "$T/go"
   pty_end
   transcript_check "$holder_pid"
-  local text
+  local text waited
   text=$(LC_ALL=C tr -d '\033' <"$PTY_OUT")
+  # Shown once the wait has lasted about 2s, not before.
+  waited=$(grep -aoE 'waited [0-9]+s' <<<"$text" | head -n 1)
+  [[ $waited =~ ([0-9]+) ]] && ((BASH_REMATCH[1] >= 2)) || fail "the first line came before 2s: '$waited'"
+  [[ $text == *"position 1 of 1"* ]] || fail "the line does not say 'position 1 of 1': $(LC_ALL=C cat -v "$PTY_OUT")"
   [[ $text == *"$(uname -n)"* ]] || fail "the line does not name the holder's host: $(LC_ALL=C cat -v "$PTY_OUT")"
   [[ $text == *cs* ]] || fail "the line does not name the holder's command: $(LC_ALL=C cat -v "$PTY_OUT")"
   grep -qiE 'position|queue|in line|#[0-9]' <<<"$text" ||
@@ -144,17 +151,31 @@ quiet_on_terminal() {
   echo 'wait_exit 60' >"$T/steps"
   pty_bg "$T/steps" env "$@" rlock run k "${QUIET_OPTS[@]}" -w 60 -- true
   wait_until -t 15 queue_is k 1 || fail "the waiter did not queue: $(status_json k)"
-  # Long enough for a progress line to show (it names how long the holder has held).
-  sleep 1.5
+  # Long enough for a progress line to show (about 2s into the wait).
+  sleep 3.5
   touch "$T/go"
   pty_end
   [[ ! -s $PTY_OUT ]] || fail "printed $(LC_ALL=C cat -v "$PTY_OUT")"
   bg_wait holder 10
 }
 
-@test "on a terminal with TERM=dumb nothing is printed while waiting" {
-  QUIET_OPTS=()
-  quiet_on_terminal TERM=dumb
+@test "on a terminal with TERM=dumb the progress comes as lines, never rewritten" {
+  bg holder rlock run k -- "$CS" "$WLOG" holder "until:$T/go"
+  wait_cs holder holder
+  printf '%s\n' "expect 30 $holder_pid" 'wait_exit 60' >"$T/steps"
+  pty_bg "$T/steps" env TERM=dumb rlock run k -w 60 -- true
+  wait_step "expect 30 $holder_pid"
+  touch "$T/go"
+  pty_end
+  ! LC_ALL=C grep -q $'\e' "$PTY_OUT" || fail "an escape sequence on a dumb terminal: $(LC_ALL=C cat -v "$PTY_OUT")"
+  LC_ALL=C grep -q "^rlock: waiting for k: held by .*pid $holder_pid.*; position 1 of 1; waited [0-9]*s"$'\r'"\$" "$PTY_OUT" ||
+    fail "no line of its own names the holder: $(LC_ALL=C cat -v "$PTY_OUT")"
+  bg_wait holder 10
+}
+
+@test "on a terminal with -q, in a CI, nothing is printed while waiting" {
+  QUIET_OPTS=(-q)
+  quiet_on_terminal TERM=xterm CI=true
 }
 
 @test "on a terminal with -q nothing is printed while waiting" {
@@ -166,8 +187,8 @@ quiet_on_terminal() {
   bg holder rlock run k -- "$CS" "$WLOG" holder "until:$T/go"
   wait_cs holder holder
   TERM=xterm enqueue waiter k 1 rlock run k -w 30 -- true
-  # Long enough for a progress line to show (it names how long the holder has held).
-  sleep 1.5
+  # Long enough for a progress line to show (about 2s into the wait).
+  sleep 3.5
   touch "$T/go"
   bg_wait waiter 20
   assert_equal "$BG_STATUS" 0
@@ -215,4 +236,94 @@ _later_position_says_1() {
   pty_end
   ! LC_ALL=C grep -q $'\e\\[' "$PTY_OUT" || fail "-v rewrote a line: $(LC_ALL=C cat -v "$PTY_OUT")"
   bg_wait holder 10
+}
+
+# --- in a CI -----------------------------------------------------------------------------------
+
+# Lines of the waiter's stderr that name PID.
+lines_naming() { grep -c "pid $2[ ;)]" "$T/$1.err" || true; }
+
+@test "in a CI: a line after about 2s, then one at once when the holder or the position changes; every byte escaped" {
+  bg holder rlock run k -- "$CS" "$WLOG" holder "until:$T/go"
+  wait_cs holder holder
+  # The next holder's command line holds an escape sequence, as any bytes in Redis may.
+  enqueue w1 k 1 rlock run k -w 60 -- sh -c 'while [ ! -e "$0" ]; do sleep 0.05; done' "$T/go.w1" $'\e[2Jevil'
+  local t0 seen
+  t0=$(now_ms)
+  CI=true enqueue waiter k 2 rlock run k -w 60 -- true
+  wait_until -t 15 grep -q "pid $holder_pid" "$T/waiter.err" || fail "no line names the holder: $(bg_err waiter)"
+  seen=$(elapsed_ms "$t0")
+  ((seen >= 1800)) || fail "the first line came ${seen}ms into the wait, before 2s"
+  grep -q "^rlock: waiting for k: held by $(uname -n) pid $holder_pid for [0-9.a-z]* (.*cs.*); position 2 of 2; waited [0-9]*s\$" \
+    "$T/waiter.err" || fail "the line is not as it should be: $(LC_ALL=C cat -v "$T/waiter.err")"
+  # Nothing changes: no other line (the next one is 30s away).
+  sleep 2.5
+  assert_equal "$(wc -l <"$T/waiter.err")" 1
+  # The holder changes (w1 takes the lock) and the position with it: a line at once.
+  t0=$(now_ms)
+  touch "$T/go"
+  wait_until -t 10 grep -q "pid $w1_pid" "$T/waiter.err" || fail "no line names the next holder: $(bg_err waiter)"
+  seen=$(elapsed_ms "$t0")
+  ((seen < 5000)) || fail "the line naming the next holder came ${seen}ms after the change"
+  grep "pid $w1_pid" "$T/waiter.err" | grep -qF 'position 1 of 1' || fail "no position 1: $(LC_ALL=C cat -v "$T/waiter.err")"
+  grep "pid $w1_pid" "$T/waiter.err" | grep -qF '\x1b[2Jevil' || fail "the command is not escaped: $(LC_ALL=C cat -v "$T/waiter.err")"
+  touch "$T/go.w1"
+  bg_wait waiter 20
+  assert_equal "$BG_STATUS" 0
+  ! LC_ALL=C grep -q $'[\e\r]' "$T/waiter.err" || fail "a control character on stderr: $(LC_ALL=C cat -v "$T/waiter.err")"
+  # One line per change, not one per heartbeat.
+  (($(wc -l <"$T/waiter.err") <= 4)) || fail "too many lines: $(LC_ALL=C cat -v "$T/waiter.err")"
+  [[ -z $(grep -v '^rlock: waiting for k: ' "$T/waiter.err") ]] || fail "other lines: $(cat "$T/waiter.err")"
+  bg_wait holder 10
+  bg_wait w1 10
+}
+
+@test "in a CI (GITHUB_ACTIONS), acquire shows the progress too; -q silences it" {
+  bg holder rlock run k -- "$CS" "$WLOG" holder "until:$T/go"
+  wait_cs holder holder
+  GITHUB_ACTIONS=true enqueue loud k 1 rlock acquire k -w 60 --json
+  GITHUB_ACTIONS=true enqueue quiet k 2 rlock acquire k -q -w 60 --json
+  wait_until -t 15 grep -q "pid $holder_pid" "$T/loud.err" || fail "acquire shows no progress: $(bg_err loud)"
+  sleep 1
+  touch "$T/go"
+  bg_wait loud 20
+  assert_equal "$BG_STATUS" 0
+  RLOCK_TOKEN=$(jq -r .token "$T/loud.out") rlock release k
+  bg_wait quiet 20
+  assert_equal "$BG_STATUS" 0
+  [[ ! -s $T/quiet.err ]] || fail "-q printed: $(LC_ALL=C cat -v "$T/quiet.err")"
+}
+
+# write_leaver: $T/leave.sh, a command that leaves 7 processes running for 6s (the first with an
+# escape sequence in its name) and exits 3.
+write_leaver() {
+  cat >"$T/leave.sh" <<'LEAVE'
+#!/bin/bash
+(exec -a $'\e[2Jevil' sleep 6) &
+for i in 1 2 3 4 5 6; do sleep 6 & done
+exit 3
+LEAVE
+  chmod +x "$T/leave.sh"
+}
+
+@test "in a CI, a run whose leftovers keep the lock says so once, naming them (bounded) and pointing at --leftovers kill" {
+  write_leaver
+  CI=true run --separate-stderr rlock run lk -- "$T/leave.sh"
+  assert_equal "$status" 3
+  assert_equal "${#stderr_lines[@]}" 1
+  [[ $stderr == "rlock: lk: the command exited (3), but 7 processes it left running keep the lock: pid "* ]] ||
+    fail "not the leftovers line: $stderr"
+  [[ $stderr == *" and 2 more; waiting for them (--leftovers kill ends them)" ]] || fail "not bounded: $stderr"
+  [[ $stderr == *'(\x1b[2Jevil 6)'* ]] || fail "the leftover's name is not escaped: $(cat -v <<<"$stderr")"
+  [[ $(grep -o "pid [0-9]* (sleep 6)" <<<"$stderr" | wc -l) == 4 ]] || fail "not 5 named: $stderr"
+}
+
+@test "without a terminal or a CI, or with -q, leftovers that keep the lock are not announced" {
+  write_leaver
+  run --separate-stderr rlock run lk -- "$T/leave.sh"
+  assert_equal "$status" 3
+  assert_equal "$stderr" ""
+  CI=true run --separate-stderr rlock run lk -q -- "$T/leave.sh"
+  assert_equal "$status" 3
+  assert_equal "$stderr" ""
 }

@@ -16,7 +16,37 @@ calls() {
   rcli info commandstats | tr -d '\r' | sed -n "s/^cmdstat_$1:calls=\([0-9]*\).*/\1/p" | grep . || echo 0
 }
 
-@test "scripts run by EVALSHA from the server's cache, loaded with EVAL only when missing" {
+@test "scripts run by FCALL from one function library, loaded once per server and again when it is gone" {
+  redis_start
+  run rlock run k -- true
+  assert_success
+  assert_equal "$(calls 'function|load')" 1
+  (($(calls fcall) >= 2))
+  assert_equal "$(calls evalsha)" 0
+  assert_equal "$(calls eval)" 0
+  rcli function list | grep -qE '^rlock_[0-9a-f]{12}$' || fail "no rlock library: $(rcli function list)"
+  run rlock run k -- true
+  assert_success
+  assert_equal "$(calls 'function|load')" 1
+  # A server that lost it (FUNCTION FLUSH, as after a restart without data): loaded again.
+  rcli function flush >/dev/null
+  run rlock run k -- true
+  assert_success
+  assert_equal "$(calls 'function|load')" 2
+  assert_equal "$(calls evalsha)" 0
+}
+
+@test "an ACL user without +fcall and +function|load runs the scripts by EVALSHA" {
+  redis_start
+  rcli acl setuser old on '>pw' '~rlock:*' '+@all' '-fcall' '-function' >/dev/null
+  run --separate-stderr rlock run k --url "redis://old:pw@127.0.0.1:$REDIS_PORT" -- true
+  assert_success
+  (($(calls evalsha) + $(calls eval) >= 2))
+  assert_equal "$(calls 'function|load')" 0
+}
+
+@test "with RLOCK_FUNCTIONS=0, scripts run by EVALSHA from the server's cache, loaded with EVAL only when missing" {
+  export RLOCK_FUNCTIONS=0
   redis_start
   rcli script flush >/dev/null
   run rlock run k -- true

@@ -144,9 +144,9 @@ assert_names_masters() {
   assert free_everywhere k
 }
 
-# How many scripts (EVAL, EVALSHA) master I has been sent.
+# How many scripts (EVAL, EVALSHA, FCALL) master I has been sent.
 script_calls() {
-  mcli "$1" info commandstats | tr -d '\r' | awk -F'[:,=]' '/^cmdstat_eval(sha)?:/ {
+  mcli "$1" info commandstats | tr -d '\r' | awk -F'[:,=]' '/^cmdstat_(eval(sha)?|fcall):/ {
     for (i = 2; i < NF; i += 2) if ($i == "calls" || $i == "failed_calls" || $i == "rejected_calls") n += $(i + 1)
   } END { print n + 0 }'
 }

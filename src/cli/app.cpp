@@ -19,6 +19,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <exception>
 #include <optional>
 #include <variant>
@@ -32,6 +33,9 @@ namespace {
 
 // The standard descriptors the caller had closed.
 util::ClosedFds g_closed;
+// The command is check: a failure is UNKNOWN (exit 3, with a status line on stdout), as a
+// monitoring system expects of a Nagios plugin.
+bool g_check = false;
 
 // The command's options from the settings, once the environment and the config file are layered.
 CommandOptions convert(Parsed& p, bool stdout_closed) {
@@ -51,6 +55,8 @@ CommandOptions convert(Parsed& p, bool stdout_closed) {
   if (name == "extend") return extend_options(p);
   if (name == "status") return status_options(p);
   if (name == "log") return log_options(p);
+  if (name == "check") return check_options(p);
+  if (name == "metrics") return metrics_options(p);
   return list_options(p);
 }
 
@@ -63,6 +69,8 @@ struct Dispatch {
   int operator()(const commands::StatusOptions& o) const { return commands::status(o); }
   int operator()(const commands::ListOptions& o) const { return commands::list(o); }
   int operator()(const commands::LogOptions& o) const { return commands::history(o); }
+  int operator()(const commands::CheckOptions& o) const { return commands::check(o); }
+  int operator()(const commands::MetricsOptions& o) const { return commands::metrics(o); }
 };
 
 // The option that a word names ("-t", "--ttl"), among those of apps.
@@ -173,7 +181,7 @@ std::vector<std::string> split_run_command(CLI::App* app, CLI::App* run, const s
 }
 
 constexpr const char* k_no_command =
-    "no command given: use run, acquire, release, extend, status, list or log (see rlock --help)";
+    "no command given: use run, acquire, release, extend, status, list, log, check or metrics (see rlock --help)";
 
 // CLI11's errors in rlock's words, naming the command's help.
 [[noreturn]] void parse_error(const CLI::ParseError& e, const std::string& command) {
@@ -246,6 +254,7 @@ std::optional<CommandOptions> parse_command_line(const std::vector<std::string>&
   // Only the command named on the line gets its options: the others are listed by name, which is
   // all `rlock --help` shows, and start-up does no work for them.
   const std::string wanted = at ? args[at] : "";
+  g_check = wanted == "check";
   for (const commands::Command& c : commands::k_commands) {
     CLI::App* sub = app.add_subcommand(c.name, c.summary);
     if (wanted != c.name) continue;
@@ -256,8 +265,10 @@ std::optional<CommandOptions> parse_command_line(const std::vector<std::string>&
     add_options(p, c.name, sub);
   }
   if (!wanted.empty() && !p.command) {
-    usage(fmt::format("unknown command '{}': use run, acquire, release, extend, status, list or log (see rlock --help)",
-                      util::printable(wanted)));
+    usage(
+        fmt::format("unknown command '{}': use run, acquire, release, extend, status, list, log, check or metrics (see "
+                    "rlock --help)",
+                    util::printable(wanted)));
   }
   // `rlock --help run` shows run's help, as `rlock run --help` does.
   for (size_t i = 1; i < at; ++i) {
@@ -311,21 +322,33 @@ int parse_and_run(int argc, char** argv) {
   return options ? run_command(*options) : exit_code::k_ok;
 }
 
+// The exit code of a failure; check's is UNKNOWN, said on stdout too, where a monitoring
+// system reads it.
+int failed(int code, const std::string& message) {
+  log::error(message);
+  if (!g_check) return code;
+  try {
+    std::string line = "RLOCK UNKNOWN - " + util::printable(message);
+    std::replace(line.begin(), line.end(), '|', '/');  // perfdata would start there
+    fmt::print("{}\n", line);
+    std::fflush(stdout);
+  } catch (...) {
+    // stdout failed too: the exit status still says UNKNOWN.
+  }
+  return exit_code::k_unknown;
+}
+
 int run_main(int argc, char** argv) {
   try {
     return parse_and_run(argc, argv);
   } catch (const Error& e) {
-    log::error(e.what());
-    return e.exit_code();
+    return failed(e.exit_code(), e.what());
   } catch (const std::system_error& e) {
-    log::error(e.what());
-    return exit_code::k_system;
+    return failed(exit_code::k_system, e.what());
   } catch (const std::bad_alloc&) {
-    log::error("out of memory");
-    return exit_code::k_system;
+    return failed(exit_code::k_system, "out of memory");
   } catch (const std::exception& e) {
-    log::error(fmt::format("internal error: {}", e.what()));
-    return exit_code::k_internal;
+    return failed(exit_code::k_internal, fmt::format("internal error: {}", e.what()));
   }
 }
 

@@ -19,6 +19,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <system_error>
+#include <type_traits>
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -353,8 +354,27 @@ commands::RunOptions run_options(Parsed& p) {
     else
       bad_setting(s, fmt::format("'{}' is neither wait nor kill", util::printable(s.text)));
   }
+  if (r.cancel_in_progress) {
+    // GitHub's cancel-in-progress: the newest waiter replaces the older ones, and stops a holder
+    // that gave it too.
+    if (r.take.wait && r.take.wait->count() == 0) {
+      usage(
+          "--cancel-in-progress replaces older waiting requests, and with -n (or -w 0) this one never waits: "
+          "leave one out");
+    }
+    if (r.take.shared || r.take.limit > 1) {
+      usage("--cancel-in-progress is for an exclusive hold: it does not go with --shared or --limit");
+    }
+    if (r.connect.urls.size() >= 2) {
+      usage("--cancel-in-progress needs a queue, which a Redlock quorum (several URLs) does not have");
+    }
+    r.take.supersede = r.take.preempt = r.preemptible = true;
+  }
   if (r.preemptible && (r.take.shared || r.take.limit > 1)) {
     usage("--preemptible is for an exclusive hold: it does not go with --shared or --limit");
+  }
+  if (r.once_per && (r.take.shared || r.take.limit > 1)) {
+    usage("--once-per runs the command once per tick on one host: it does not go with --shared or --limit");
   }
   check_quorum(r.connect, r.take, r.preemptible);
   // The child must be gone before the lease can expire: --kill-after must fit in the TTL.
@@ -443,6 +463,68 @@ commands::StatusOptions status_options(Parsed& p) {
 
 commands::LogOptions log_options(Parsed& p) {
   commands::LogOptions o;
+  for (const std::string& k : p.args.keys) check_key(k);
+  fill(p, o);
+  o.connect = connect_options(p);
+  o.keys = p.args.keys;
+  return o;
+}
+
+namespace {
+
+// A limit of check: one value (CRITICAL over it) or two, WARN,CRIT (WARN at most CRIT), each
+// converted as a value of the row's type.
+// One value of a limit of check, as the row's type says.
+template <class T>
+T limit_value(const Setting& s, const std::string& text) {
+  if constexpr (std::is_same_v<T, Millis>) {
+    Setting one = s;
+    one.text = text;
+    return duration_value(one, {.zero_ok = true});
+  } else {
+    long long n = 0;
+    if (!util::parse_int(text, 0, 1'000'000'000, n)) {
+      bad_setting(s, fmt::format("'{}' is not a number in 0-1000000000 (N, or WARN,CRIT)", util::printable(text)));
+    }
+    return n;
+  }
+}
+
+template <class T>
+commands::Threshold<T> threshold(Parsed& p, const std::string& name) {
+  commands::Threshold<T> out;
+  const Setting& s = get(p, name);
+  if (s.source == Source::unset) return out;
+  const size_t comma = s.text.find(',');
+  T first = limit_value<T>(s, s.text.substr(0, comma));
+  if (comma == std::string::npos) {
+    out.crit = first;
+    return out;
+  }
+  T second = limit_value<T>(s, s.text.substr(comma + 1));
+  if (first > second) bad_setting(s, "the WARNING limit (first) must not be above the CRITICAL one");
+  out.warn = first;
+  out.crit = second;
+  return out;
+}
+
+}  // namespace
+
+commands::CheckOptions check_options(Parsed& p) {
+  commands::CheckOptions o;
+  for (const std::string& k : p.args.keys) check_key(k);
+  fill(p, o);
+  o.succeeded_within = threshold<Millis>(p, "succeeded-within");
+  o.max_held = threshold<Millis>(p, "max-held");
+  o.max_waiting = threshold<long long>(p, "max-waiting");
+  o.max_lost = threshold<long long>(p, "max-lost");
+  o.connect = connect_options(p);
+  o.keys = p.args.keys;
+  return o;
+}
+
+commands::MetricsOptions metrics_options(Parsed& p) {
+  commands::MetricsOptions o;
   for (const std::string& k : p.args.keys) check_key(k);
   fill(p, o);
   o.connect = connect_options(p);

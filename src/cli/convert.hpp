@@ -16,5 +16,7 @@ commands::ExtendOptions extend_options(Parsed& p);
 commands::StatusOptions status_options(Parsed& p);
 commands::ListOptions list_options(Parsed& p);
 commands::LogOptions log_options(Parsed& p);
+commands::CheckOptions check_options(Parsed& p);
+commands::MetricsOptions metrics_options(Parsed& p);
 
 }  // namespace rlock::cli

@@ -30,11 +30,13 @@ struct ArgumentSpec {
   std::vector<std::string> Arguments::*many;
   bool required;
 };
-const std::array<ArgumentSpec, 4> k_arguments = {{
+const std::array<ArgumentSpec, 6> k_arguments = {{
     {"KEY", on::take | on::release | on::extend, "the lock's name", &Arguments::key, nullptr, true},
     {"KEY", on::status, "locks to show (default: every held lock)", nullptr, &Arguments::keys, false},
     {"PATTERN", on::list, "glob on lock names (default *)", &Arguments::pattern, nullptr, false},
     {"KEY", on::log, "locks to show (default: every lock with a history)", nullptr, &Arguments::keys, false},
+    {"KEY", on::check, "locks to check", nullptr, &Arguments::keys, true},
+    {"KEY", on::metrics, "locks to show (default: every lock under the prefix)", nullptr, &Arguments::keys, false},
 }};
 
 // The value types, in words, for "needs a value".
@@ -133,7 +135,7 @@ bool is_config_key(const std::string& key) {
 // and the shell completions. One line per option and command it belongs to, in the table's order
 // (a global option once, for "global"); hidden options are left out. Seven fields, separated by a
 // tab, "-" for an empty one (a shell's `read` joins tabs):
-//   command  run, acquire, release, extend, status, list, log, or global
+//   command  run, acquire, release, extend, status, list, log, check, metrics, or global
 //   names    the option's names, comma-separated: -t,--ttl
 //   kind     flag, or value (the option takes the next word, or the text after "=")
 //   type     the value's name (D duration, N number, F file, URL, SIG, PID, S, P, NAME, WHAT)

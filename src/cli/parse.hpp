@@ -10,9 +10,9 @@
 namespace rlock::cli {
 
 // A command with its options, checked and converted: what rlock runs.
-using CommandOptions =
-    std::variant<commands::RunOptions, commands::AcquireOptions, commands::ReleaseOptions, commands::ExtendOptions,
-                 commands::StatusOptions, commands::ListOptions, commands::LogOptions>;
+using CommandOptions = std::variant<commands::RunOptions, commands::AcquireOptions, commands::ReleaseOptions,
+                                    commands::ExtendOptions, commands::StatusOptions, commands::ListOptions,
+                                    commands::LogOptions, commands::CheckOptions, commands::MetricsOptions>;
 
 // Parses a command line (args[0] is the program's name) as rlock does before it runs anything:
 // CLI11 with the option table, then the environment and the config file, then the command's

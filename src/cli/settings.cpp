@@ -9,7 +9,9 @@
 
 #include <fmt/core.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <optional>
 #include <system_error>
 
 #include <unistd.h>
@@ -105,7 +107,12 @@ void layer_settings(Parsed& p, const std::string& config_path, bool config_requi
   const std::string shown = util::printable(config_path);
   std::string text;
   try {
-    text = util::read_small_file(config_path, 1 << 20);
+    std::optional<std::string> read = util::read_small_file_if_any(config_path, 1 << 20);
+    if (!read) {
+      if (!config_required) return;
+      throw std::system_error(ENOENT, std::generic_category(), config_path);
+    }
+    text = std::move(*read);
   } catch (const std::system_error& e) {
     if (!config_required && e.code() == std::errc::no_such_file_or_directory) return;
     throw Error(exit_code::k_config, fmt::format("cannot read config file {}: {}", shown, e.code().message()));

@@ -46,11 +46,9 @@ bool parent_gone() { return ::getppid() <= 1; }
 
 // The loss a keeper recorded: exit 1, saying when and why.
 int report_loss(const std::string& key, const keeper::Ending& e) {
-  time_t secs = static_cast<time_t>(e.when_ms / 1000);
-  tm local{};
-  localtime_r(&secs, &local);
-  char when[64];
-  std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &local);
+  // In UTC, as every time rlock prints; whole seconds.
+  std::string when = util::iso_time(e.when_ms);
+  when.erase(when.size() - 5, 4);  // the milliseconds (".123") before the Z
   log::error(fmt::format("{} was lost at {} while its keeper held it: {}", key, when, e.reason));
   log::event(log::Severity::err, "{} was lost at {} while its keeper held it: {}", key, when, e.reason);
   return exit_code::k_not_held;
@@ -111,7 +109,7 @@ std::optional<int> not_taken(const lock::LockName& name, const lock::Attempt& a,
     std::string why = superseded_message(name, a);
     log::info(why);
     log::event(log::Severity::notice, "superseded: {} (rlock acquire)", why);
-    return options.take.conflict_exit_code;
+    return options.take.superseded_exit_code;
   }
   if (a.outcome == lock::Attempt::Outcome::busy) {
     std::string busy = busy_outcome(name, a, options.take);
@@ -213,7 +211,7 @@ int acquire(const AcquireOptions& options) {
                 "standard output is closed: there is nowhere to print the token (use "
                 "--token-file F)");
   }
-  locker.check_eviction_before(options.take.strict);
+  locker.check_eviction_before(name, options.take.strict);
 
   proc::SignalSet signals({SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}, {});
   std::optional<int> interrupted;

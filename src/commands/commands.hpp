@@ -20,5 +20,9 @@ int status(const StatusOptions& options);
 int list(const ListOptions& options);
 // Prints the history of the locks: who held, waited, was refused, lost them.
 int history(const LogOptions& options);
+// A monitoring check of the locks (Nagios plugin convention): 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.
+int check(const CheckOptions& options);
+// The locks' state and outcomes in the Prometheus text exposition format.
+int metrics(const MetricsOptions& options);
 
 }  // namespace rlock::commands

@@ -45,18 +45,13 @@ bool dumb_terminal() {
   return !term || !*term || std::string_view(term) == "dumb";
 }
 
-// "3rd" for 3.
-std::string ordinal(int n) {
-  const char* suffix = "th";
-  if (n % 100 < 11 || n % 100 > 13) {
-    if (n % 10 == 1)
-      suffix = "st";
-    else if (n % 10 == 2)
-      suffix = "nd";
-    else if (n % 10 == 3)
-      suffix = "rd";
+// Whether a CI runs rlock: the variables the common CIs set.
+bool in_ci() {
+  for (const char* name : {"CI", "GITHUB_ACTIONS", "GITLAB_CI", "BUILDKITE", "JENKINS_URL"}) {
+    const char* value = std::getenv(name);
+    if (value && *value && std::string_view(value) != "false" && std::string_view(value) != "0") return true;
   }
-  return fmt::format("{}{}", n, suffix);
+  return false;
 }
 
 std::string holder_text(const lock::Attempt& a) {
@@ -141,6 +136,15 @@ std::string busy_message(const lock::LockName& name, const lock::Attempt& attemp
   return fmt::format("{} is held{}{}", name.key, holder_text(attempt), queue);
 }
 
+std::string tick_done_message(const lock::LockName& name, const lock::Attempt& attempt, int64_t tick) {
+  std::string ago = attempt.held_for ? fmt::format(" ({} ago)", util::format_duration(*attempt.held_for)) : "";
+  std::string which = attempt.tick > tick ? fmt::format("a later tick ({})", util::iso_time(attempt.tick))
+                                          : fmt::format("the tick of {}", util::iso_time(tick));
+  return fmt::format("{}: {} already ran on {} at {}{}; skipped (--once-per)", name.key, which,
+                     util::printable(attempt.holder.host.empty() ? "?" : attempt.holder.host),
+                     util::iso_time(attempt.tick_at), ago);
+}
+
 std::string who_text(const lock::Holder& h) {
   std::string out = fmt::format("{} pid {}", util::printable(h.host), util::printable(h.pid));
   if (!h.user.empty()) out += fmt::format(" user {}", util::printable(h.user));
@@ -182,8 +186,15 @@ lock::WaitLimits wait_limits(const TakeOptions& options) {
   return {options.wait, options.wait_replicas, options.wait_timeout};
 }
 
-WaitDisplay::WaitDisplay(const lock::LockName& name)
-    : m_name(name), m_line(::isatty(STDERR_FILENO) && log::level() == log::Level::normal && !dumb_terminal()) {}
+Progress progress_mode() {
+  if (log::level() != log::Level::normal) return Progress::none;
+  bool terminal = ::isatty(STDERR_FILENO) != 0;
+  if (terminal && !dumb_terminal()) return Progress::line;
+  if (terminal || in_ci()) return Progress::lines;
+  return Progress::none;
+}
+
+WaitDisplay::WaitDisplay(const lock::LockName& name) : m_name(name), m_mode(progress_mode()) {}
 
 WaitDisplay::~WaitDisplay() {
   if (m_shown) log::raw("\r\x1b[K");
@@ -194,15 +205,28 @@ void WaitDisplay::operator()(const lock::Attempt& a, util::Millis waited) {
     m_logged = true;
     log::verbose("waiting for {}: {}", m_name.key, a.lingering ? "it lingers (--min-hold)" : "held" + holder_text(a));
   }
-  if (!m_line) return;
+  if (m_mode == Progress::none || waited < k_progress_after) return;
   auto secs = std::chrono::duration_cast<std::chrono::seconds>(waited);
+  std::string waited_text = secs.count() < 60 ? fmt::format("{}s", secs.count()) : util::format_duration(secs);
   std::string text = fmt::format("waiting for {}: {}", m_name.key, a.lingering ? "lingering" : "held" + holder_text(a));
   if (a.outcome == lock::Attempt::Outcome::queued) {
-    text += fmt::format("; {} of {} in line; waited {}", ordinal(a.position), a.queue_length,
-                        secs.count() < 60 ? fmt::format("{}s", secs.count()) : util::format_duration(secs));
+    text += fmt::format("; position {} of {}; waited {}", a.position, a.queue_length, waited_text);
+  } else {
+    text += fmt::format("; waited {}", waited_text);
   }
-  log::raw(fmt::format("\r\x1b[Krlock: {}", util::printable(text)));
-  m_shown = true;
+  // Every byte of the holder came from Redis: printable() escapes what could steer a terminal.
+  if (m_mode == Progress::line) {
+    log::raw(fmt::format("\r\x1b[Krlock: {}", util::printable(text)));
+    m_shown = true;
+    return;
+  }
+  auto now = util::BootClock::now();
+  std::string holder = fmt::format("{}\n{}\n{}\n{}", a.lingering, a.holder.host, a.holder.pid, a.holder.command);
+  if (m_printed_at && now < *m_printed_at + k_progress_every && holder == m_holder && a.position == m_position) return;
+  log::raw(fmt::format("rlock: {}\n", util::printable(text)));
+  m_printed_at = now;
+  m_holder = std::move(holder);
+  m_position = a.position;
 }
 
 std::string read_token(const TokenSource& source) {

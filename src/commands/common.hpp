@@ -5,8 +5,10 @@
 #include "lock/lease.hpp"
 #include "lock/name.hpp"
 #include "lock/take.hpp"
+#include "util/clock.hpp"
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,9 +32,23 @@ lock::Contender make_contender(const TakeOptions& options, const lock::Holder& h
 // How long to wait, from options.
 lock::WaitLimits wait_limits(const TakeOptions& options);
 
+// How a long wait (or a lock kept by leftovers) is shown without -v: where people look, on a
+// terminal or in a CI's log, and nowhere else (cron mail). Neither with -q nor with -v (whose
+// timestamped lines say it all).
+enum class Progress {
+  none,
+  line,   // stderr is a terminal: one line, rewritten in place
+  lines,  // a CI (CI, GITHUB_ACTIONS, GITLAB_CI, BUILDKITE, JENKINS_URL) or a dumb terminal: new lines
+};
+Progress progress_mode();
+// A wait shorter than this shows nothing; so does a command's leftover tree that ends sooner.
+inline constexpr util::Millis k_progress_after{2'000};
+// In Progress::lines, a new line this often, and at once when the holder or the position changes.
+inline constexpr util::Millis k_progress_every{30'000};
+
 // What a command shows while it waits (take_lock's progress hook): with -v, the first holder
-// and each change of queue position; on a terminal, one line rewritten in place (erased when
-// the object ends).
+// and each change of queue position; after k_progress_after, the progress_mode() line (erased
+// on a terminal when the object ends).
 class WaitDisplay {
 public:
   explicit WaitDisplay(const lock::LockName& name);
@@ -43,9 +59,13 @@ public:
 
 private:
   const lock::LockName& m_name;
-  bool m_line;  // a terminal's rewritten line
-  bool m_shown = false;
+  Progress m_mode;
+  bool m_shown = false;  // a terminal's line is on screen
   bool m_logged = false;
+  // Progress::lines: when the last line was printed, and the holder and position it named.
+  std::optional<util::BootClock::time_point> m_printed_at;
+  std::string m_holder;
+  int m_position = -1;
 };
 
 // Writes all of text to stdout; throws rlock::Error 71 naming the failure (a closed pipe, a full
@@ -56,6 +76,8 @@ void write_stdout(const std::string& text);
 std::string busy_message(const lock::LockName& name, const lock::Attempt& attempt);
 // The message for a request that a newer --supersede request replaced.
 std::string superseded_message(const lock::LockName& name, const lock::Attempt& attempt);
+// The message for a --once-per run whose tick (or a later one) another hold already ran.
+std::string tick_done_message(const lock::LockName& name, const lock::Attempt& attempt, int64_t tick);
 // "host pid N (command)" of a holder or contender.
 std::string who_text(const lock::Holder& holder);
 // The same, with what rlock did about it: "...; not waiting (-n)" or "...; gave up after 5s (--wait)".

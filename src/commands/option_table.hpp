@@ -22,7 +22,7 @@ struct Command {
   const char* name;
   const char* summary;
 };
-inline constexpr std::array<Command, 7> k_commands = {{
+inline constexpr std::array<Command, 9> k_commands = {{
     {"run", "take KEY, run a command while renewing it, release it"},
     {"acquire", "take KEY and keep it after rlock exits; print the token"},
     {"release", "give KEY back (token from --token-file or $RLOCK_TOKEN)"},
@@ -30,6 +30,8 @@ inline constexpr std::array<Command, 7> k_commands = {{
     {"status", "who holds KEY: host, pid, user, command, since, TTL, fence"},
     {"list", "the held locks under the prefix (SCAN)"},
     {"log", "who held, waited for, skipped or lost KEY, from every host"},
+    {"check", "a monitoring check of KEY (Nagios plugin convention: exit 0-3)"},
+    {"metrics", "the locks' state and outcomes as Prometheus metrics"},
 }};
 
 // The commands an option belongs to: one bit per command of k_commands, in their order, or
@@ -37,9 +39,9 @@ inline constexpr std::array<Command, 7> k_commands = {{
 using Commands = unsigned;
 namespace on {
 inline constexpr Commands run = 1U << 0U, acquire = 1U << 1U, release = 1U << 2U, extend = 1U << 3U, status = 1U << 4U,
-                          list = 1U << 5U, log = 1U << 6U;
+                          list = 1U << 5U, log = 1U << 6U, check = 1U << 7U, metrics = 1U << 8U;
 inline constexpr Commands take = run | acquire;  // how to take a lock
-inline constexpr Commands global = 1U << 7U;
+inline constexpr Commands global = 1U << 9U;
 }  // namespace on
 
 enum class Kind { flag, value };

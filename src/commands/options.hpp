@@ -1,6 +1,7 @@
 #pragma once
 
 #include "commands/option_table.hpp"
+#include "exit_code.hpp"
 #include "lock/backend.hpp"
 #include "lock/validity.hpp"
 #include "redis/connection.hpp"
@@ -37,7 +38,8 @@ struct TakeOptions {
   std::string key;
   util::Millis ttl = lock::k_default_ttl;
   std::optional<util::Millis> wait;  // nullopt: wait forever
-  int conflict_exit_code = 75;
+  int conflict_exit_code = exit_code::k_busy;
+  int superseded_exit_code = exit_code::k_superseded;
   int wait_replicas = 0;  // WAIT for this many replicas after acquiring
   util::Millis wait_timeout{1'000};
   bool strict = false;       // refuse a server that may evict locks, instead of warning
@@ -65,6 +67,10 @@ struct RunOptions {
   std::optional<util::Millis> max_hold;
   Leftovers leftovers = Leftovers::wait;
   bool preemptible = false;  // --preemptible: a --preempt request may stop this hold
+  int preempted_exit_code = exit_code::k_preempted;
+  bool cancel_in_progress = false;  // --cancel-in-progress: --supersede --preempt --preemptible
+  // --once-per: run once per tick of this period across hosts
+  std::optional<util::Millis> once_per;
 };
 
 struct AcquireOptions {
@@ -119,6 +125,33 @@ struct LogOptions {
   size_t count = 0;               // -n: the last N events (0: all that are kept)
   bool json = false;
   bool follow = false;  // --follow: stream new events until interrupted
+  std::string since;    // --since D|TIME: only events recorded since then (lock::parse_log_time)
+  std::string until;    // --until D|TIME: ... and until then
+};
+
+// A limit of rlock check, in the Nagios plugins' habit: over warn is a WARNING, over crit a
+// CRITICAL ("--max-held 1h,2h"; one value: CRITICAL only).
+template <class T>
+struct Threshold {
+  std::optional<T> warn;
+  std::optional<T> crit;
+  bool given() const { return warn || crit; }
+};
+
+struct CheckOptions {
+  ConnectOptions connect;
+  std::vector<std::string> keys;
+  Threshold<util::Millis> succeeded_within;  // since the last success
+  Threshold<util::Millis> max_held;          // the current hold's length
+  Threshold<long long> max_waiting;          // the queue's length
+  Threshold<long long> max_lost;             // holds lost since the last success
+  bool json = false;
+};
+
+struct MetricsOptions {
+  ConnectOptions connect;
+  std::vector<std::string> keys;  // empty: every lock under the prefix
+  std::string textfile;           // --textfile: written atomically instead of stdout
 };
 
 // The option table: every option of every command, one row each, in the order and words of
@@ -141,8 +174,11 @@ inline constexpr auto k_options = [] {
       {"-n,--no-wait,--nb,--nonblock", on::take,   flag,  "",    "",                       "",
        "fail at once if the lock is held (same as -w 0)", "", {}, {}, "", "--wait"},
       {"-E,--conflict-exit-code",     on::take,    value, "N",   "conflict-exit-code",     "RLOCK_CONFLICT_EXIT_CODE",
-       "exit code when the lock is busy (default {})", "", field<&TakeOptions::conflict_exit_code>(),
-       {.min = 0, .max = 255, .words = "an exit code"}},
+       "exit code when the lock is busy or the wait ran out (default {})", "",
+       field<&TakeOptions::conflict_exit_code>(), {.min = 0, .max = 255, .words = "an exit code"}},
+      {"--superseded-exit-code",      on::take,    value, "N",   "superseded-exit-code",   "RLOCK_SUPERSEDED_EXIT_CODE",
+       "exit code when a newer --supersede request replaced this one (default {})", "",
+       field<&TakeOptions::superseded_exit_code>(), {.min = 0, .max = 255, .words = "an exit code"}},
       {"-s,--shared",                 on::take,    flag,  "",    "",                       "",
        "a shared hold: many shared holders, or one exclusive", "", field<&TakeOptions::shared>()},
       {"-x,--exclusive",              on::take,    flag,  "",    "",                       "",
@@ -162,7 +198,7 @@ inline constexpr auto k_options = [] {
        "(once per cron tick)", "",
        field<&TakeOptions::min_hold>(), {.zero_ok = true}},
       {"--supersede",                 on::take,    flag,  "",    "supersede",              "RLOCK_SUPERSEDE",
-       "newest wins: replace the older waiters that also gave --supersede (they exit 75)", "",
+       "newest wins: replace the older waiters that also gave --supersede (they exit 79)", "",
        field<&TakeOptions::supersede>()},
       {"--preempt",                   on::take,    flag,  "",    "preempt",                "RLOCK_PREEMPT",
        "stop a --preemptible holder and be served next; other holders are waited for", "",
@@ -185,8 +221,17 @@ inline constexpr auto k_options = [] {
       {"--max-hold",                  on::run,     value, "D",   "max-hold",               "RLOCK_MAX_HOLD",
        "stop the child as if lost after D", "", field<&RunOptions::max_hold>()},
       {"--preemptible",               on::run,     flag,  "",    "preemptible",            "RLOCK_PREEMPTIBLE",
-       "a --preempt request may stop the command (--signal, then SIGKILL); rlock then exits 75", "",
+       "a --preempt request may stop the command (--signal, then SIGKILL); rlock then exits 80", "",
        field<&RunOptions::preemptible>()},
+      {"--preempted-exit-code",       on::run,     value, "N",   "preempted-exit-code",    "RLOCK_PREEMPTED_EXIT_CODE",
+       "exit code when a --preempt request stopped the command (default {})", "",
+       field<&RunOptions::preempted_exit_code>(), {.min = 0, .max = 255, .words = "an exit code"}},
+      {"--cancel-in-progress",        on::run,     flag,  "",    "cancel-in-progress",     "RLOCK_CANCEL_IN_PROGRESS",
+       "newest wins, as CI's cancel-in-progress: --supersede --preempt --preemptible", "",
+       field<&RunOptions::cancel_in_progress>()},
+      {"--once-per",                  on::run,     value, "D",   "once-per",               "RLOCK_ONCE_PER",
+       "run once per tick of D across hosts (a tick: this host's time rounded to the nearest multiple of D); the "
+       "other runs of that tick exit 75, naming the host that ran it", "", field<&RunOptions::once_per>()},
       {"--leftovers",                 on::run,     value, "WHAT","leftovers",              "RLOCK_LEFTOVERS",
        "processes the command leaves running when it exits: wait (keep the lock until they end) or kill (end them); "
        "default {}", "wait"},
@@ -229,6 +274,25 @@ inline constexpr auto k_options = [] {
        "print one JSON object a line", "", field<&LogOptions::json>()},
       {"-f,--follow",                 on::log,     flag,  "",    "",                       "",
        "print new events as they come, until interrupted", "", field<&LogOptions::follow>()},
+      {"--since",                     on::log,     value, "D",   "",                       "",
+       "only events since D ago, or since TIME (RFC 3339: 2026-11-27T08:00:00Z)", "", field<&LogOptions::since>()},
+      {"--until",                     on::log,     value, "D",   "",                       "",
+       "only events until D ago, or until TIME", "", field<&LogOptions::until>(), {}, "", "--follow"},
+      // check, metrics. A limit is read by name (cli/convert.cpp): one value, or WARN,CRIT.
+      {"--succeeded-within",          on::check,   value, "D",   "",                       "",
+       "CRITICAL when the last success is older than D (D,D: WARNING over the first, CRITICAL over the second)",
+       ""},
+      {"--max-held",                  on::check,   value, "D",   "",                       "",
+       "CRITICAL when the lock has been held longer than D (D,D: WARNING, CRITICAL)", ""},
+      {"--max-waiting",               on::check,   value, "N",   "",                       "",
+       "CRITICAL when more than N wait for the lock (N,N: WARNING, CRITICAL)", ""},
+      {"--max-lost",                  on::check,   value, "N",   "",                       "",
+       "CRITICAL when more than N holds were lost since the last success (N,N: WARNING, CRITICAL)", ""},
+      {"--json",                      on::check,   flag,  "",    "",                       "",
+       "print the state and the data of each KEY as JSON (same exit status)", "", field<&CheckOptions::json>()},
+      {"--textfile",                  on::metrics, value, "F",   "",                       "",
+       "write the metrics to F atomically (node_exporter's textfile collector) instead of stdout", "",
+       field<&MetricsOptions::textfile>()},
       // Every command, before or after its name. -h and -V are CLI11's own.
       {"-h,--help",                   on::global,  flag,  "",    "",                       "",
        "Print this help message and exit", "", {}, {}, "", "", false, false, Builtin::help},

@@ -15,6 +15,7 @@
 #include "proc/guard.hpp"
 #include "proc/signals.hpp"
 #include "util/clock.hpp"
+#include "util/text.hpp"
 
 #include <poll.h>
 #include <termios.h>
@@ -23,6 +24,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <chrono>
 #include <functional>
 #include <cerrno>
 #include <cstdlib>
@@ -51,6 +53,12 @@ bool is_job_control_stop(int sig) { return sig == SIGTSTP || sig == SIGTTIN || s
 // so the tree is killed in time even if this loop is stuck or rlock is stopped or killed.
 class Supervisor {
 public:
+  // Where a run is. The lock is taken (taking), the command started under it (starting), run
+  // with its lease renewed (running); its tree is stopped, either with the lease still renewed
+  // (stopping: preempted, --leftovers kill) or with the lock lost or given up and no renewal any
+  // more (abandoning); then, once the tree is gone, the lock is given back (releasing).
+  enum class Phase { taking, starting, running, stopping, abandoning, releasing };
+
   Supervisor(const RunOptions& options, std::string path)
       : m_options(options),
         m_path(std::move(path)),
@@ -62,7 +70,7 @@ public:
     // BLPOP of up to a heartbeat); once the command runs, calls go on and signals are forwarded.
     m_backend->set_interrupt(m_signals.fd(), [this] {
       drain_signals();
-      return m_interrupted.has_value() && !m_started;
+      return m_interrupted.has_value() && !command_started();
     });
   }
 
@@ -91,6 +99,7 @@ private:
   void begin_stop(const std::string& why, bool lost);
   void on_preempted(const lock::Holder& by);
   void on_guard_silent();
+  void report_leftovers();
   void follow_job_stop(int sig);
   void give_terminal_back();
   int finish();
@@ -98,14 +107,24 @@ private:
   void release_quietly();
   std::string held_for() const;
 
+  bool command_started() const { return m_phase >= Phase::running; }
+  // The lease is renewed while the command runs, and while a stop that keeps the lock goes on.
+  bool renewing() const { return m_phase == Phase::running || m_phase == Phase::stopping; }
+  // The lock is lost or given up: its tree is stopped without renewing it, and rlock exits with
+  // --lost-exit-code.
+  void abandon() {
+    m_phase = Phase::abandoning;
+    m_lost = true;
+  }
+
   const RunOptions& m_options;
   std::string m_path;  // the command's executable, resolved once
   proc::SignalSet m_signals;
   std::unique_ptr<lock::Backend> m_backend;
   lock::LockName m_name;
   lock::Contender m_contender;
-  std::string m_token;     // m_contender.token
-  bool m_started = false;  // the command was started
+  std::string m_token;  // m_contender.token
+  Phase m_phase = Phase::taking;
 
   std::optional<int> m_interrupted;  // a signal that made rlock give up waiting
   std::optional<proc::Guard> m_guard;
@@ -115,8 +134,6 @@ private:
 
   std::optional<lock::Schedule> m_schedule;
   std::optional<Clock::time_point> m_max_hold_at;
-  bool m_renewing = false;
-  bool m_stopping = false;
   bool m_lost = false;  // ownership lost or abandoned: exit with --lost-exit-code
   bool m_guard_lost = false;
   int64_t m_fence = 0;          // this hold's fencing token (a quorum sets a restarted master again with it)
@@ -125,6 +142,8 @@ private:
   Clock::time_point m_command_at{};            // when the command was started: --min-hold counts from there
   std::optional<lock::PreemptWatch> m_watch;   // --preemptible
   std::optional<lock::Holder> m_preempted_by;  // a --preempt request stopped the command
+  // When to say which leftovers of the command keep the lock (--leftovers wait), if they still do.
+  std::optional<Clock::time_point> m_leftovers_at;
 };
 
 // --- waiting ---------------------------------------------------------------------------------
@@ -184,8 +203,13 @@ int Supervisor::run() {
   lock::Holder holder = this_holder(m_options.display_command);
   m_contender = make_contender(m_options.take, holder);
   m_contender.preemptible = m_options.preemptible;
+  // The tick is this host's: when its cron or timer fired, rounded to the nearest one.
+  if (m_options.once_per) {
+    auto now = std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch());
+    m_contender.tick = lock::nearest_tick(now.count(), *m_options.once_per);
+  }
   m_token = m_contender.token;
-  m_backend->check_eviction_before(m_options.take.strict);
+  m_backend->check_eviction_before(m_name, m_options.take.strict);
   // The guard starts now, while the lock is being taken (its start overlaps the round trip),
   // unless the lock may be re-entered, where the command runs in rlock's place instead. A tree
   // that could not be followed is refused before the lock is taken.
@@ -206,6 +230,12 @@ int Supervisor::run() {
     std::string why = superseded_message(m_name, attempt);
     log::info(why);
     log::event(log::Severity::notice, "superseded: {}; skipped: {}", why, m_options.display_command);
+    return m_options.take.superseded_exit_code;
+  }
+  if (attempt.outcome == lock::Attempt::Outcome::done) {
+    std::string done = tick_done_message(m_name, attempt, m_contender.tick.value_or(0));
+    log::info(done);
+    log::event(log::Severity::notice, "busy: {}: {}", done, m_options.display_command);
     return m_options.take.conflict_exit_code;
   }
   if (attempt.outcome == lock::Attempt::Outcome::busy) {
@@ -215,6 +245,7 @@ int Supervisor::run() {
     log::event(log::Severity::notice, "busy: {}; skipped: {}", busy, m_options.display_command);
     return m_options.take.conflict_exit_code;
   }
+  m_phase = Phase::starting;
   if (log::verbose_enabled()) log::verbose_line(acquired_text(m_name, attempt, m_options.take.ttl));
   m_backend->check_eviction_after(m_options.take.strict);
   // A slow answer (or --wait-replicas) may have used up the lease: never start a child that
@@ -268,9 +299,8 @@ bool Supervisor::start_child(const lock::Attempt& attempt, std::vector<lock::Hol
     release_quietly();
     throw;
   }
-  m_started = true;
+  m_phase = Phase::running;
   m_terminal = m_guard->took_terminal();
-  m_renewing = true;
   if (m_options.max_hold) m_max_hold_at = attempt.sent_at + *m_options.max_hold;
   if (m_options.preemptible)
     m_watch = lock::PreemptWatch::open(*m_backend, m_name, m_contender.id(), m_options.take.ttl);
@@ -297,9 +327,7 @@ int Supervisor::lost_before_start() {
 void Supervisor::lost_during_start() {
   // The deadline passed while the guard had not yet said whether the command started (rlock or
   // the guard was held up): rlock killed the tree itself. Said once; the stop is under way.
-  m_lost = true;
-  m_renewing = false;
-  m_stopping = true;
+  abandon();
   log::error(
       fmt::format("lost the lock {}: its deadline passed while the command was being started (rlock or its "
                   "guard was held up); rlock killed whatever of it had started",
@@ -313,15 +341,16 @@ std::optional<Clock::time_point> Supervisor::next_wake() const {
   auto consider = [&wake](Clock::time_point t) {
     if (!wake || t < *wake) wake = t;
   };
-  if (m_renewing) {
+  if (renewing()) {
     consider(m_schedule->next_renewal());
     consider(m_schedule->stop_at());
   }
-  if (m_max_hold_at && !m_stopping) consider(*m_max_hold_at);
-  if (m_watch && !m_stopping) consider(m_watch->wake());
+  if (m_max_hold_at && m_phase == Phase::running) consider(*m_max_hold_at);
+  if (m_watch && m_phase == Phase::running) consider(m_watch->wake());
   if (m_guard) {
     if (auto check = m_guard->check_at()) consider(*check);
   }
+  if (m_leftovers_at) consider(*m_leftovers_at);
   return wake;
 }
 
@@ -330,7 +359,7 @@ void Supervisor::supervise() {
     pollfd fds[4] = {{m_signals.fd(), POLLIN, 0},
                      {m_guard->fd(), POLLIN, 0},
                      {log::pending_fd(), POLLOUT, 0},
-                     m_watch && !m_stopping ? m_watch->pending() : pollfd{-1, 0, 0}};
+                     m_watch && m_phase == Phase::running ? m_watch->pending() : pollfd{-1, 0, 0}};
     int n = util::poll_until(fds, 4, next_wake());
     if (n < 0) throw Error(exit_code::k_system, fmt::format("poll: {}", std::strerror(errno)));
     if (fds[2].revents) log::drain();
@@ -342,14 +371,15 @@ void Supervisor::supervise() {
     // starved. rlock continues it and kills the tree itself.
     if (m_guard->enforce()) on_guard_silent();
     // Woken by a --preempt request: the renewal says who asked.
-    if (m_watch && !m_stopping && m_watch->step() && m_renewing) renew();
+    if (m_watch && m_phase == Phase::running && m_watch->step()) renew();
     auto now = Clock::now();
-    if (m_renewing && now >= m_schedule->stop_at()) {
+    if (renewing() && now >= m_schedule->stop_at()) {
       begin_stop("renewals kept failing; stopping the command before the lease can expire", true);
-    } else if (m_renewing && now >= m_schedule->next_renewal()) {
+    } else if (renewing() && now >= m_schedule->next_renewal()) {
       renew();
     }
-    if (m_max_hold_at && !m_stopping && Clock::now() >= *m_max_hold_at) {
+    if (m_leftovers_at && Clock::now() >= *m_leftovers_at) report_leftovers();
+    if (m_max_hold_at && m_phase == Phase::running && Clock::now() >= *m_max_hold_at) {
       begin_stop(fmt::format("held for --max-hold {}", util::format_duration(*m_options.max_hold)), false);
     }
   }
@@ -396,10 +426,13 @@ void Supervisor::on_guard_event(const proc::GuardEvent& event) {
       m_child_status = event.value;
       give_terminal_back();
       log::verbose("the command exited ({})", proc::exit_code_of(event.value));
-      if (m_options.leftovers == Leftovers::kill && !m_stopping) {
+      if (m_options.leftovers == Leftovers::kill && m_phase == Phase::running) {
         log::verbose("ending the processes it left running (--leftovers kill)");
-        m_stopping = true;
+        m_phase = Phase::stopping;
         m_guard->stop(m_options.stop_signal, std::min(Clock::now() + m_options.kill_after, m_schedule->kill_at()));
+      } else if (m_options.leftovers == Leftovers::wait &&
+                 (progress_mode() != Progress::none || log::verbose_enabled())) {
+        m_leftovers_at = Clock::now() + k_progress_after;
       }
       break;
     case Kind::child_stopped: follow_job_stop(event.value); break;
@@ -407,9 +440,7 @@ void Supervisor::on_guard_event(const proc::GuardEvent& event) {
     case Kind::deadline_kill:
       // The loop did not stop the tree in time (it was blocked or stopped): the guard did.
       if (m_guard->killed_during_start()) break;  // said already: rlock killed it first
-      m_lost = true;
-      m_renewing = false;
-      m_stopping = true;
+      abandon();
       log::error(
           fmt::format("lost the lock {}: its lease ran out before rlock could renew it; the command's "
                       "processes were killed",
@@ -454,9 +485,7 @@ void Supervisor::renew() {
 }
 
 void Supervisor::begin_stop(const std::string& why, bool lost) {
-  m_renewing = false;
-  m_stopping = true;
-  m_lost = true;
+  abandon();
   auto now = Clock::now();
   auto kill_at = std::min(now + m_options.kill_after, m_schedule->kill_at());
   log::error(fmt::format("{} the lock {}: {}", lost ? "lost" : "giving up", m_name.key, why));
@@ -468,12 +497,10 @@ void Supervisor::begin_stop(const std::string& why, bool lost) {
 }
 
 void Supervisor::on_guard_silent() {
-  if (!m_stopping) {
+  if (m_phase == Phase::running) {
     // The lease's deadline passed with the command running: whatever the guard did, the lock is
     // not known to be ours any more.
-    m_lost = true;
-    m_renewing = false;
-    m_stopping = true;
+    abandon();
     log::error(
         fmt::format("lost the lock {}: its lease ran out before rlock could renew it, and the guard did not "
                     "stop the command in time (it was stopped or starved): rlock killed the command's "
@@ -486,11 +513,32 @@ void Supervisor::on_guard_silent() {
       "command's processes itself");
 }
 
+void Supervisor::report_leftovers() {
+  // Said once, where people look: a step that seems to hang after its command ended says why.
+  m_leftovers_at.reset();
+  if (m_guard->done() || m_phase != Phase::running) return;
+  constexpr size_t k_named = 5;
+  size_t total = 0;
+  std::vector<proc::Process> left = proc::descendants(m_guard->pid(), k_named, total);
+  if (total == 0) return;
+  std::string names;
+  for (const proc::Process& p : left) {
+    names += fmt::format("{}pid {} ({})", names.empty() ? "" : ", ", p.pid, util::printable(p.command));
+  }
+  if (total > left.size()) names += fmt::format(" and {} more", total - left.size());
+  log::info(
+      fmt::format("{}: the command exited ({}), but {} it left running {} the lock: {}; waiting for {} "
+                  "(--leftovers kill ends them)",
+                  m_name.key, proc::exit_code_of(m_child_status.value_or(0)),
+                  total == 1 ? "a process" : fmt::format("{} processes", total), total == 1 ? "keeps" : "keep", names,
+                  total == 1 ? "it" : "them"));
+}
+
 void Supervisor::on_preempted(const lock::Holder& by) {
-  if (m_stopping) return;
+  if (m_phase != Phase::running) return;
   // The lock stays ours, renewed, until the tree is gone; then the preemptor is served next (or,
   // if it left meanwhile, the next waiter: the stop, once begun, goes on).
-  m_stopping = true;
+  m_phase = Phase::stopping;
   m_preempted_by = by;
   auto now = Clock::now();
   auto kill_at = std::min(now + m_options.kill_after, m_schedule->kill_at());
@@ -524,8 +572,8 @@ void Supervisor::follow_job_stop(int sig) {
   for (const proc::GuardEvent& e : m_guard->take_events()) on_guard_event(e);
   if (m_guard->done() || m_child_status) return;
   // The lease must be known good before the command runs again.
-  if (m_renewing) renew();
-  if (!m_renewing || m_stopping) return;  // lost meanwhile: the stop sequence runs on the stopped tree
+  if (renewing()) renew();
+  if (m_phase != Phase::running) return;  // lost meanwhile: the stop sequence runs on the stopped tree
   bool foreground = ::isatty(STDIN_FILENO) && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
   if (foreground) m_terminal = ::tcsetpgrp(STDIN_FILENO, m_guard->child()) == 0;
   ::kill(-m_guard->child(), SIGCONT);
@@ -538,6 +586,7 @@ void Supervisor::give_terminal_back() {
 }
 
 int Supervisor::finish() {
+  m_phase = Phase::releasing;
   // The watch's BLPOP on our own mailbox ends first: the release pushes that mailbox to wake the
   // next waiter (a --preempt request watches it), and a BLPOP of ours would take the wake-up.
   m_watch.reset();
@@ -601,7 +650,7 @@ int Supervisor::finish() {
     log::info(fmt::format("{}: the command was stopped for {} (--preempt)", m_name.key, who_text(*m_preempted_by)));
     log::event(log::Severity::notice, "preempted {} after holding it {}: {} asked for it (--preempt)", m_name.key,
                held_for(), who_text(*m_preempted_by));
-    return m_options.take.conflict_exit_code;
+    return m_options.preempted_exit_code;
   }
   if (log::syslog_events_enabled()) {
     log::event(log::Severity::info, "released {} after holding it {}; the command exited with {}", m_name.key,

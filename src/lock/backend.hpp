@@ -5,6 +5,7 @@
 #include "lock/lease.hpp"
 #include "lock/name.hpp"
 #include "lock/released.hpp"
+#include "lock/summary.hpp"
 #include "lock/timing.hpp"
 #include "redis/client.hpp"
 #include "redis/connection.hpp"
@@ -83,14 +84,25 @@ public:
   virtual std::vector<std::string> scan_keys(const std::string& prefix, const std::string& pattern) = 0;
   // The KEYs under prefix that have a history.
   virtual std::vector<std::string> scan_logs(const std::string& prefix, const std::string& pattern) = 0;
-  // The last `count` events of the lock's history, oldest first; after `after` (a stream id) when
-  // given, the first `count` after it.
-  virtual std::vector<Event> read_log(const LockName& name, size_t count, const std::string& after) = 0;
+  // The last `range.count` events of the lock's history (between its since and until), oldest
+  // first; after `range.after` (a stream id) when given, the first `count` after it.
+  virtual std::vector<Event> read_log(const LockName& name, const LogRange& range) = 0;
+  std::vector<Event> read_log(const LockName& name, size_t count, const std::string& after) {
+    LogRange range;
+    range.count = count;
+    range.after = after;
+    return read_log(name, range);
+  }
+  // The KEYs under prefix that have a summary (PREFIX{KEY}:sum).
+  virtual std::vector<std::string> scan_summaries(const std::string& prefix, const std::string& pattern) = 0;
+  // The lock's summary (a quorum: every master's, merged; see merge_summaries).
+  virtual Summary read_summary(const LockName& name) = 0;
   virtual void confirm_replicas(const LockName& name, int n, util::Millis timeout) = 0;
 
-  // Before the first command: asks for the server's INFO with the greeting (strict: at once, and
-  // refuses a server that can evict locks); after: warns about such a server.
-  virtual void check_eviction_before(bool strict) = 0;
+  // Before the first command: asks for what the server's eviction policy is with the greeting
+  // (strict: at once, with INFO, and refuses a server that can evict locks); after: warns about
+  // such a server.
+  virtual void check_eviction_before(const LockName& name, bool strict) = 0;
   virtual void check_eviction_after(bool strict) = 0;
 
 protected:

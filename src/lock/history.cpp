@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <ctime>
 #include <map>
+#include <string_view>
 
 namespace rlock::lock {
 
@@ -27,15 +28,168 @@ std::string text_or_null(const std::string& text) { return text.empty() ? "null"
 
 }  // namespace
 
-redis::Command log_range(const LockName& name, size_t count, const std::string& after) {
-  if (after.empty()) return {"XREVRANGE", name.log_key(), "+", "-", "COUNT", std::to_string(count)};
+redis::Command log_range(const LockName& name, const LogRange& range) {
+  std::string count = std::to_string(range.count);
+  if (range.after.empty()) {
+    // Stream ids are the server's ms: "T" is T-0 as a start and T-(max) as an end.
+    std::string end = range.until_ms ? std::to_string(std::max<int64_t>(0, *range.until_ms)) : "+";
+    std::string start = range.since_ms ? std::to_string(std::max<int64_t>(0, *range.since_ms)) : "-";
+    return {"XREVRANGE", name.log_key(), end, start, "COUNT", count};
+  }
   // The id right after `after` (an exclusive start needs Redis 6.2; this works on 5).
   std::string start = "0-1";
+  const std::string& after = range.after;
   size_t dash = after.find('-');
   std::optional<int64_t> ms = number(after.substr(0, dash));
   std::optional<int64_t> seq = dash == std::string::npos ? std::optional<int64_t>(0) : number(after.substr(dash + 1));
   if (ms && seq) start = fmt::format("{}-{}", *ms, *seq + 1);
-  return {"XRANGE", name.log_key(), start, "+", "COUNT", std::to_string(count)};
+  return {"XRANGE", name.log_key(), start, "+", "COUNT", count};
+}
+
+redis::Command follow_command(const std::vector<std::pair<LockName, std::string>>& names,
+                              std::optional<int64_t> block_ms) {
+  redis::Command argv = {"XREAD", "COUNT", "1000"};
+  if (block_ms) {
+    argv.emplace_back("BLOCK");
+    argv.push_back(std::to_string(*block_ms));
+  }
+  argv.emplace_back("STREAMS");
+  for (const auto& [name, after] : names) argv.push_back(name.log_key());
+  for (const auto& [name, after] : names) argv.push_back(after.empty() ? "0-0" : after);
+  return argv;
+}
+
+std::vector<Event> parse_follow(const redis::Reply& reply, const std::vector<std::pair<LockName, std::string>>& names,
+                                std::map<std::string, std::string>& last) {
+  std::map<std::string, std::string> keys;  // history key -> KEY
+  for (const auto& [name, after] : names) keys.emplace(name.log_key(), name.key);
+  std::vector<Event> events;
+  for (const redis::Reply& stream : reply.elements) {
+    if (stream.elements.size() != 2) continue;
+    auto it = keys.find(stream.elements[0].str);
+    if (it == keys.end()) continue;
+    std::vector<Event> mine = parse_events(stream.elements[1], it->second);
+    if (mine.empty()) continue;
+    last[it->second] = mine.back().stream_id;
+    events.insert(events.end(), mine.begin(), mine.end());
+  }
+  return events;
+}
+
+int hash_slot(const std::string& redis_key) {
+  std::string_view key = redis_key;
+  size_t open = key.find('{');
+  if (open != std::string_view::npos) {
+    size_t close = key.find('}', open + 1);
+    if (close != std::string_view::npos && close > open + 1) key = key.substr(open + 1, close - open - 1);
+  }
+  uint16_t crc = 0;
+  for (char ch : key) {
+    auto c = static_cast<unsigned char>(ch);
+    crc = static_cast<uint16_t>(crc ^ (c << 8));
+    for (int bit = 0; bit < 8; ++bit) {
+      crc = (crc & 0x8000) != 0 ? static_cast<uint16_t>((crc << 1) ^ 0x1021) : static_cast<uint16_t>(crc << 1);
+    }
+  }
+  return crc & 16383;
+}
+
+namespace {
+
+// Reads `digits` decimal digits at text[pos], moving pos on.
+std::optional<int> digits_at(const std::string& text, size_t& pos, size_t digits) {
+  if (pos + digits > text.size()) return std::nullopt;
+  int v = 0;
+  for (size_t i = 0; i < digits; ++i) {
+    char c = text[pos + i];
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + (c - '0');
+  }
+  pos += digits;
+  return v;
+}
+
+bool take(const std::string& text, size_t& pos, char c) {
+  if (pos < text.size() && text[pos] == c) {
+    ++pos;
+    return true;
+  }
+  return false;
+}
+
+// The clock part after the date: hh:mm[:ss[.fff...]] into t and ms; false when malformed.
+bool parse_clock(const std::string& text, size_t& pos, tm& t, int64_t& ms) {
+  std::optional<int> hh = digits_at(text, pos, 2);
+  if (!hh || !take(text, pos, ':')) return false;
+  std::optional<int> mm = digits_at(text, pos, 2);
+  if (!mm || *hh > 23 || *mm > 59) return false;
+  t.tm_hour = *hh;
+  t.tm_min = *mm;
+  if (!take(text, pos, ':')) return true;
+  std::optional<int> ss = digits_at(text, pos, 2);
+  if (!ss || *ss > 60) return false;
+  t.tm_sec = *ss;
+  if (!take(text, pos, '.') && !take(text, pos, ',')) return true;
+  int64_t scale = 100;
+  size_t first = pos;
+  while (pos < text.size() && text[pos] >= '0' && text[pos] <= '9') {
+    ms += (text[pos] - '0') * scale;
+    scale /= 10;
+    ++pos;
+  }
+  return pos > first;
+}
+
+// The zone at the end: Z, +hh:mm, +hhmm or +hh (or -), in seconds east of UTC.
+std::optional<int64_t> parse_offset(const std::string& text, size_t& pos) {
+  if (take(text, pos, 'Z') || take(text, pos, 'z')) return 0;
+  int sign = take(text, pos, '+') ? 1 : take(text, pos, '-') ? -1 : 0;
+  if (sign == 0) return std::nullopt;
+  std::optional<int> hh = digits_at(text, pos, 2);
+  if (!hh || *hh > 23) return std::nullopt;
+  int mm = 0;
+  if (pos < text.size()) {
+    take(text, pos, ':');
+    std::optional<int> m = digits_at(text, pos, 2);
+    if (!m || *m > 59) return std::nullopt;
+    mm = *m;
+  }
+  return sign * (int64_t{*hh} * 3600 + int64_t{mm} * 60);
+}
+
+}  // namespace
+
+std::optional<int64_t> parse_log_time(const std::string& text, int64_t now_ms) {
+  if (std::optional<util::Millis> ago = util::parse_duration(text)) return now_ms - ago->count();
+  tm t{};
+  size_t pos = 0;
+  std::optional<int> year = digits_at(text, pos, 4);
+  if (!year || !take(text, pos, '-')) return std::nullopt;
+  std::optional<int> month = digits_at(text, pos, 2);
+  if (!month || !take(text, pos, '-')) return std::nullopt;
+  std::optional<int> day = digits_at(text, pos, 2);
+  if (!day || *month < 1 || *month > 12 || *day < 1 || *day > 31) return std::nullopt;
+  t.tm_year = *year - 1900;
+  t.tm_mon = *month - 1;
+  t.tm_mday = *day;
+  int64_t ms = 0;
+  if (take(text, pos, 'T') || take(text, pos, 't') || take(text, pos, ' ')) {
+    if (!parse_clock(text, pos, t, ms)) return std::nullopt;
+  }
+  std::optional<int64_t> offset;
+  if (pos < text.size()) {
+    offset = parse_offset(text, pos);
+    if (!offset || pos != text.size()) return std::nullopt;
+  }
+  time_t secs = 0;
+  if (offset) {
+    secs = timegm(&t) - *offset;
+  } else {
+    t.tm_isdst = -1;  // local time, as ISO 8601 reads a time without a zone
+    secs = mktime(&t);
+  }
+  if (secs == static_cast<time_t>(-1)) return std::nullopt;
+  return int64_t{secs} * 1000 + ms;
 }
 
 std::vector<Event> parse_events(const redis::Reply& reply, const std::string& key) {
@@ -73,6 +227,16 @@ std::vector<Event> parse_events(const redis::Reply& reply, const std::string& ke
         e.by = value;
       else if (name == field::id)
         e.contender = value;
+      else if (name == field::tick)
+        e.tick = number(value);
+      else if (name == field::holder_host)
+        e.held_by.host = value;
+      else if (name == field::holder_pid)
+        e.held_by.pid = value;
+      else if (name == field::holder_cmd)
+        e.held_by.command = value;
+      else if (name == field::lingering)
+        e.lingering = value == "1";
       else if (name == field::time)
         e.time_ms = number(value).value_or(e.time_ms);  // recorded late: when it happened
     }
@@ -115,11 +279,17 @@ std::string format_event(const Event& e, bool with_key) {
   if (e.waited_ms) line += " waited " + util::format_duration(util::Millis(*e.waited_ms));
   if (e.held_ms) line += " held " + util::format_duration(util::Millis(*e.held_ms));
   if (!e.exit_status.empty()) line += " exit " + util::printable(e.exit_status);
+  if (e.tick) line += " tick " + iso_time(*e.tick) + " done";
   if (!e.by.empty()) {
     Holder by = parse_who(e.by);
     line += by.pid.empty() ? " by " + util::printable(e.by)
                            : fmt::format(" by {} pid {} ({})", util::printable(by.host), util::printable(by.pid),
                                          util::printable(by.command));
+  }
+  if (!e.held_by.host.empty() || !e.held_by.pid.empty()) {
+    line += fmt::format(" held by {} pid {} ({}){}", util::printable(e.held_by.host.empty() ? "?" : e.held_by.host),
+                        util::printable(e.held_by.pid.empty() ? "?" : e.held_by.pid),
+                        util::printable(e.held_by.command), e.lingering ? ", only lingering (--min-hold)" : "");
   }
   if (!e.holder.command.empty()) line += ": " + util::printable(e.holder.command);
   return line;
@@ -136,12 +306,18 @@ std::string event_json(const Event& e) {
              : fmt::format("{{\"host\":{},\"pid\":{},\"user\":{},\"cmd\":{}}}", util::json_quote(h.host),
                            json_or_null(number(h.pid)), util::json_quote(h.user), util::json_quote(h.command));
   }
+  std::string held_by = "null";
+  if (!e.held_by.host.empty() || !e.held_by.pid.empty()) {
+    held_by = fmt::format("{{\"host\":{},\"pid\":{},\"cmd\":{},\"lingering\":{}}}", text_or_null(e.held_by.host),
+                          json_or_null(number(e.held_by.pid)), text_or_null(e.held_by.command), e.lingering);
+  }
   return fmt::format(
       "{{\"time\":{},\"time_ms\":{},\"key\":{},\"event\":{},\"host\":{},\"pid\":{},\"user\":{},\"cmd\":{},"
-      "\"fence\":{},\"waited_ms\":{},\"held_ms\":{},\"exit\":{},\"by\":{}}}",
+      "\"fence\":{},\"waited_ms\":{},\"held_ms\":{},\"exit\":{},\"by\":{},\"holder\":{},\"tick\":{}}}",
       util::json_quote(iso_time(e.time_ms)), e.time_ms, util::json_quote(e.key), util::json_quote(e.kind),
       text_or_null(e.holder.host), json_or_null(pid), text_or_null(e.holder.user), text_or_null(e.holder.command),
-      json_or_null(e.fence), json_or_null(e.waited_ms), json_or_null(e.held_ms), json_or_null(exit), by);
+      json_or_null(e.fence), json_or_null(e.waited_ms), json_or_null(e.held_ms), json_or_null(exit), by, held_by,
+      e.tick ? util::json_quote(iso_time(*e.tick)) : std::string("null"));
 }
 
 }  // namespace rlock::lock

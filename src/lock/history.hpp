@@ -6,6 +6,7 @@
 #include "redis/reply.hpp"
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,11 +28,50 @@ struct Event {
   std::string exit_status;  // the command's, when there was one
   std::string by;           // superseded, preempted: the newer request; a forced release: "release --force"
   std::string contender;    // the contender's public id (tells a quorum's copies of one event apart)
+  // busy: the --once-per tick already run (ms since the epoch), by the host `by`
+  std::optional<int64_t> tick;
+  Holder held_by;           // busy: who held the lock then (empty when nobody did: a queue)
+  bool lingering = false;   // busy: the holder had released, its --min-hold kept the lock taken
+};
+
+// Which events of a lock's history to read.
+struct LogRange {
+  size_t count = 100'000;
+  std::string after;                // a stream id: the first `count` after it, oldest first
+  std::optional<int64_t> since_ms;  // else the last `count` recorded at or after since_ms (server clock)
+  std::optional<int64_t> until_ms;  // ... and at or before until_ms
 };
 
 // The command that reads a lock's history: its last `count` events, newest first (XREVRANGE); or
 // with `after` (a stream id), the first `count` after it, oldest first (XRANGE).
-redis::Command log_range(const LockName& name, size_t count, const std::string& after);
+// With since_ms or until_ms, the last `count` recorded in that window (XREVRANGE over stream ids,
+// which are ms: the server filters).
+redis::Command log_range(const LockName& name, const LogRange& range);
+inline redis::Command log_range(const LockName& name, size_t count, const std::string& after) {
+  LogRange range;
+  range.count = count;
+  range.after = after;
+  return log_range(name, range);
+}
+
+// XREAD [BLOCK ms] STREAMS over the history keys of names, each after its id ("0-0": from the start).
+redis::Command follow_command(const std::vector<std::pair<LockName, std::string>>& names,
+                              std::optional<int64_t> block_ms);
+// The events of an XREAD reply (for the locks of names: the reply names their history keys), in
+// the reply's order; each stream's last id into last (by KEY).
+std::vector<Event> parse_follow(const redis::Reply& reply, const std::vector<std::pair<LockName, std::string>>& names,
+                                std::map<std::string, std::string>& last);
+
+// The Cluster hash slot of a Redis key: CRC16 (XMODEM) of its hash tag (or of the whole key
+// without one) mod 16384. One XREAD may name streams of one slot only (CROSSSLOT), whichever node
+// serves them.
+int hash_slot(const std::string& redis_key);
+
+// A time given to --since or --until: a duration ago (util::parse_duration, counted back from
+// now_ms) or an RFC 3339 / ISO 8601 time: YYYY-MM-DD, optionally followed by T (or a space) and
+// hh:mm[:ss[.fff]], and Z or an offset (+hh:mm, +hhmm, +hh); without Z or offset, local time.
+// In ms since the epoch; nullopt when it is neither.
+std::optional<int64_t> parse_log_time(const std::string& text, int64_t now_ms);
 
 // The events of an XRANGE or XREVRANGE reply for the lock KEY, in the reply's order.
 std::vector<Event> parse_events(const redis::Reply& reply, const std::string& key);
@@ -43,10 +83,11 @@ std::vector<Event> merge_copies(const std::vector<std::vector<Event>>& copies);
 // Sorts events of several locks by time, oldest first (stable for equal times).
 void sort_by_time(std::vector<Event>& events);
 
-// One line for people: time, key (with_key), event, host, pid, user, fence, waited, held, exit,
-// by, command. Quoted text goes through util::printable.
+// One line for people: time (UTC, with a Z), key (with_key), event, host, pid, user, fence, waited,
+// held, exit, by, who held it (busy), command. Quoted text goes through util::printable.
 std::string format_event(const Event& event, bool with_key);
-// One JSON object: time, key, event, host, pid, user, cmd, fence, waited_ms, held_ms, exit, by.
+// One JSON object: time, key, event, host, pid, user, cmd, fence, waited_ms, held_ms, exit, by,
+// holder (busy: host, pid, cmd, lingering; else null), tick.
 std::string event_json(const Event& event);
 
 }  // namespace rlock::lock

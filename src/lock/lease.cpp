@@ -128,11 +128,13 @@ std::vector<std::string> contender_args(const Contender& c, bool queue, bool red
   if (c.preempt) options += 'p';
   if (c.preemptible) options += 'e';
   if (redlock) options += 'r';
-  return {c.token,           std::to_string(c.ttl.count()),
-          c.holder.host,     c.holder.pid,
-          c.holder.user,     c.holder.command,
-          mode_code(c.mode), std::to_string(c.limit),
-          options,           std::to_string(c.min_hold.count())};
+  std::vector<std::string> args{c.token,           std::to_string(c.ttl.count()),
+                                c.holder.host,     c.holder.pid,
+                                c.holder.user,     c.holder.command,
+                                mode_code(c.mode), std::to_string(c.limit),
+                                options,           std::to_string(c.min_hold.count())};
+  args.push_back(c.tick ? std::to_string(*c.tick) : std::string());
+  return args;
 }
 
 ScriptReply read_script_reply(Reply reply, const LockName& name) {
@@ -180,6 +182,16 @@ Attempt read_attempt(const ScriptReply& r, const LockName& name, size_t enclosin
       a.outcome = Attempt::Outcome::superseded;
       a.superseded_by = parse_who(e[reply::leave::by].text());
       return a;
+    case reply::tick_done::code: {
+      using R = reply::tick_done;
+      if (e.size() < R::size) unexpected(name, "malformed answer to a lock script");
+      a.outcome = Attempt::Outcome::done;
+      a.tick = e[R::tick].number();
+      a.holder.host = e[R::host].text();
+      a.tick_at = e[R::at].number();
+      if (a.tick_at > 0 && e[R::now].number() >= a.tick_at) a.held_for = util::Millis(e[R::now].number() - a.tick_at);
+      return a;
+    }
     case reply::busy::code: {
       using R = reply::busy;
       if (e.size() < R::size) unexpected(name, "malformed answer to the acquire script");
@@ -247,9 +259,11 @@ Attempt try_acquire(Node& node, const LockName& name, const Timing& timing, cons
   // slow): the release and the leave, sent right behind it on the same connection, then run right
   // after it, instead of the lock (or a place in the queue) staying with a process that gave up.
   const std::string quiet = timing.quiet().script_config();
-  std::vector<redis::Command> undo = {
-      redis::eval_command(scripts::k_release, keys, {quiet, contender.token, "", "", "", "", "", ""}, true),
-      redis::eval_command(scripts::k_cancel, keys, {quiet, contender.token, ""}, true)};
+  // Moved in, not listed: an initializer list would copy each whole script once more.
+  std::vector<redis::Command> undo;
+  undo.reserve(2);
+  undo.push_back(redis::eval_command(scripts::k_release, keys, {quiet, contender.token, "", "", "", "", "", ""}, true));
+  undo.push_back(redis::eval_command(scripts::k_cancel, keys, {quiet, contender.token, ""}, true));
   // Dead waiters at the head are dropped a budget at a time: call again until there is an answer.
   for (int round = 0;; ++round) {
     auto sent_at = util::BootClock::now();

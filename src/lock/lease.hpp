@@ -45,10 +45,20 @@ struct Contender {
   bool supersede = false;    // --supersede: replaces older superseding waiters
   bool preempt = false;      // --preempt: asks a preemptible holder to stop, and is served next
   bool preemptible = false;  // --preemptible: a --preempt request may ask this hold to stop
+  // --once-per: the tick this run is for (ms since the epoch): taken only if no hold took this
+  // tick or a later one, and then recorded with the hold.
+  std::optional<int64_t> tick;
 
   // Names its place in the queue and its mailbox: the first 16 characters of the token.
   std::string id() const { return token.substr(0, 16); }
 };
+
+// --once-per: the tick of period that the time now_ms (ms since the epoch) belongs to, the nearest
+// multiple of period: a host whose clock or timer is off by less than period/2 finds the same one.
+inline int64_t nearest_tick(int64_t now_ms, util::Millis period) {
+  int64_t p = period.count();
+  return (now_ms + p / 2) / p * p;
+}
 
 // A new token: 64 bits of id, then 128 secret bits, from getrandom(2).
 std::string new_token();
@@ -58,7 +68,7 @@ inline std::string id_of(const std::string& token) { return token.substr(0, 16);
 
 // The answer to one attempt at taking a lock, or one step of waiting for it.
 struct Attempt {
-  enum class Outcome { acquired, reentered, busy, queued, superseded };
+  enum class Outcome { acquired, reentered, busy, queued, superseded, done };
 
   Outcome outcome = Outcome::busy;
   util::BootClock::time_point sent_at;   // when the request left: the lease counts from here
@@ -67,7 +77,7 @@ struct Attempt {
   size_t enclosing = 0;                  // reentered: the index of the enclosing token that owns it
   std::optional<util::Millis> ttl_left;  // busy, reentered, queued at the head: the holder's lease left
   Holder holder;                         // busy, queued: who holds it (as far as its info says)
-  std::optional<util::Millis> held_for;  // busy, queued: since when, by the server's clock
+  std::optional<util::Millis> held_for;  // busy, queued: since when, by the server's clock; done: how long ago
   bool lingering = false;                // busy, queued: the hold is --min-hold's, with no process behind it
   int position = 0;                      // queued: 1 for the head
   int queue_length = 0;                  // busy, queued
@@ -76,6 +86,8 @@ struct Attempt {
   std::vector<std::string> watch;        // queued: the ids whose mailboxes to wait on
   bool contended = false;                // busy, Redlock: nobody has a majority (leftovers, a split)
   Holder superseded_by;                  // superseded: the newer request
+  int64_t tick = 0;                      // done: the tick already run (--once-per), by holder.host,
+  int64_t tick_at = 0;                   // at this server time (ms since the epoch)
 };
 
 // Tries once to take the lock, atomically, recording holder info and the next fencing token;
@@ -183,7 +195,7 @@ struct ScriptReply {
 ScriptReply read_script_reply(redis::Reply reply, const LockName& name);
 
 // The contender's arguments of the acquire and wait scripts: token ttl host pid user cmd mode
-// limit options min_hold (see scripts/common.lua).
+// limit options min_hold tick (see scripts/common.lua).
 std::vector<std::string> contender_args(const Contender& c, bool queue, bool redlock = false);
 // Reads an acquire or wait script's reply into an attempt (enclosing_count: the enclosing tokens
 // sent, for a re-entry's index).

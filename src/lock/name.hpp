@@ -25,16 +25,22 @@ struct LockName {
   std::string fence_key() const { return key_of(Part::fence); }
   std::string info_key() const { return key_of(Part::info); }
   std::string log_key() const { return key_of(Part::log); }
+  // The server's eviction policy as rlock last read it, kept a minute (no lock script touches it):
+  // the eviction check reads it with the first command, and asks INFO only when it is missing.
+  std::string policy_key() const { return lock_key() + ":" + std::string(protocol::side::policy); }
+  std::string summary_key() const { return key_of(Part::summary); }
   // The mailbox of a contender (by its token's id), pushed when its hold or its place ends.
   std::string mailbox(std::string_view id) const {
     return lock_key() + ":" + std::string(protocol::k_mailbox) + ":" + std::string(id);
   }
 
-  // The keys of every lock script: the lock, its parts in Part's order, the caller's mailbox last.
+  // The keys of every lock script: the lock, its parts in k_parts' order, the caller's mailbox,
+  // then the parts of k_parts_after (the summary).
   std::vector<std::string> script_keys(std::string_view id) const {
     std::vector<std::string> keys{lock_key()};
     for (Part p : protocol::k_parts) keys.push_back(key_of(p));
     keys.push_back(mailbox(id));
+    for (Part p : protocol::k_parts_after) keys.push_back(key_of(p));
     return keys;
   }
 };

@@ -42,7 +42,6 @@ std::vector<NodeAnswer> ClientNodeSet::eval_all(const redis::Script& script, con
                                                 const std::vector<bool>& which) {
   const size_t n = m_members.size();
   std::vector<NodeAnswer> out(n);
-  auto command = [&](size_t i, bool full) { return redis::eval_command(script, keys, args[i], full); };
   // The connection of each member asked (a Sentinel member's master is looked up now, bounded
   // by the per-node timeout; a member that cannot say fails alone).
   std::vector<size_t> asked;
@@ -56,38 +55,50 @@ std::vector<NodeAnswer> ClientNodeSet::eval_all(const redis::Script& script, con
       out[i].error = e;
     }
   }
-  // EVALSHA everywhere at once; EVAL, again at once, where the script was not cached.
-  for (bool full : {false, true}) {
+  // FCALL (or EVALSHA) everywhere at once; then, again at once, FUNCTION LOAD and FCALL where the
+  // library was missing, EVALSHA where functions were refused, EVAL where the script was not cached.
+  std::vector<std::optional<redis::ScriptWay>> way(n);
+  for (size_t i : asked) way[i] = redis::first_way(script, m_members[i]->functions());
+  for (int round_number = 0; round_number < 4; ++round_number) {
     std::vector<redis::Connection*> round;
     std::vector<size_t> members;
     std::vector<std::vector<redis::Command>> commands;
     for (size_t k = 0; k < asked.size(); ++k) {
       size_t i = asked[k];
-      if (full && !(out[i].reply && out[i].reply->error_code() == "NOSCRIPT")) continue;
+      if (!way[i]) continue;
       round.push_back(connections[k]);
       members.push_back(i);
-      commands.push_back({command(i, full)});
+      commands.push_back(redis::script_commands(script, *way[i], keys, args[i]));
     }
     if (round.empty()) break;
     std::vector<redis::Outcome> outcomes = redis::exchange_all(round, commands, m_interrupt_fd, m_on_interrupt);
     for (size_t k = 0; k < round.size(); ++k) {
       size_t i = members[k];
       out[i] = {};
+      std::optional<redis::ScriptWay> next;
+      if (!outcomes[k].error) next = redis::next_way(*way[i], outcomes[k].replies);
+      if (next == redis::ScriptWay::evalsha) {
+        log::verbose("{}: running scripts by EVALSHA: {}", name(i), outcomes[k].replies.front().str);
+        m_members[i]->set_functions(false);
+      }
+      way[i] = next;
       if (outcomes[k].error) {
         out[i].error = outcomes[k].error;
         m_members[i]->forget_master();  // a Sentinel master may have moved
         continue;
       }
-      redis::Reply& r = outcomes[k].replies.front();
+      redis::Reply& r = outcomes[k].replies.back();
       std::string code = r.error_code();
       // A Cluster node: it says so in its greeting (INFO), or by redirecting a key it does not own.
       if (is_cluster_node(round[k]->greeting_reply()) || code == "MOVED" || code == "ASK" || code == "CLUSTERDOWN") {
         out[i].error = cluster_member_error(name(i));
+        way[i].reset();
         continue;
       }
       if (code == "READONLY") {
         out[i].error = Error(exit_code::k_unavailable, fmt::format("{}: the server is a read-only replica", name(i)));
         m_members[i]->forget_master();
+        way[i].reset();
         continue;
       }
       out[i].reply = std::move(r);

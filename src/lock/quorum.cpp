@@ -112,6 +112,8 @@ struct Quorum::Votes {
   std::map<std::string, size_t> holders;  // who holds it where we were refused: host, pid, command
   std::map<int64_t, size_t> reentered;    // re-entry: fence -> masters
   size_t reentered_index = 0;
+  size_t done = 0;  // --once-per: masters where the tick was run
+  Attempt tick;     // the first of them
 };
 
 Quorum::Acquisition Quorum::acquire(const LockName& name, const Contender& contender,
@@ -200,6 +202,9 @@ Quorum::Votes Quorum::count(const std::vector<NodeAnswer>& answers,
         }
         break;
       case reply::busy::code: refused(e, votes, out.attempt); break;
+      case reply::tick_done::code:
+        if (++votes.done == 1) votes.tick = read_attempt(*reply, name, 0);
+        break;
       default: break;
     }
   }
@@ -259,6 +264,8 @@ void Quorum::give_back(const LockName& name, const std::string& token, const Vot
   out.unavailable = votes.answered - votes.young < majority();
   for (const auto& [who, count] : votes.holders) out.majority_busy = out.majority_busy || count >= majority();
   out.attempt.queue_length = 0;
+  // The tick was run, as a majority says: given back everywhere else (its record there restored).
+  if (votes.done >= majority()) out.attempt = votes.tick;
 }
 
 Quorum::Extended Quorum::extend(const LockName& name, const std::string& token, std::optional<util::Millis> ttl,

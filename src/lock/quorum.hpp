@@ -83,7 +83,7 @@ public:
 
   // The outcome of one attempt at taking the lock.
   struct Acquisition {
-    Attempt attempt;                    // acquired (fence T, sent_at), reentered, or busy
+    Attempt attempt;                    // acquired (fence T, sent_at), reentered, busy, or done (--once-per)
     std::vector<bool> granted;          // the masters that granted phase 1
     std::vector<std::string> failures;  // masters that did not answer, "NAME: why"
     bool unavailable = false;           // fewer than a majority answered at all (exit 69, never busy)

@@ -97,14 +97,17 @@ public:
   std::vector<std::string> scan_logs(const std::string& prefix, const std::string& pattern) override {
     return scan(prefix, pattern, true);
   }
-  std::vector<Event> read_log(const LockName& name, size_t count, const std::string& after) override;
+  using Backend::read_log;
+  std::vector<Event> read_log(const LockName& name, const LogRange& range) override;
+  std::vector<std::string> scan_summaries(const std::string& prefix, const std::string& pattern) override;
+  Summary read_summary(const LockName& name) override;
   void confirm_replicas(const LockName& name, int n, util::Millis timeout) override {
     for (size_t i = 0; i < m_nodes.size(); ++i) {
       ClientNode node(m_nodes.member(i));
       lock::confirm_replicas(node, name, n, timeout);
     }
   }
-  void check_eviction_before(bool strict) override;
+  void check_eviction_before(const LockName& name, bool strict) override;
   void check_eviction_after(bool strict) override {
     if (strict) return;
     for (size_t i = 0; i < m_nodes.size(); ++i) {
@@ -178,9 +181,9 @@ LockState QuorumBackend::inspect(const LockName& name, int most) {
   return m_quorum.merge_views(name, states, ids, failures);
 }
 
-std::vector<Event> QuorumBackend::read_log(const LockName& name, size_t count, const std::string& after) {
+std::vector<Event> QuorumBackend::read_log(const LockName& name, const LogRange& range) {
   std::vector<std::string> failures;
-  auto replies = ask_all([&](size_t) { return std::vector<redis::Command>{log_range(name, count, after)}; }, failures);
+  auto replies = ask_all([&](size_t) { return std::vector<redis::Command>{log_range(name, range)}; }, failures);
   std::vector<std::vector<Event>> copies;
   size_t answered = 0;
   for (size_t i = 0; i < m_nodes.size(); ++i) {
@@ -202,13 +205,55 @@ std::vector<Event> QuorumBackend::read_log(const LockName& name, size_t count, c
     no_majority(why, m_nodes.size(), m_quorum.majority());
   }
   std::vector<Event> merged = merge_copies(copies);
-  if (merged.size() > count) {
-    if (after.empty())
-      merged.erase(merged.begin(), merged.end() - static_cast<std::ptrdiff_t>(count));
+  if (merged.size() > range.count) {
+    if (range.after.empty())
+      merged.erase(merged.begin(), merged.end() - static_cast<std::ptrdiff_t>(range.count));
     else
-      merged.resize(count);
+      merged.resize(range.count);
   }
   return merged;
+}
+
+Summary QuorumBackend::read_summary(const LockName& name) {
+  std::vector<std::string> failures;
+  auto replies = ask_all([&](size_t) { return summary_read(name); }, failures);
+  std::vector<Summary> copies;
+  for (size_t i = 0; i < m_nodes.size(); ++i) {
+    if (!replies[i]) continue;
+    try {
+      copies.push_back(parse_summary(name, *replies[i]));
+    } catch (const Error& e) {
+      if (e.exit_code() == exit_code::k_data) throw;
+      failures[i] = e.what();
+    }
+  }
+  if (copies.size() < m_quorum.majority()) {
+    std::vector<std::string> why;
+    for (size_t i = 0; i < failures.size(); ++i) {
+      if (!failures[i].empty()) why.push_back(fmt::format("{}: {}", m_nodes.name(i), failures[i]));
+    }
+    no_majority(why, m_nodes.size(), m_quorum.majority());
+  }
+  return merge_summaries(copies);
+}
+
+std::vector<std::string> QuorumBackend::scan_summaries(const std::string& prefix, const std::string& pattern) {
+  std::set<std::string> keys;
+  size_t failed = 0;
+  for (size_t i = 0; i < m_nodes.size(); ++i) {
+    try {
+      ClientNode node(m_nodes.member(i));
+      for (const std::string& k : lock::scan_summaries(node, prefix, pattern)) keys.insert(k);
+    } catch (const Error& e) {
+      if (e.exit_code() != exit_code::k_unavailable) throw;
+      log::warning(e.what());
+      ++failed;
+    }
+  }
+  if (m_nodes.size() - failed < m_quorum.majority()) {
+    throw Error(exit_code::k_unavailable, "no majority of the Redis masters answered the scan");
+  }
+  return {keys.begin(), keys.end()};
 }
 
 std::vector<std::string> QuorumBackend::scan(const std::string& prefix, const std::string& pattern, bool logs) {
@@ -230,7 +275,7 @@ std::vector<std::string> QuorumBackend::scan(const std::string& prefix, const st
   return {keys.begin(), keys.end()};
 }
 
-void QuorumBackend::check_eviction_before(bool strict) {
+void QuorumBackend::check_eviction_before(const LockName&, bool strict) {
   // A quorum's members also tell whether they are Cluster nodes (refused: node_set.cpp).
   for (size_t i = 0; i < m_nodes.size(); ++i) {
     redis::Client& c = m_nodes.member(i);

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "lock/validity.hpp"
+#include "util/random.hpp"
 
 #include <optional>
 
@@ -15,14 +16,21 @@ namespace rlock::lock {
 // A renewal attempt may wait at most half the time left before stop_at (and never more than the
 // I/O timeout), so that a slow or paused server always leaves room for another attempt before
 // the child must be stopped, whatever --io-timeout says.
+//
+// Renewals and retries are jittered, so that holders started by one timer drift out of phase:
+// a renewal is due TTL/3 less a random part of at most renew_jitter (TTL/30) after the last one
+// was sent, and the retries after the first (which goes at once) wait between half a
+// retry_interval and a whole one. Jitter only brings a renewal or a retry forward: none is ever
+// later than without it.
 class Schedule {
 public:
-  Schedule(Clock::time_point sent_at, util::Millis ttl, util::Millis kill_after, util::Millis io_timeout);
+  Schedule(Clock::time_point sent_at, util::Millis ttl, util::Millis kill_after, util::Millis io_timeout,
+           util::RandomBelow random = util::random_below);
 
   // A renewal sent at sent_at succeeded.
   void renewed(Clock::time_point sent_at);
-  // A renewal attempt failed (or did not count): retry at once the first time, then every
-  // retry_interval.
+  // A renewal attempt failed (or did not count): retry at once the first time, then every half
+  // to whole retry_interval.
   void failed(Clock::time_point now);
 
   Clock::time_point next_renewal() const { return m_next_renewal; }
@@ -46,6 +54,7 @@ private:
   util::Millis m_ttl;
   util::Millis m_kill_after;
   util::Millis m_io_timeout;
+  util::RandomBelow m_random;
   Deadline m_deadline;
   Clock::time_point m_last_sent;
   Clock::time_point m_next_renewal;

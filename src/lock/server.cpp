@@ -65,6 +65,25 @@ Error cluster_member_error(const std::string& server) {
                   server));
 }
 
+std::string cached_policy(const ServerFacts& f) {
+  if (!eviction_risk(f)) return "";
+  return fmt::format("{} {}", *f.maxmemory, f.policy);
+}
+
+void check_cached_policy(const std::string& cached, const std::string& server) {
+  size_t space = cached.find(' ');
+  if (space == std::string::npos) return;
+  ServerFacts f;
+  long long n = 0;
+  if (!util::parse_int(std::string_view(cached).substr(0, space), 0, INT64_MAX, n)) return;
+  f.maxmemory = n;
+  f.policy = cached.substr(space + 1);
+  std::optional<std::string> risk = eviction_risk(f);
+  if (!risk) return;
+  log::warning(
+      fmt::format("{}: {}; set maxmemory-policy noeviction (or --strict to refuse such a server)", server, *risk));
+}
+
 void check_eviction(const std::optional<redis::Reply>& info, const std::string& server, bool strict) {
   if (!info || info->type != redis::Reply::Type::string) return;
   std::optional<std::string> risk = eviction_risk(parse_info(info->str));

@@ -41,6 +41,16 @@ bool is_cluster_node(const std::optional<redis::Reply>& info);
 // The error for a Cluster node given as a Redlock member (exit 78).
 Error cluster_member_error(const std::string& server);
 
+// The eviction check's cache (LockName::policy_key): "" for a server that cannot evict locks, else
+// "MAXMEMORY POLICY"; kept k_policy_kept by the SET that remember_policy makes.
+std::string cached_policy(const ServerFacts& facts);
+inline constexpr int64_t k_policy_kept_ms = 60'000;
+inline redis::Command remember_policy(const std::string& key, const std::string& cached) {
+  return {"SET", key, cached, "PX", std::to_string(k_policy_kept_ms)};
+}
+// Warns when the cached policy is one that can evict locks.
+void check_cached_policy(const std::string& cached, const std::string& server);
+
 // Warns when the INFO reply shows a policy that can evict locks; with strict, throws rlock::Error
 // 78 instead. An error reply (an ACL without +info) checks nothing.
 void check_eviction(const std::optional<redis::Reply>& info, const std::string& server, bool strict);

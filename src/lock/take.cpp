@@ -85,12 +85,15 @@ private:
     }
   }
 
-  // How long the next wait step may block: a heartbeat, less for the head of the queue, and never
-  // past the end of the wait.
+  // How long the next wait step may block: a heartbeat less a random part of at most a fifth of
+  // it (so that waiters queued by one timer do not all step in the same instant), less for the
+  // head of the queue, and never past the end of the wait.
   Millis next_beat() const {
+    Millis beat =
+        m_heartbeat -
+        Millis(static_cast<int64_t>(m_backend.timing().jitter(static_cast<uint64_t>(m_heartbeat.count() / 5) + 1)));
     // The head of the queue wakes when the holder's lease (or a lingering hold) ends, not a
     // heartbeat later.
-    Millis beat = m_heartbeat;
     if (m_a.position == 1 && m_a.ttl_left) beat = std::min(beat, *m_a.ttl_left + Millis(2));
     if (m_give_up) beat = std::min(beat, until(m_give_up));
     return std::max(beat, Millis(1));
@@ -153,8 +156,13 @@ private:
     return m_hooks.pause(std::max(sleep, Millis(1)));
   }
 
-  // An answer that ends the wait: acquired, reentered, busy (-n), or superseded.
+  // An answer that ends the wait: acquired, reentered, busy (-n), superseded, or done (its
+  // --once-per tick was run: a place or a grant it has is given up).
   Attempt answered() {
+    if (m_a.outcome == Attempt::Outcome::done) {
+      leave(false);
+      return m_a;
+    }
     if (m_a.outcome == Attempt::Outcome::superseded) {
       log::verbose("{}: a newer request superseded this one (--supersede)", m_name.key);
       return m_a;

@@ -34,7 +34,8 @@ struct WaitHooks {
 // waits (--preempt: or once a --preemptible holder it asked let go, within the lease it had left
 // and a heartbeat). Server blips after the first answer are waited out with backoff, never reported as busy.
 // Leaves the queue whenever it gives up. Returns the last attempt: acquired, reentered, busy when
-// the wait ran out or a signal ended it, or superseded when a newer request took its place.
+// the wait ran out or a signal ended it, superseded when a newer request took its place, or done
+// when another hold ran its --once-per tick (checked again when it is granted).
 // A Redlock quorum has no queue: a busy lock is tried again after a random delay while the wait
 // lasts (and a lock that nobody holds on a majority a few times even with -n).
 Attempt take_lock(Backend& backend, const LockName& name, const WaitLimits& limits, const Contender& contender,

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "util/duration.hpp"
+#include "util/random.hpp"
 
 #include <string>
 
@@ -15,12 +16,16 @@ struct Timing {
   util::Millis mailbox{10'000};                   // a mailbox push is kept this long
   util::Millis history{31LL * 24 * 3600 * 1000};  // the fence and the log of an idle lock expire after this
   int log_length = 1'000;                         // events kept per lock (0: no history)
+  // The client's alone, not the scripts': where the jitter of a waiter's steps comes from (each
+  // blocks a heartbeat less a random part of at most a fifth of it).
+  util::RandomBelow jitter = util::random_below;
+  bool summary = true;                            // the lock's summary is kept (PREFIX{KEY}:sum)
 
   // The standard timing with log_length events kept.
   static Timing standard(int log_length);
-  // The same without history: for calls that only clean up after a failed attempt.
+  // The same without history or summary: for calls that only clean up after a failed attempt.
   Timing quiet() const;
-  // ARGV[1] of every script: "lease_ms claim_ms mailbox_ms history_ms log_length".
+  // ARGV[1] of every script: "lease_ms claim_ms mailbox_ms history_ms log_length summary(0/1)".
   std::string script_config() const;
 };
 

@@ -28,7 +28,10 @@ util::Millis drift(util::Millis ttl);
 util::Millis guard(util::Millis ttl);
 // Time between renewals: TTL/3.
 util::Millis renew_interval(util::Millis ttl);
-// Time between retries after a failed renewal.
+// How much earlier than renew_interval a renewal may be sent, at most: TTL/30, a tenth of the
+// interval. The jitter only brings renewals forward, so no deadline moves.
+util::Millis renew_jitter(util::Millis ttl);
+// Time between retries after a failed renewal (the longest; jittered down to half of it).
 util::Millis retry_interval(util::Millis ttl);
 // The longest --kill-after: the stop sequence then starts at TTL/2 after the last good renewal at
 // the latest, which leaves TTL/6 after the first failed renewal (at TTL/3) for retries, and the

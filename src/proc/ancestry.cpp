@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <exception>
 
 namespace rlock::proc {
@@ -134,6 +135,55 @@ bool descends_from(pid_t pid, uint64_t start) {
     at = s->parent;
   }
   return false;
+}
+
+std::vector<Process> descendants(pid_t root, size_t max, size_t& total) {
+  total = 0;
+  std::vector<std::pair<pid_t, pid_t>> parents;  // (pid, parent) of every process
+  DIR* d = ::opendir("/proc");
+  if (!d) return {};
+  while (dirent* e = ::readdir(d)) {
+    long long pid = 0;
+    if (!util::parse_int(e->d_name, 1, INT32_MAX, pid)) continue;
+    if (std::optional<StatLine> s = read_stat(static_cast<pid_t>(pid))) parents.emplace_back(pid, s->parent);
+  }
+  ::closedir(d);
+  // Generation after generation: the tree is small, the host's process table may not be.
+  std::vector<pid_t> found;
+  std::vector<pid_t> generation{root};
+  while (!generation.empty()) {
+    std::vector<pid_t> next;
+    for (auto [pid, parent] : parents) {
+      if (std::find(generation.begin(), generation.end(), parent) != generation.end()) next.push_back(pid);
+    }
+    found.insert(found.end(), next.begin(), next.end());
+    generation = std::move(next);
+    if (found.size() > 100'000) break;  // a loop in what /proc said while it changed
+  }
+  std::sort(found.begin(), found.end());
+  total = found.size();
+  std::vector<Process> out;
+  for (pid_t pid : found) {
+    if (out.size() >= max) break;
+    std::string base = "/proc/" + std::to_string(pid);
+    std::string command;
+    try {
+      command = util::read_small_file(base + "/cmdline", 1 << 16);
+    } catch (const std::exception&) {
+    }
+    while (!command.empty() && command.back() == '\0') command.pop_back();
+    std::replace(command.begin(), command.end(), '\0', ' ');
+    if (command.empty()) {
+      try {
+        command = "[" + std::string(util::trim(util::read_small_file(base + "/comm", 64))) + "]";
+      } catch (const std::exception&) {
+        command = "?";
+      }
+    }
+    if (command.size() > 120) command = command.substr(0, 117) + "...";
+    out.push_back({pid, std::move(command)});
+  }
+  return out;
 }
 
 }  // namespace rlock::proc

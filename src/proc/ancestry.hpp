@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace rlock::proc {
 
@@ -31,5 +32,15 @@ bool process_alive(pid_t pid);
 // from here. A process that left the tree (started from elsewhere with a copied environment) does
 // not; one whose parent died was handed to the subreaper, which stays in the tree.
 bool descends_from(pid_t pid, uint64_t start);
+
+// A process as ps shows it: its pid and its command line (arguments joined by spaces, or its
+// name in brackets when it has none), as the process set it: not to be shown unescaped.
+struct Process {
+  pid_t pid = 0;
+  std::string command;
+};
+// The descendants of root (its children, theirs...), from /proc, lowest pid first: at most max of
+// them, and their number in all in total. None when /proc cannot be read.
+std::vector<Process> descendants(pid_t root, size_t max, size_t& total);
 
 }  // namespace rlock::proc

@@ -30,15 +30,22 @@ bool split_address(const std::string& address, std::string& host, int& port) {
   return true;
 }
 
-// The command at the line of the script that an error names ("... @user_script:12."), e.g. "SET".
+// The command at the line of the script that an error names ("... @user_script:12." for a
+// script, "... @user_function:40." for the library), e.g. "SET".
 std::string script_command(const Script& script, const std::string& error) {
+  std::string_view source = script.source;
   size_t at = error.find("@user_script:");
+  size_t skip = 13;
+  if (at == std::string::npos) {
+    at = error.find("@user_function:");
+    skip = 15;
+    source = script.library;
+  }
   long long line = 0;
   if (at != std::string::npos) {
-    std::string_view rest = std::string_view(error).substr(at + 13);
-    util::parse_int(rest.substr(0, rest.find_first_not_of("0123456789")), 1, 10000, line);
+    std::string_view rest = std::string_view(error).substr(at + skip);
+    util::parse_int(rest.substr(0, rest.find_first_not_of("0123456789")), 1, 100000, line);
   }
-  std::string_view source = script.source;
   for (long long i = 1; i < line && !source.empty(); ++i) {
     size_t nl = source.find('\n');
     source = nl == std::string_view::npos ? std::string_view() : source.substr(nl + 1);
@@ -241,12 +248,22 @@ Reply Client::call_blocking(const Command& argv, util::Millis budget) {
 
 Reply Client::eval(const Script& script, const std::vector<std::string>& keys, const std::vector<std::string>& args,
                    const std::vector<Command>& undo) {
-  Command argv = eval_command(script, keys, args, false);
-  Reply reply = std::move(routed({argv}, util::Millis(0), undo).front());
-  if (reply.error_code() == "NOSCRIPT") {
-    log::verbose("loading script {} into the server's cache", script.name);
-    argv = eval_command(script, keys, args, true);
-    reply = std::move(routed({argv}, util::Millis(0), undo).front());
+  ScriptWay way = first_way(script, m_functions);
+  Reply reply;
+  for (;;) {
+    std::vector<Reply> replies = routed(script_commands(script, way, keys, args), util::Millis(0), undo);
+    std::optional<ScriptWay> next = next_way(way, replies);
+    if (!next) {
+      reply = std::move(replies.back());
+      break;
+    }
+    if (*next == ScriptWay::load) log::verbose("loading rlock's function library into the server");
+    if (*next == ScriptWay::evalsha) {
+      log::verbose("running scripts by EVALSHA: {}", replies.front().str);
+      m_functions = false;
+    }
+    if (*next == ScriptWay::eval) log::verbose("loading script {} into the server's cache", script.name);
+    way = *next;
   }
   if (reply.is_error() && reply.str.find("can't run this command") != std::string::npos) {
     throw Error(exit_code::k_permission,

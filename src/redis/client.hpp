@@ -16,7 +16,8 @@ namespace rlock::redis {
 // them at once, trusting only an address a majority names, and checking its ROLE; asking again
 // after a failover or a READONLY answer), follows Cluster MOVED and ASK redirections (at most
 // k_max_redirects per command) and replaces a failed Cluster node by asking the other nodes it
-// knows, and runs scripts by EVALSHA with an EVAL fallback on whichever node answers NOSCRIPT.
+// knows, and runs scripts by FCALL (loading rlock's function library on whichever node lacks it)
+// or, where functions are not to be had, by EVALSHA with an EVAL fallback on NOSCRIPT.
 // One Connection per node, opened lazily.
 class Client {
 public:
@@ -41,7 +42,7 @@ public:
   Reply call(const Command& argv);
   // Like call, allowing the server `budget` more than --io-timeout to answer (WAIT).
   Reply call_blocking(const Command& argv, util::Millis budget);
-  // Runs a script; `undo` (another script's call, as EVAL) as for pipeline.
+  // Runs a script (see ScriptWay); `undo` (another script's call, as EVAL) as for pipeline.
   Reply eval(const Script& script, const std::vector<std::string>& keys, const std::vector<std::string>& args,
              const std::vector<Command>& undo = {});
   // Runs SCAN with MATCH on every master (each Cluster master, or the one server) and returns the keys.
@@ -74,6 +75,10 @@ public:
   std::unique_ptr<Connection> open_sibling() {
     return std::make_unique<Connection>(current().endpoint(), m_timeouts, m_tls);
   }
+  // Whether scripts run as functions (FCALL): from functions_wanted(), until a server or an ACL
+  // refuses them (then EVALSHA for the client's life). For a multi-node exchange.
+  bool functions() const { return m_functions; }
+  void set_functions(bool on) { m_functions = on; }
   // After a failure on connection(): forget the Sentinel master, so the next use asks again.
   void forget_master() {
     if (m_url.kind == Url::Kind::sentinel) m_current = nullptr;
@@ -110,6 +115,7 @@ private:
   std::function<bool()> m_on_interrupt;
   std::optional<Clock::time_point> m_cap;
   Command m_greeting;
+  bool m_functions = functions_wanted();
 };
 
 }  // namespace rlock::redis

@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 namespace rlock::redis {
@@ -172,7 +173,9 @@ void Connection::start(const std::vector<Command>& commands, util::Millis budget
   }
   m_wire += format_all(commands);
   m_expected = m_hello_names.size() + commands.size();
-  m_undo = format_all(undo);
+  // Formatted only if it is ever sent: an undo that carries a whole script (EVAL) would otherwise
+  // cost every exchange tens of kilobytes of copies, and start-up their page faults.
+  m_undo = undo.empty() ? nullptr : &undo;
   try {
     if (fresh) {
       begin_connect();
@@ -349,7 +352,9 @@ void Connection::check_reply(const Reply& r) {
     fail(exit_code::k_permission,
          "the server requires a password (put it in the URL, --password-file, RLOCK_PASSWORD or REDISCLI_AUTH)");
   }
-  if (code == "NOPERM") fail(exit_code::k_permission, fmt::format("permission denied: {}", r.str));
+  // An ACL user without +fcall or +function|load: the scripts run by EVALSHA (see next_way).
+  bool function_path = r.str.find("'fcall'") != std::string::npos || r.str.find("'function") != std::string::npos;
+  if (code == "NOPERM" && !function_path) fail(exit_code::k_permission, fmt::format("permission denied: {}", r.str));
 }
 
 void Connection::step_receiving() {
@@ -395,16 +400,18 @@ void Connection::step_receiving() {
 }
 
 void Connection::send_undo() {
-  if (!m_request_sent || m_undo.empty() || !m_socket.valid() || !m_wire.empty()) return;
+  if (!m_request_sent || !m_undo || !m_socket.valid() || !m_wire.empty()) return;
+  const std::string undo = format_all(*m_undo);
+  m_undo = nullptr;
   // One try, never waiting: the socket is being given up.
   if (m_tls) {
     short want = 0;
     try {
-      m_tls->write(m_undo.data(), m_undo.size(), &want);
+      m_tls->write(undo.data(), undo.size(), &want);
     } catch (const Error&) {
     }
   } else {
-    [[maybe_unused]] ssize_t n = ::send(m_socket.get(), m_undo.data(), m_undo.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    [[maybe_unused]] ssize_t n = ::send(m_socket.get(), undo.data(), undo.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   }
   log::verbose("{}: sent the undo of an unanswered request on the same connection", m_endpoint.display());
 }
@@ -464,6 +471,7 @@ std::vector<Reply> Connection::pipeline(const std::vector<Command>& commands, co
     }
     advance();
   }
+  m_undo = nullptr;  // the caller's, which goes now
   return result();
 }
 
@@ -541,6 +549,59 @@ Command eval_command(const Script& script, const std::vector<std::string>& keys,
   c.insert(c.end(), keys.begin(), keys.end());
   c.insert(c.end(), args.begin(), args.end());
   return c;
+}
+
+ScriptWay first_way(const Script& script, bool functions) {
+  return functions && !script.function.empty() ? ScriptWay::fcall : ScriptWay::evalsha;
+}
+
+std::vector<Command> script_commands(const Script& script, ScriptWay way, const std::vector<std::string>& keys,
+                                     const std::vector<std::string>& args) {
+  auto fcall = [&] {
+    Command c{"FCALL", std::string(script.function), std::to_string(keys.size())};
+    c.insert(c.end(), keys.begin(), keys.end());
+    c.insert(c.end(), args.begin(), args.end());
+    return c;
+  };
+  switch (way) {
+    case ScriptWay::fcall: return {fcall()};
+    case ScriptWay::load: return {Command{"FUNCTION", "LOAD", "REPLACE", std::string(script.library)}, fcall()};
+    case ScriptWay::evalsha: return {eval_command(script, keys, args, false)};
+    case ScriptWay::eval: break;
+  }
+  return {eval_command(script, keys, args, true)};
+}
+
+std::optional<ScriptWay> next_way(ScriptWay way, const std::vector<Reply>& replies) {
+  if (replies.empty()) return std::nullopt;
+  const Reply& last = replies.back();
+  // Redis 6 (no FCALL), an ACL without +fcall or +function|load, a server that refuses to load.
+  auto refused = [](const Reply& r) {
+    return r.is_error() && (r.error_code() == "NOPERM" || r.str.find("unknown command") != std::string::npos ||
+                            r.str.find("nknown subcommand") != std::string::npos);
+  };
+  switch (way) {
+    case ScriptWay::fcall:
+      if (last.is_error() && last.str.find("Function not found") != std::string::npos) return ScriptWay::load;
+      if (refused(last)) return ScriptWay::evalsha;
+      return std::nullopt;
+    case ScriptWay::load:
+      if (replies.front().is_error()) return ScriptWay::evalsha;
+      return std::nullopt;
+    case ScriptWay::evalsha:
+      if (last.error_code() == "NOSCRIPT") return ScriptWay::eval;
+      return std::nullopt;
+    case ScriptWay::eval: break;
+  }
+  return std::nullopt;
+}
+
+bool functions_wanted() {
+  static const bool wanted = [] {
+    const char* env = std::getenv("RLOCK_FUNCTIONS");
+    return !(env && std::string_view(env) == "0");
+  }();
+  return wanted;
 }
 
 }  // namespace rlock::redis

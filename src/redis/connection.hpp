@@ -32,17 +32,38 @@ struct Timeouts {
   util::Millis command{2000};  // from sending a command (or pipeline) to its last reply
 };
 
-// A Lua script run by EVALSHA, falling back to EVAL when the server does not have it cached.
+// A Lua script run by FCALL of its function in rlock's function library (Redis 7+), or by
+// EVALSHA, falling back to EVAL when the server does not have it cached.
 struct Script {
   std::string_view name;
   std::string_view source;
-  std::string_view sha1;  // computed at build time
+  std::string_view sha1;      // computed at build time
+  std::string_view function;  // its name in `library` ("": run by EVALSHA only)
+  std::string_view library;   // the function library's source, for FUNCTION LOAD
 };
 
 // The command that runs script with keys and args: EVALSHA, or with `source` EVAL (the fallback
 // after NOSCRIPT, and an undo sent blind).
 Command eval_command(const Script& script, const std::vector<std::string>& keys, const std::vector<std::string>& args,
                      bool source);
+
+// The ways to run a script, in the order they are tried: FCALL; FUNCTION LOAD REPLACE of the
+// library and FCALL in one exchange (the server does not have the library: new, restarted,
+// flushed, failed over); EVALSHA (Redis 6, or a server or an ACL that refuses FUNCTION); EVAL
+// (the script is not cached).
+enum class ScriptWay { fcall, load, evalsha, eval };
+
+// The first way for script: FCALL when `functions` and the script has a function, else EVALSHA.
+ScriptWay first_way(const Script& script, bool functions);
+// The commands of one way: one, or two for `load` (the library, then the FCALL).
+std::vector<Command> script_commands(const Script& script, ScriptWay way, const std::vector<std::string>& keys,
+                                     const std::vector<std::string>& args);
+// After the replies of a way: the way to try next, or nullopt when the last reply is the
+// script's answer.
+std::optional<ScriptWay> next_way(ScriptWay way, const std::vector<Reply>& replies);
+// Whether rlock runs its scripts as functions where the server has them: unless the
+// environment's RLOCK_FUNCTIONS is 0 (read once).
+bool functions_wanted();
 
 // One connection to one Redis server over rlock's own socket (TCP or unix, optionally TLS), with
 // hiredis as the RESP codec. Connects lazily (AUTH and SELECT go out in the same write as the
@@ -83,7 +104,8 @@ public:
   // Like call, allowing the server `budget` more than the command timeout (a blocking command).
   Reply call_blocking(const Command& argv, util::Millis budget);
 
-  // The asynchronous form of pipeline: starts the exchange (connecting first when needed).
+  // The asynchronous form of pipeline: starts the exchange (connecting first when needed). An
+  // `undo` must stay alive until the exchange ends (pipeline's does).
   void start(const std::vector<Command>& commands, util::Millis budget = {}, const std::vector<Command>& undo = {});
   // What to poll while the exchange is under way (fd -1 once it is finished) and until when.
   pollfd pending() const;
@@ -156,7 +178,9 @@ private:
   Clock::time_point m_deadline;  // of the current phase (connecting, then the exchange)
   util::Millis m_budget{0};
   std::string m_wire;  // bytes still to send
-  std::string m_undo;  // sent best effort if the exchange fails after its request left
+  // Sent best effort if the exchange fails after its request left; the caller's (pipeline's
+  // argument), alive until the exchange ends.
+  const std::vector<Command>* m_undo = nullptr;
   bool m_request_sent = false;
   std::vector<std::string> m_hello_names;  // AUTH/SELECT sent first: their replies come first
   size_t m_expected = 0;                   // replies to read in all, hello included

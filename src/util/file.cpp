@@ -77,9 +77,9 @@ std::string read_small_prefix(const std::string& path, size_t max_size) {
   return out;
 }
 
-std::string read_small_file(const std::string& path, size_t max_size) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) throw_errno(path);
+namespace {
+
+std::string read_all(const Fd& fd, const std::string& path, size_t max_size) {
   std::string out;
   char buffer[4096];
   for (;;) {
@@ -93,6 +93,23 @@ std::string read_small_file(const std::string& path, size_t max_size) {
     if (out.size() > max_size) throw std::length_error(path + " is too large");
   }
   return out;
+}
+
+}  // namespace
+
+std::string read_small_file(const std::string& path, size_t max_size) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) throw_errno(path);
+  return read_all(fd, path, max_size);
+}
+
+std::optional<std::string> read_small_file_if_any(const std::string& path, size_t max_size) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) {
+    if (errno == ENOENT) return std::nullopt;
+    throw_errno(path);
+  }
+  return read_all(fd, path, max_size);
 }
 
 }  // namespace rlock::util

@@ -237,6 +237,49 @@ warnings_about() {
   assert_equal "$stderr" ""
 }
 
+# info_calls: how many INFO commands the server ran since the last CONFIG RESETSTAT (its own
+# INFO commandstats is counted by the next call).
+info_calls() {
+  rcli info commandstats | awk -F'[:,=]' '$1 == "cmdstat_info" { n = $3 } END { print n + 0 }'
+}
+
+@test "the eviction check reads INFO once, then the policy kept in Redis: the next runs warn without INFO" {
+  redis_start --maxmemory 100mb --maxmemory-policy volatile-lru
+  run --separate-stderr rlock run k -- true
+  assert_success
+  warnings_about maxmemory-policy >/dev/null || fail "no warning at the first run: '$stderr'"
+  rcli config resetstat >/dev/null
+  run --separate-stderr rlock run k -- true
+  assert_success
+  warnings_about maxmemory-policy >/dev/null || fail "no warning from the kept policy: '$stderr'"
+  run --separate-stderr rlock acquire k
+  assert_success
+  warnings_about maxmemory-policy >/dev/null || fail "acquire: no warning from the kept policy: '$stderr'"
+  assert_equal "$(info_calls)" 0
+  # Kept for a minute: once it is gone, the next run reads INFO again.
+  local ttl
+  ttl=$(rcli pttl "$(lock_key k):policy")
+  ((ttl > 0 && ttl <= 60000)) || fail "the kept policy's PTTL is $ttl"
+  rcli del "$(lock_key k):policy" >/dev/null
+  RLOCK_TOKEN=$output rlock release k
+  rcli config resetstat >/dev/null
+  run --separate-stderr rlock run k -- true
+  assert_success
+  warnings_about maxmemory-policy >/dev/null || fail "no warning after the kept policy lapsed: '$stderr'"
+  assert_equal "$(info_calls)" 1
+}
+
+@test "with noeviction, a run sends no INFO once the policy is kept" {
+  redis_start --maxmemory 100mb --maxmemory-policy noeviction
+  rlock run k -- true
+  assert_equal "$(rcli get "$(lock_key k):policy")" ""
+  rcli config resetstat >/dev/null
+  run --separate-stderr rlock run k -- true
+  assert_success
+  assert_equal "$stderr" ""
+  assert_equal "$(info_calls)" 0
+}
+
 @test "status -v names the eviction policy" {
   redis_start --maxmemory 100mb --maxmemory-policy volatile-lru
   acquire_token k 2>/dev/null

@@ -336,10 +336,13 @@ common_setup() {
   for v in $(compgen -e); do
     case $v in
       RLOCK_BIN | RLOCK_SOURCE_DIR | RLOCK_BUILD_DIR | RLOCK_BATS_LIB_DIR | RLOCK_TEST_SCALE) export -n "$v" ;;
+      RLOCK_FUNCTIONS) ;; # the pass's choice of how scripts run (a suite run twice, tests/CMakeLists.txt)
       RLOCK_* | REDIS_URL | REDISCLI_AUTH) unset "$v" ;;
     esac
   done
   unset REDIS_PASS REDIS_SOCKET REDIS_PORT REDIS_PID REDIS_DIR
+  # Nor a CI's variables, which make rlock print its progress while it waits.
+  unset CI GITHUB_ACTIONS GITLAB_CI BUILDKITE JENKINS_URL
   export XDG_CONFIG_HOME=$BATS_TEST_TMPDIR/xdg
   mkdir -p "$XDG_CONFIG_HOME"
   # `rlock` on PATH is the binary under test, for the tests and their child scripts.

@@ -151,6 +151,7 @@ TEST_F(NamesTest, StoredKeysFieldsAndEventsAreTheProtocols) {
 
   std::set<std::string> suffixes{""};
   for (lock::Part p : protocol::k_parts) suffixes.insert(":" + std::string(protocol::suffix(p)));
+  for (lock::Part p : protocol::k_parts_after) suffixes.insert(":" + std::string(protocol::suffix(p)));
   std::set<std::string> seen;
   for (const LockName& n : {name, other}) {
     Reply keys = call({"KEYS", n.prefix + "{" + n.key + "}*"});
@@ -194,7 +195,7 @@ TEST_F(NamesTest, StoredKeysFieldsAndEventsAreTheProtocols) {
     ASSERT_EQ(f.compare(0, 17, queued.id() + "."), 0) << f;
     waiter_fields.insert(f.substr(17));
   }
-  EXPECT_TRUE(waiter_fields.count(std::string(protocol::waiter::min_hold)));
+  EXPECT_TRUE(waiter_fields.count(std::string(protocol::waiter::options)));
   for (const std::string& f : waiter_fields) EXPECT_TRUE(set_of(protocol::waiter::k_all).count(f)) << f;
 
   std::set<std::string> kinds;
@@ -222,7 +223,8 @@ TEST_F(NamesTest, LuaPreludeAgreesWithTheHeader) {
   }
   // The values of one of the prelude's tables (ARGV[1]), sorted; or a number it names.
   std::string body = std::string(protocol::k_lua_prelude) + R"lua(
-local tables = {INFO = INFO, WAITER = WAITER, HOLDER = HOLDER, SEM = SEM, EV = EV, EVENT = EVENT}
+local tables = {INFO = INFO, WAITER = WAITER, HOLDER = HOLDER, SEM = SEM, TICK = TICK, SUM = SUM, EV = EV,
+                EVENT = EVENT}
 if tables[ARGV[1]] then
   local out = {}
   for _, v in pairs(tables[ARGV[1]]) do out[#out + 1] = v end
@@ -249,6 +251,8 @@ return {CODE.busy, CODE.taken, CODE.waiting, CODE.again, CODE.leave, CODE.not_he
   EXPECT_EQ(values("WAITER"), sorted(protocol::waiter::k_all));
   EXPECT_EQ(values("HOLDER"), sorted(protocol::holder::k_all));
   EXPECT_EQ(values("SEM"), sorted(protocol::sem::k_all));
+  EXPECT_EQ(values("TICK"), sorted(protocol::tick::k_all));
+  EXPECT_EQ(values("SUM"), sorted(protocol::summary::k_all));
   EXPECT_EQ(values("EV"), sorted(protocol::event_field::k_all));
   EXPECT_EQ(values("EVENT"), sorted(protocol::event::k_all));
 
@@ -273,7 +277,7 @@ return {CODE.busy, CODE.taken, CODE.waiting, CODE.again, CODE.leave, CODE.not_he
                             h + static_cast<int64_t>(reply::extended::ttl),
                             h + static_cast<int64_t>(reply::forced::info),
                             1,
-                            static_cast<int64_t>(name.script_keys("x").size()),
+                            static_cast<int64_t>(protocol::k_parts.size() + 2),
                             static_cast<int64_t>(name.script_keys("x").size())};
   EXPECT_EQ(got, want);
 }

@@ -177,6 +177,34 @@ TEST_F(RedlockTest, AHolderOnAMajorityMakesTheLockBusyAndTheAttemptLeavesNothing
   EXPECT_EQ(s.agreeing, 2);
 }
 
+// --once-per on a quorum: the tick is recorded on the masters that take the lock (phase 1); a
+// tick run on a majority is done, and the masters that granted the loser give it back, their
+// record restored.
+TEST_F(RedlockTest, ATickRunOnAMajorityIsDoneAndTheMinoritysRecordIsRestored) {
+  constexpr int64_t k_tick = 1'800'000'000'000;
+  auto q = quorum();
+  Contender first = contender("100");
+  first.tick = k_tick;
+  ASSERT_EQ(q->try_acquire(name, first, false, {}).outcome, Outcome::acquired);
+  ASSERT_EQ(q->release(name, first.token, lock::Ending{"0", first.holder, 0, true, Millis(0)}),
+            lock::Released::released);
+  // Master 0 lost the record (a restart without persistence, say): it alone would let it run.
+  ASSERT_EQ(master(0).call({"DEL", name.key_of(lock::Part::tick)}).integer, 1);
+
+  Contender again = contender("200");
+  again.tick = k_tick;
+  Attempt got = q->try_acquire(name, again, false, {});
+  EXPECT_EQ(got.outcome, Outcome::done);
+  EXPECT_EQ(got.tick, k_tick);
+  EXPECT_EQ(got.holder.host, "host");
+  EXPECT_FALSE(on(0).held) << "master 0's grant was given back";
+  EXPECT_EQ(master(0).call({"EXISTS", name.key_of(lock::Part::tick)}).integer, 0) << "and its record restored";
+
+  Contender next = contender("300");
+  next.tick = k_tick + 300'000;
+  EXPECT_EQ(q->try_acquire(name, next, false, {}).outcome, Outcome::acquired);
+}
+
 // The refused masters' holders are told apart by host, pid and command, not by `since`, which is
 // each master's own clock when its phase 1 ran: one Redlock holder whose writes landed in
 // different milliseconds is one holder with a majority (busy), not several (contended).

@@ -92,13 +92,16 @@ public:
   rlock::lock::LockState inspect(const rlock::lock::LockName&, int) override { return {}; }
   std::vector<std::string> scan_keys(const std::string&, const std::string&) override { return {}; }
   std::vector<std::string> scan_logs(const std::string&, const std::string&) override { return {}; }
-  std::vector<rlock::lock::Event> read_log(const rlock::lock::LockName&, size_t, const std::string&) override {
+  using Backend::read_log;
+  std::vector<rlock::lock::Event> read_log(const rlock::lock::LockName&, const rlock::lock::LogRange&) override {
     return {};
   }
+  std::vector<std::string> scan_summaries(const std::string&, const std::string&) override { return {}; }
+  rlock::lock::Summary read_summary(const rlock::lock::LockName&) override { return {}; }
   void confirm_replicas(const rlock::lock::LockName&, int, rlock::util::Millis) override {
     if (on_confirm_replicas) on_confirm_replicas();
   }
-  void check_eviction_before(bool) override {}
+  void check_eviction_before(const rlock::lock::LockName&, bool) override {}
   void check_eviction_after(bool) override {}
 
 private:

@@ -101,6 +101,8 @@ TEST(OptionTable, FieldsAreInTheirCommandsOptions) {
       {owner_of<commands::StatusOptions>(), on::status},
       {owner_of<commands::ListOptions>(), on::list},
       {owner_of<commands::LogOptions>(), on::log},
+      {owner_of<commands::CheckOptions>(), on::check},
+      {owner_of<commands::MetricsOptions>(), on::metrics},
       {owner_of<commands::ConnectOptions>(), on::global},
       {owner_of<commands::TokenSource>(), on::release | on::extend},
       {owner_of<rlock::redis::Timeouts>(), on::global},
@@ -322,6 +324,14 @@ TEST_F(ParseCommandLine, UsageErrorsExit64) {
   EXPECT_EQ(code, 64);
   EXPECT_EQ(message, "-t needs a value: a duration such as 30s (see rlock run --help)");
 
+  std::tie(code, message) = error_of({"run", "k", "--once-per", "5m", "--limit", "2", "true"});
+  EXPECT_EQ(code, 64);
+  EXPECT_NE(message.find("--once-per runs the command once per tick"), std::string::npos) << message;
+  std::tie(code, message) = error_of({"run", "k", "--once-per", "5m", "-s", "true"});
+  EXPECT_EQ(code, 64);
+  std::tie(code, message) = error_of({"run", "k", "--once-per", "0", "true"});
+  EXPECT_EQ(code, 64) << "a period of zero";
+
   std::tie(code, message) = error_of({"run", "k", "-t", "soon", "true"});
   EXPECT_EQ(code, 64);
   EXPECT_EQ(message.rfind("--ttl: 'soon' is not a duration", 0), 0u) << message;
@@ -357,6 +367,10 @@ TEST_F(ParseCommandLine, FieldsAreFilledByTheirType) {
   EXPECT_EQ(run.max_hold->count(), 120'000);
   EXPECT_TRUE(run.preemptible);
   EXPECT_EQ(run.take.min_hold.count(), 1000);
+  EXPECT_FALSE(run.once_per.has_value());
+  auto once = parse({"run", "k", "--once-per", "5m", "true"});
+  ASSERT_TRUE(std::get<commands::RunOptions>(once).once_per.has_value());
+  EXPECT_EQ(std::get<commands::RunOptions>(once).once_per->count(), 300'000);
   EXPECT_EQ(run.take.conflict_exit_code, 9);
   ASSERT_TRUE(run.take.wait.has_value());
   EXPECT_EQ(run.take.wait->count(), 0);
@@ -418,6 +432,35 @@ TEST_F(ParseCommandLine, FieldsWithRulesAreFilled) {
   ASSERT_TRUE(std::get<commands::AcquireOptions>(options).max_hold.has_value());
   EXPECT_EQ(std::get<commands::AcquireOptions>(options).max_hold->count(), 60'000);
   EXPECT_EQ(std::get<commands::AcquireOptions>(options).keeper_log, "syslog:");
+}
+
+// check's limits: one value is the CRITICAL one; two are WARN,CRIT, in that order.
+TEST_F(ParseCommandLine, CheckLimitsAreCriticalOrWarningThenCritical) {
+  auto options = parse({"check", "a", "b", "--succeeded-within", "25h", "--max-held", "1h,2h", "--max-waiting", "3",
+                        "--max-lost", "0,1", "--json"});
+  const auto& check = std::get<commands::CheckOptions>(options);
+  EXPECT_EQ(check.keys, (std::vector<std::string>{"a", "b"}));
+  EXPECT_FALSE(check.succeeded_within.warn.has_value());
+  ASSERT_TRUE(check.succeeded_within.crit.has_value());
+  EXPECT_EQ(check.succeeded_within.crit->count(), 25 * 3'600'000);
+  ASSERT_TRUE(check.max_held.warn && check.max_held.crit);
+  EXPECT_EQ(check.max_held.warn->count(), 3'600'000);
+  EXPECT_EQ(check.max_held.crit->count(), 7'200'000);
+  EXPECT_EQ(check.max_waiting.crit, 3);
+  EXPECT_EQ(check.max_lost.warn, 0);
+  EXPECT_EQ(check.max_lost.crit, 1);
+  EXPECT_TRUE(check.json);
+  EXPECT_FALSE(std::get<commands::CheckOptions>(parse({"check", "a"})).max_held.given());
+
+  auto [code, message] = error_of({"check", "a", "--max-held", "2h,1h"});
+  EXPECT_EQ(code, 64);
+  EXPECT_EQ(message, "--max-held: the WARNING limit (first) must not be above the CRITICAL one");
+  std::tie(code, message) = error_of({"check", "a", "--max-waiting", "many"});
+  EXPECT_EQ(message, "--max-waiting: 'many' is not a number in 0-1000000000 (N, or WARN,CRIT)");
+
+  options = parse({"metrics", "--textfile", "/tmp/x.prom"});
+  EXPECT_EQ(std::get<commands::MetricsOptions>(options).textfile, "/tmp/x.prom");
+  EXPECT_TRUE(std::get<commands::MetricsOptions>(options).keys.empty());
 }
 
 TEST_F(ParseCommandLine, ValuesOutsideTheirLimitsSayTheLimits) {

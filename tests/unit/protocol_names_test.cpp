@@ -45,12 +45,14 @@ TEST(ProtocolNames, EveryFieldAndEventIsOneTheScriptsUse) {
   all_used(protocol::waiter::k_all, "the waiter field");
   all_used(protocol::holder::k_all, "the holder field");
   all_used(protocol::sem::k_all, "the :sem field");
+  all_used(protocol::tick::k_all, "the :tick field");
+  all_used(protocol::summary::k_all, "the :sum field");
   all_used(protocol::event::k_all, "the event");
   all_used(protocol::event_field::k_all, "the event field");
 }
 
 // While common.lua declares its table K of keys as NAME = KEYS[i], those are the protocol's keys
-// in its order: the lock, its parts (by their suffixes), the caller's mailbox.
+// in its order: the lock, its parts (by their suffixes), the caller's mailbox, the parts after it.
 TEST(ProtocolNames, ScriptKeysAreInTheProtocolsOrder) {
   const std::string text = script_text();
   if (!has(text, "= KEYS[")) GTEST_SKIP() << "common.lua no longer declares K as NAME = KEYS[i]";
@@ -60,10 +62,15 @@ TEST(ProtocolNames, ScriptKeysAreInTheProtocolsOrder) {
     std::string decl = std::string(protocol::suffix(p)) + " = KEYS[" + std::to_string(i++) + "]";
     EXPECT_TRUE(has(text, decl)) << decl;
   }
-  EXPECT_TRUE(has(text, std::string(protocol::k_mailbox) + " = KEYS[" + std::to_string(i) + "]"));
+  const size_t mailbox = i++;
+  EXPECT_TRUE(has(text, std::string(protocol::k_mailbox) + " = KEYS[" + std::to_string(mailbox) + "]"));
+  for (rlock::lock::Part p : protocol::k_parts_after) {
+    std::string decl = std::string(protocol::suffix(p)) + " = KEYS[" + std::to_string(i++) + "]";
+    EXPECT_TRUE(has(text, decl)) << decl;
+  }
   rlock::lock::LockName name{"p:", "k"};
-  EXPECT_EQ(name.script_keys("id").size(), i);
-  EXPECT_EQ(name.script_keys("id").back(), "p:{k}:" + std::string(protocol::k_mailbox) + ":id");
+  EXPECT_EQ(name.script_keys("id").size(), i - 1);
+  EXPECT_EQ(name.script_keys("id").at(mailbox - 1), "p:{k}:" + std::string(protocol::k_mailbox) + ":id");
 }
 
 }  // namespace

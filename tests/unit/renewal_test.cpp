@@ -25,7 +25,7 @@ TEST(Renew, ARenewalCountsFromWhenItWasSent) {
   FakeBackend b{Timing{}};
   b.extend_answers = {[] { return extension(25s, 30s); }};
   auto taken = BootClock::now() - 10s;
-  Schedule s(taken, 30s, 5s, 2s);
+  Schedule s(taken, 30s, 5s, 2s, [](uint64_t) -> uint64_t { return 0; });  // no jitter
   HeldLease hold{k_name, k_token, 30s, 42, rlock::lock::KeeperInfo{7, 8}};
   auto before = BootClock::now();
   Renewal r = rlock::lock::renew(b, s, hold);

@@ -4,15 +4,26 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <vector>
+
 using namespace std::chrono_literals;
 using rlock::lock::Clock;
 using rlock::lock::Schedule;
 using rlock::util::Millis;
 namespace validity = rlock::lock::validity;
 
+namespace {
+
+// Jitter sources: none, and the largest draw (the earliest renewal or retry).
+uint64_t no_jitter(uint64_t) { return 0; }
+uint64_t most_jitter(uint64_t bound) { return bound - 1; }
+
+}  // namespace
+
 TEST(Schedule, RenewsEveryThirdAndStopsBeforeTheDeadline) {
   FakeClock clock;
-  Schedule s(clock.now, 30s, 5s, 2s);
+  Schedule s(clock.now, 30s, 5s, 2s, no_jitter);
   EXPECT_EQ(s.next_renewal() - clock.now, Millis(10'000));
   EXPECT_EQ(s.valid_until() - clock.now, Millis(30'000 - 302));
   EXPECT_EQ(s.kill_at() - clock.now, Millis(30'000 - 302 - 100));
@@ -67,7 +78,7 @@ TEST(Schedule, AttemptsNeverUseUpTheTimeBeforeTheStop) {
 
 TEST(Schedule, AFailedAttemptIsRetriedAtOnceThenOftenButNotPastTheStop) {
   FakeClock clock;
-  Schedule s(clock.now, 3s, 1s, 2s);
+  Schedule s(clock.now, 3s, 1s, 2s, no_jitter);
   clock.now = s.next_renewal();
   // A blip costs nothing: the first retry goes at once, the next ones every retry_interval.
   s.failed(clock.now);
@@ -82,6 +93,61 @@ TEST(Schedule, AFailedAttemptIsRetriedAtOnceThenOftenButNotPastTheStop) {
   clock.now = s.next_renewal();
   s.failed(clock.now);
   EXPECT_EQ(s.next_renewal(), clock.now);
+}
+
+TEST(Schedule, RenewalsAndRetriesAreJitteredEarlierOnly) {
+  // The bounds: a renewal is due between TTL/3 - TTL/30 and TTL/3 after the last one was sent; a
+  // retry after the first is due between half a retry interval and a whole one. Never later than
+  // without jitter, so every deadline holds as before.
+  for (Millis ttl : {Millis(100), Millis(3'000), Millis(30'000), Millis(600'000)}) {
+    FakeClock clock;
+    Schedule earliest(clock.now, ttl, validity::max_kill_after(ttl), 2s, most_jitter);
+    EXPECT_EQ(earliest.next_renewal() - clock.now, validity::renew_interval(ttl) - validity::renew_jitter(ttl));
+    EXPECT_GE(earliest.next_renewal() - clock.now, ttl * 3 / 10 - Millis(1)) << ttl.count();
+    earliest.failed(clock.now);
+    EXPECT_EQ(earliest.next_renewal(), clock.now) << "the first retry still goes at once";
+    earliest.failed(clock.now);
+    Millis retry = validity::retry_interval(ttl);
+    EXPECT_EQ(earliest.next_renewal() - clock.now, retry - retry / 2);
+    for (int i = 0; i < 200; ++i) {
+      Schedule s(clock.now, ttl, validity::max_kill_after(ttl), 2s);
+      EXPECT_LE(s.next_renewal() - clock.now, validity::renew_interval(ttl));
+      EXPECT_GE(s.next_renewal() - clock.now, validity::renew_interval(ttl) - validity::renew_jitter(ttl));
+      EXPECT_LT(s.next_renewal(), s.stop_at());
+      s.failed(clock.now);
+      s.failed(clock.now);
+      EXPECT_LE(s.next_renewal() - clock.now, retry);
+      EXPECT_GE(s.next_renewal() - clock.now, retry - retry / 2);
+    }
+  }
+}
+
+TEST(Schedule, HoldersStartedTogetherDriftOutOfPhase) {
+  // A fleet started by one timer: 100 holders take their leases in the same millisecond and
+  // each renews when due (the renewal takes no time). After 10 renewals their next renewals
+  // spread over more than a second, where without jitter they stay in the same instant.
+  FakeClock clock;
+  std::vector<Schedule> fleet;
+  std::vector<Schedule> in_step;
+  for (int i = 0; i < 100; ++i) {
+    fleet.emplace_back(clock.now, 30s, 5s, 2s);
+    in_step.emplace_back(clock.now, 30s, 5s, 2s, no_jitter);
+  }
+  for (int round = 0; round < 10; ++round) {
+    for (Schedule& s : fleet) s.renewed(s.next_renewal());
+    for (Schedule& s : in_step) s.renewed(s.next_renewal());
+  }
+  auto spread = [](const std::vector<Schedule>& v) {
+    auto [lo, hi] = std::minmax_element(
+        v.begin(), v.end(), [](const Schedule& a, const Schedule& b) { return a.next_renewal() < b.next_renewal(); });
+    return std::chrono::duration_cast<Millis>(hi->next_renewal() - lo->next_renewal());
+  };
+  EXPECT_EQ(spread(in_step), Millis(0));
+  // Each holder's drift is a sum of 10 uniform draws in [0, 1s] (mean 5s, deviation 0.9s): 100 of
+  // them spread over less than 1s has a negligible chance.
+  EXPECT_GT(spread(fleet), Millis(1'000));
+  // And the fleet renews at least as often as without jitter: no renewal came later.
+  for (const Schedule& s : fleet) EXPECT_LE(s.next_renewal(), in_step.front().next_renewal());
 }
 
 TEST(Schedule, ExpectedTtlLeftCountsFromTheLastRenewal) {

@@ -1,9 +1,11 @@
 #include "lock/take.hpp"
 #include "error.hpp"
 #include "fake_backend.hpp"
+#include "util/random.hpp"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <thread>
 
 using namespace std::chrono_literals;
@@ -19,9 +21,13 @@ using Outcome = rlock::lock::Attempt::Outcome;
 
 namespace take_test {
 
+// No jitter: each wait step blocks a whole heartbeat, so that the tests can name it.
+uint64_t no_jitter(uint64_t) { return 0; }
+
 Timing timing() {
   Timing t;
   t.heartbeat = 40ms;
+  t.jitter = no_jitter;
   return t;
 }
 
@@ -90,6 +96,32 @@ TEST(TakeLock, WaitsStepByStepWatchingWhatEachAnswerSaid) {
   EXPECT_EQ(h.progress, 2);
   EXPECT_TRUE(b.cancel_calls.empty());
   EXPECT_TRUE(h.pauses.empty());
+}
+
+TEST(TakeLock, WaitStepsAreJitteredByAtMostAFifthOfTheHeartbeat) {
+  // Waiters queued by one timer must not step in phase: each step blocks a heartbeat less a
+  // random part of at most a fifth of it, never more than a heartbeat.
+  Timing t = timing();
+  t.heartbeat = 1000ms;
+  t.jitter = rlock::util::random_below;
+  FakeBackend b(t);
+  b.acquire_answers = {answer(Outcome::queued, 3, {"before"})};
+  for (int i = 0; i < 50; ++i) b.wait_answers.push_back(answer(Outcome::queued, 3, {"before"}));
+  b.wait_answers.push_back(answer(Outcome::acquired));
+  Hooks h;
+  Attempt a = rlock::lock::take_lock(b, k_name, wait_for(std::nullopt), contender(), {}, h.get());
+  EXPECT_EQ(a.outcome, Outcome::acquired);
+  ASSERT_EQ(b.wait_calls.size(), 51u);
+  Millis least = 1000ms;
+  Millis most = 0ms;
+  for (const auto& w : b.wait_calls) {
+    EXPECT_GE(w.heartbeat, 800ms);
+    EXPECT_LE(w.heartbeat, 1000ms);
+    least = std::min(least, w.heartbeat);
+    most = std::max(most, w.heartbeat);
+  }
+  // 51 draws of 201 values: all within 20ms of each other has a chance below 1e-40.
+  EXPECT_GE(most - least, 20ms) << "the steps spread";
 }
 
 TEST(TakeLock, AGrantTheMasterCannotConfirmIsUnavailableWithoutWaitingNeverBusy) {
@@ -187,6 +219,37 @@ TEST(TakeLock, SupersededEndsTheWaitWithoutCancel) {
   Hooks h;
   EXPECT_EQ(rlock::lock::take_lock(b, k_name, wait_for(10s), contender(), {}, h.get()).outcome, Outcome::superseded);
   EXPECT_TRUE(b.cancel_calls.empty()) << "its place is gone already";
+}
+
+TEST(TakeLock, ATickRunWhileWaitingLeavesTheQueueAsDone) {
+  FakeBackend b(timing());
+  b.acquire_answers = {answer(Outcome::queued, 2)};
+  b.wait_answers = {answer(Outcome::done)};
+  Hooks h;
+  EXPECT_EQ(rlock::lock::take_lock(b, k_name, wait_for(10s), contender(), {}, h.get()).outcome, Outcome::done);
+  EXPECT_EQ(b.cancel_calls, std::vector<bool>{false}) << "its place, or a grant, is given up; not a timeout";
+}
+
+TEST(TakeLock, ATickRunBeforeTheFirstAttemptEndsItWithoutCancel) {
+  FakeBackend b(timing());
+  b.acquire_answers = {answer(Outcome::done)};
+  Hooks h;
+  EXPECT_EQ(rlock::lock::take_lock(b, k_name, wait_for(10s), contender(), {}, h.get()).outcome, Outcome::done);
+  EXPECT_TRUE(b.cancel_calls.empty());
+  EXPECT_TRUE(b.wait_calls.empty());
+}
+
+// A tick is the nearest multiple of the period: hosts up to half a period apart agree.
+TEST(NearestTick, RoundsToTheNearestMultipleOfThePeriod) {
+  constexpr int64_t t = 1'800'000'000'000;  // a multiple of 5 minutes
+  const Millis period(300'000);
+  EXPECT_EQ(rlock::lock::nearest_tick(t, period), t);
+  EXPECT_EQ(rlock::lock::nearest_tick(t + 2'000, period), t) << "a timer 2s late";
+  EXPECT_EQ(rlock::lock::nearest_tick(t - 2'000, period), t) << "a clock 2s behind";
+  EXPECT_EQ(rlock::lock::nearest_tick(t + 149'999, period), t);
+  EXPECT_EQ(rlock::lock::nearest_tick(t - 150'000, period), t) << "half way: the later one";
+  EXPECT_EQ(rlock::lock::nearest_tick(t + 150'000, period), t + 300'000);
+  EXPECT_EQ(rlock::lock::nearest_tick(t + 299'000, period), t + 300'000);
 }
 
 TEST(TakeLock, ReplicasThatDoNotConfirmGiveTheLockBack) {

@@ -1,10 +1,11 @@
 -- Takes the lock, or a place in its queue, in one atomic step.
 -- KEYS: the lock's keys (see common.lua). ARGV: cfg, then the contender (token ttl_ms host pid user
--- cmd mode limit options min_hold_ms; see contender()), then the tokens of enclosing holds.
+-- cmd mode limit options min_hold_ms tick; see contender()), then the tokens of enclosing holds.
 -- Returns {1, more, push, fence, slot} when taken; {2, more, push, fence, pttl, i} when the
--- enclosing hold ARGV[11 + i] owns it (re-entry); {0, more, push, pttl, host, pid, cmd, since,
+-- enclosing hold ARGV[12 + i] owns it (re-entry); {0, more, push, pttl, host, pid, cmd, since,
 -- now, queue length, lingering} when busy (not queued); {4, more, push} when dead entries were
--- removed and the budget ran out before a decision (call again); or the waiting reply.
+-- removed and the budget ran out before a decision (call again); {6, more, push, tick, host, at,
+-- now} when its --once-per tick was done (see tick_refusal); or the waiting reply.
 local d, id, limit, bad = prologue()
 if bad then return bad end
 
@@ -15,15 +16,15 @@ if ours then
   set_expiries()
   return reply(1, fence, slot)
 end
-if redis.call('ZSCORE', K.q, id) then
+if not quiet() and redis.call('ZSCORE', K.q, id) then
   redis.call('ZADD', K.wl, NOW + LEASE, id)
   set_expiries()
   return waiting(id)
 end
 
 -- Re-entry: the lock is held by an enclosing hold of the caller's process tree.
-local owner = redis.call('GET', K.lock)
-for i = 12, #ARGV do
+local owner = #ARGV >= 13 and lock_value()
+for i = 13, #ARGV do
   local tok = ARGV[i]
   local hid = id_of(tok)
   if (owner and owner == tok) or (not owner and redis.call('HGET', K.hi, hid .. '.t') == tok and
@@ -33,9 +34,12 @@ for i = 12, #ARGV do
     local f = owner and redis.call('HGET', K.info, 'fence') or redis.call('HGET', K.hi, hid .. '.f')
     local pttl = owner and redis.call('PTTL', K.lock) or
                  math.floor(tonumber(redis.call('ZSCORE', K.h, hid)) - NOW)
-    return reply(2, tonumber(f or '0'), pttl, i - 11)
+    return reply(2, tonumber(f or '0'), pttl, i - 12)
   end
 end
+
+local done = tick_refusal(id, d)
+if done then return reply(6, unpack(done)) end
 
 -- Nobody may jump the queue: the lock is taken at once only when no live waiter waits for it.
 advance()
@@ -43,7 +47,7 @@ if MORE then
   set_expiries()
   return reply(4)
 end
-if redis.call('ZCARD', K.q) == 0 and can_take(d.m, limit) then
+if (quiet() or redis.call('ZCARD', K.q) == 0) and can_take(d.m, limit) then
   d.js = NOW
   fence, slot = grant(id, d, true, limit)
   if not string.find(d.o, 'r', 1, true) then
@@ -57,7 +61,7 @@ end
 -- a --preemptible holder when no other preemptor waits, and waits for it (the caller bounds that).
 local preemptor = string.find(d.o, 'p', 1, true) ~= nil and d.m == 'x'
 local queue = string.find(d.o, 'q', 1, true) ~= nil
-if not queue and preemptor and redis.call('EXISTS', K.lock) == 1 and redis.call('HGET', K.info, 'pe') == '1' and
+if not queue and preemptor and lock_value() and redis.call('HGET', K.info, 'pe') == '1' and
    not first_preemptor() then
   queue = true
 end
@@ -77,7 +81,7 @@ if queue then
 end
 tidy_limit()
 local host, pid, cmd, since, lingering, left = holder_view()
-local queued = redis.call('ZCARD', K.q)
-event('busy', {'h', d.h, 'p', d.p, 'u', d.u, 'c', d.c, 'id', id})
+local queued = quiet() and 0 or redis.call('ZCARD', K.q)
+event('busy', {'h', d.h, 'p', d.p, 'u', d.u, 'c', d.c, 'id', id, 'hh', host, 'hp', pid, 'hc', cmd, 'lg', lingering})
 set_expiries()
 return reply(0, left, host, pid, cmd, since, NOW, queued, lingering)

@@ -18,6 +18,7 @@ else
   if ours and not claimed then
     if mode == 'x' then
       redis.call('DEL', K.lock, K.info)
+      lock_written()
     else
       remove_holder(id)
     end

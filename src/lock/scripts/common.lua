@@ -2,26 +2,31 @@
 --
 -- The keys of one lock, all under its hash tag and all declared by the caller, in the order of
 -- lock/name.hpp (LockName::script_keys):
-local K = {
-  lock = KEYS[1],    -- PREFIX{KEY}: the exclusive holder's token (PX: its lease), or a lingering mark
-  fence = KEYS[2],   -- fencing counter
-  info = KEYS[3],    -- the exclusive holder: HASH id host pid user cmd since fence ttl claimed ...
-  q = KEYS[4],       -- the queue: ZSET id -> arrival (server microseconds, made unique; below 0: preemptors)
-  w = KEYS[5],       -- the waiters: HASH "<id>.<field>"
-  wl = KEYS[6],      -- the waiters' leases: ZSET id -> expiry (server ms)
-  h = KEYS[7],       -- shared and semaphore holders: ZSET id -> expiry (server ms)
-  hi = KEYS[8],      -- their data: HASH "<id>.<field>"
-  sem = KEYS[9],     -- the semaphore: HASH limit, next (the highest slot handed out so far)
-  free = KEYS[10],   -- semaphore slots given back: ZSET slot -> slot
-  sq = KEYS[11],     -- the waiters that asked to supersede older ones: ZSET id -> arrival
-  gone = KEYS[12],   -- waiters told to leave (superseded): ZSET id -> when the notice lapses
-  log = KEYS[13],    -- the lock's history: STREAM
-  mb = KEYS[14],     -- the caller's mailbox: pushed when its hold or its place ends
-}
+local K  -- the keys of this call:
+local function lock_keys(KEYS)
+  return {
+    lock = KEYS[1],    -- PREFIX{KEY}: the exclusive holder's token (PX: its lease), or a lingering mark
+    fence = KEYS[2],   -- fencing counter
+    info = KEYS[3],    -- the exclusive holder: HASH id host pid user cmd since fence ttl claimed ...
+    q = KEYS[4],       -- the queue: ZSET id -> arrival (server microseconds, made unique; below 0: preemptors)
+    w = KEYS[5],       -- the waiters: HASH "<id>.<field>"
+    wl = KEYS[6],      -- the waiters' leases: ZSET id -> expiry (server ms)
+    h = KEYS[7],       -- shared and semaphore holders: ZSET id -> expiry (server ms)
+    hi = KEYS[8],      -- their data: HASH "<id>.<field>"
+    sem = KEYS[9],     -- the semaphore: HASH limit, next (the highest slot handed out so far)
+    free = KEYS[10],   -- semaphore slots given back: ZSET slot -> slot
+    sq = KEYS[11],     -- the waiters that asked to supersede older ones: ZSET id -> arrival
+    gone = KEYS[12],   -- waiters told to leave (superseded): ZSET id -> when the notice lapses
+    log = KEYS[13],    -- the lock's history: STREAM
+    tick = KEYS[14],   -- --once-per: the last tick run: HASH t h at id (and pt ph pa: the one before)
+    mb = KEYS[15],     -- the caller's mailbox: pushed when its hold or its place ends
+    sum = KEYS[16],    -- the lock's summary: HASH of fixed fields (see summarize)
+  }
+end
 -- A contender's id is the first 16 characters of its token (the rest, 128 bits, is the secret).
 --
 -- ARGV[1], for every script: the queue's timing and the log's length, set by the client (tests
--- scale the times): "lease_ms claim_ms mailbox_ms history_ms log_length".
+-- scale the times): "lease_ms claim_ms mailbox_ms history_ms log_length summary" (summary: 0 or 1).
 --
 -- Waiting: each waiter blocks (BLPOP, outside Lua) on its own mailbox and on the mailbox of the
 -- one just before it in the queue, or at the head, of the holders; whoever leaves pushes its own
@@ -37,21 +42,64 @@ local K = {
 
 local BUDGET = 20
 
-local CFG = {}
-for n in string.gmatch(ARGV[1], '%d+') do CFG[#CFG + 1] = tonumber(n) end
-local LEASE, CLAIM, MAILBOX, HISTORY, LOG_LENGTH = CFG[1], CFG[2], CFG[3], CFG[4], CFG[5]
+local LEASE, CLAIM, MAILBOX, HISTORY, LOG_LENGTH
+local SUMMARY         -- the lock's summary is kept (ARGV[1]'s sixth number: 0 for a clean-up)
 
-local WAITER_FIELDS = {'t', 'm', 'h', 'p', 'u', 'c', 's', 'ttl', 'o', 'mh', 'wt', 'g'}
+-- ('mh', written by earlier versions, is deleted with the rest.)
+local WAITER_FIELDS = {'t', 'm', 'h', 'p', 'u', 'c', 's', 'ttl', 'o', 'wt', 'g', 'mh'}
 local HOLDER_FIELDS = {'t', 'm', 'h', 'p', 'u', 'c', 's', 'f', 'ttl', 'slot', 'k', 'kp', 'kw', 'js', 'lu', 'lg', 'x'}
 
-local t = redis.call('TIME')
-local NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local NOW_US = t[1] .. string.format('%06d', tonumber(t[2]))
+local NOW, NOW_US     -- the server's clock: ms, and us as a string
+local WORK            -- entries removed, granted or reported so far
+local MORE            -- the budget ran out with work left: the caller calls again
+local PUSH            -- ids whose mailboxes the caller pushes after the script
+local CALLER          -- the caller's id
+local ARGS            -- this call's ARGV
+-- Work in proportion to what is due: what this call already knows.
+local QUIET           -- nil: not asked yet; true: no queue, no shared holder, notice or semaphore
+local REAPED          -- the dead entries due now are gone (reap ran to the end)
+local NOTED           -- the lock's key is free and no expired holder is left to record
+local LOCK_READ       -- LOCK_VALUE holds the lock key's value (false: none): the key has not
+local LOCK_VALUE      -- been written since it was read (a script's clock stands still: no expiry)
 
-local WORK = 0        -- entries removed, granted or reported so far
-local MORE = false    -- the budget ran out with work left: the caller calls again
-local PUSH = {}       -- ids whose mailboxes the caller pushes after the script
-local CALLER = ''     -- the caller's id
+-- The state of one call, set at its start: every script (and every function of the library)
+-- begins with begin(KEYS, ARGV), so that nothing of one call is seen by the next.
+local function begin(keys, argv)
+  K = lock_keys(keys)
+  ARGS = argv
+  local cfg = {}
+  for n in string.gmatch(argv[1], '%d+') do cfg[#cfg + 1] = tonumber(n) end
+  LEASE, CLAIM, MAILBOX, HISTORY, LOG_LENGTH = cfg[1], cfg[2], cfg[3], cfg[4], cfg[5]
+  SUMMARY = cfg[6] ~= 0
+  local t = redis.call('TIME')
+  NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  NOW_US = t[1] .. string.format('%06d', tonumber(t[2]))
+  WORK, MORE, PUSH, CALLER = 0, false, {}, ''
+  QUIET, REAPED, NOTED = nil, false, false
+  LOCK_READ, LOCK_VALUE = false, false
+end
+
+-- The lock key's value (false: none), read once until the call writes the key (lock_written).
+local function lock_value()
+  if not LOCK_READ then
+    LOCK_VALUE = redis.call('GET', K.lock)
+    LOCK_READ = true
+  end
+  return LOCK_VALUE
+end
+
+local function lock_written()
+  LOCK_READ = false
+end
+
+-- Whether nobody waits, holds shared, has a notice or a semaphore slot (one command, asked once
+-- per call; a call that writes any of these structures says so: QUIET = false). Everything that
+-- walks them (reaping, handing on, expiries) is then skipped: the uncontended case touches only
+-- the keys it needs.
+local function quiet()
+  if QUIET == nil then QUIET = redis.call('EXISTS', K.q, K.wl, K.h, K.gone, K.sem, K.free) == 0 end
+  return QUIET
+end
 
 local function spend()
   if WORK >= BUDGET then
@@ -79,9 +127,8 @@ end
 
 -- Whether the string at the lock's key is rlock's: a holder's token (48 hex digits) or a lingering
 -- mark (~ and the id), always with an expiry, of the holder that :info names (if it names one).
-local function lock_value_ours()
+local function lock_value_ours(value)
   if redis.call('PTTL', K.lock) < 0 then return false end
-  local value = redis.call('GET', K.lock)
   local id
   if #value == 48 and not string.find(value, '[^0-9a-f]') then
     id = string.sub(value, 1, 16)
@@ -94,17 +141,44 @@ local function lock_value_ours()
   return not holder or holder == id
 end
 
-local function check_types()
-  local kind = redis.call('TYPE', K.lock)['ok']
-  if kind ~= 'none' and kind ~= 'string' then
+-- token: the caller's, if it has one (a GET that returns it proves the value rlock's).
+local function check_types(token)
+  local value = redis.pcall('GET', K.lock)
+  if type(value) == 'table' and value.err then
+    local kind = redis.call('TYPE', K.lock)['ok']
     return redis.error_reply('WRONGTYPE ' .. K.lock .. ' holds a ' .. kind .. ', not an rlock lock')
   end
-  if kind == 'string' and not lock_value_ours() then return redis.error_reply('RLOCKFOREIGN lock') end
+  if value and value ~= token and not lock_value_ours(value) then return redis.error_reply('RLOCKFOREIGN lock') end
+  LOCK_READ, LOCK_VALUE = true, value
   return nil
+end
+
+-- Keeps the lock's summary (K.sum), for rlock check and metrics, even without a history: a count
+-- per kind of event (n.KIND); the last start (s, sh: when, host); the last end of a hold (e, ek
+-- kind, eh host, ex exit status, ed ms held); the last success, a release (not forced) whose exit
+-- status is 0 or that had no command (ok, okh, okx, okd); the holds lost since then (sl). Fixed
+-- fields; it expires with the history. Calls that only clean up after a failed attempt (SUMMARY
+-- false) leave it alone, and so does another program's data at its key.
+local function summarize(kind, ev)
+  if not SUMMARY then return end
+  if type(redis.pcall('HINCRBY', K.sum, 'n.' .. kind, 1)) == 'table' then return end
+  local v = {}
+  for i = 1, #ev, 2 do v[ev[i]] = ev[i + 1] or '' end
+  if kind == 'acquired' then
+    redis.call('HSET', K.sum, 's', NOW, 'sh', v.h or '')
+  elseif kind == 'released' or kind == 'lost' or kind == 'preempted' or kind == 'expired' then
+    redis.call('HSET', K.sum, 'e', NOW, 'ek', kind, 'eh', v.h or '', 'ex', v.x or '', 'ed', v.d or '')
+    if kind == 'lost' then redis.pcall('HINCRBY', K.sum, 'sl', 1) end
+    if kind == 'released' and ((v.x or '') == '' or v.x == '0') and (v.by or '') == '' then
+      redis.call('HSET', K.sum, 'ok', NOW, 'okh', v.h or '', 'okx', v.x or '', 'okd', v.d or '', 'sl', 0)
+    end
+  end
+  redis.call('PEXPIRE', K.sum, HISTORY)
 end
 
 -- Appends one event to the lock's history (capped at LOG_LENGTH; 0: no history). ev: field list.
 local function event(kind, ev)
+  summarize(kind, ev)
   if LOG_LENGTH == 0 then return end
   local args = {K.log, 'MAXLEN', LOG_LENGTH, '*', 'e', kind}
   for i = 1, #ev, 2 do
@@ -186,7 +260,9 @@ end
 -- The exclusive holder whose lease ran out without a release (it died, or was cut off): its
 -- lock is handed on; the history says so. `info` outlives the lock for that.
 local function note_expired()
-  if redis.call('EXISTS', K.lock) == 1 then return end
+  if NOTED then return end
+  if lock_value() then return end
+  NOTED = true
   local v = redis.call('HMGET', K.info, 'id', 'host', 'pid', 'user', 'cmd', 'fence', 'since', 'exp', 'claimed', 'lg')
   if not v[1] then return end
   if v[9] == '1' and v[10] ~= '1' then
@@ -200,6 +276,7 @@ end
 -- Removes dead entries, at most the budget: waiters whose lease ran out, holders whose lease ran
 -- out (a claimed one's end goes into the history), and notices nobody came for.
 local function reap()
+  if REAPED or quiet() then return end
   if WORK >= BUDGET then MORE = true return end
   for _, id in ipairs(redis.call('ZRANGEBYSCORE', K.wl, '-inf', NOW, 'LIMIT', 0, BUDGET - WORK)) do
     spend()
@@ -218,10 +295,12 @@ local function reap()
     redis.call('ZREM', K.gone, id)
     redis.call('HDEL', K.w, id .. '.g')
   end
+  REAPED = WORK < BUDGET
 end
 
 -- The semaphore's N stays only while someone holds or waits.
 local function tidy_limit()
+  if quiet() or redis.call('EXISTS', K.sem, K.free) == 0 then return end
   if redis.call('ZCARD', K.h) == 0 and redis.call('ZCARD', K.q) == 0 then
     redis.call('DEL', K.sem, K.free)
   end
@@ -230,6 +309,7 @@ end
 -- Every structure expires when nothing in it can matter any more: the holders' after the last
 -- lease, the queue's after the last waiter's lease; nothing stays behind an unused lock.
 local function set_expiries()
+  if quiet() then return end
   local margin = LEASE + CLAIM
   local held = redis.call('ZRANGE', K.h, -1, -1, 'WITHSCORES')[2]
   local waited = redis.call('ZRANGE', K.wl, -1, -1, 'WITHSCORES')[2]
@@ -264,13 +344,13 @@ local function check_mode(mode, limit)
   reap()
   note_expired()
   tidy_limit()
-  local stored = redis.call('HGET', K.sem, 'limit')
+  local stored = not quiet() and redis.call('HGET', K.sem, 'limit')
   if mode == 'n' then
     if stored and tonumber(stored) ~= limit then
       return redis.error_reply('RLOCKLIMIT ' .. stored .. ' ' .. limit)
     end
-    if not stored and (redis.call('EXISTS', K.lock) == 1 or redis.call('ZCARD', K.h) > 0 or
-                       redis.call('ZCARD', K.q) > 0) then
+    if not stored and (lock_value() or
+                       (not quiet() and (redis.call('ZCARD', K.h) > 0 or redis.call('ZCARD', K.q) > 0))) then
       return redis.error_reply('RLOCKLIMIT 1 ' .. limit)
     end
   elseif stored then
@@ -281,9 +361,9 @@ end
 
 -- Whether a contender of this kind could hold the lock now (the queue aside).
 local function can_take(mode, limit)
-  if mode == 'n' then return redis.call('ZCARD', K.h) < limit end
-  if redis.call('EXISTS', K.lock) == 1 then return false end
-  return mode == 's' or redis.call('ZCARD', K.h) == 0
+  if mode == 'n' then return quiet() or redis.call('ZCARD', K.h) < limit end
+  if lock_value() then return false end
+  return mode == 's' or quiet() or redis.call('ZCARD', K.h) == 0
 end
 
 -- Until when a hold claimed now is kept at least with --min-hold mh (ms): '' for none. The lease
@@ -303,6 +383,35 @@ local function lease_ms(ttl, linger_until)
   return px
 end
 
+-- --once-per (exclusive holds only; d.tk is '' without it). A tick is done once a hold recorded
+-- it, or a later one, in K.tick when it took the lock. Another contender of that tick (or an
+-- earlier one) is refused: the reply's payload {tick done, its host, when (server ms), now}, and a
+-- busy event that says so. The record keeps the one before it, which a give-back restores.
+local function tick_refusal(id, d)
+  if d.tk == '' then return nil end
+  local v = redis.call('HMGET', K.tick, 't', 'h', 'at', 'id')
+  if not v[1] or tonumber(v[1]) < tonumber(d.tk) or v[4] == id then return nil end
+  event('busy', {'h', d.h, 'p', d.p, 'u', d.u, 'c', d.c, 'tk', v[1], 'by', v[2], 'id', id})
+  return {v[1], v[2] or '', v[3] or '', NOW}
+end
+
+local function tick_take(id, d)
+  if d.tk == '' then return end
+  local v = redis.call('HMGET', K.tick, 't', 'h', 'at', 'id')
+  if v[4] == id then return end
+  redis.call('HSET', K.tick, 't', d.tk, 'h', d.h, 'at', NOW, 'id', id, 'pt', v[1] or '', 'ph', v[2] or '',
+             'pa', v[3] or '')
+  redis.call('PEXPIRE', K.tick, HISTORY)
+  redis.call('HSET', K.info, 'tk', d.tk)
+end
+
+local function tick_return(id)
+  local v = redis.call('HMGET', K.tick, 'id', 'pt', 'ph', 'pa')
+  if v[1] ~= id then return end
+  if not v[2] or v[2] == '' then return redis.call('DEL', K.tick) end
+  redis.call('HSET', K.tick, 't', v[2], 'h', v[3], 'at', v[4], 'id', '', 'pt', '', 'ph', '', 'pa', '')
+end
+
 -- Gives the lock to contender d (t m h p u c ttl o mh js): for its lease when it takes it itself
 -- (claimed), for the claim window when it is granted to a waiter. The minimum hold counts from
 -- the claim, and on Redlock from phase 2 (merge.lua), once the quorum holds. Returns fence, slot.
@@ -316,12 +425,16 @@ local function grant(id, d, claimed, limit)
   if d.m == 'x' then
     note_expired()
     redis.call('SET', K.lock, d.t, 'PX', px)
+    lock_written()
+    NOTED = false
     redis.call('DEL', K.info)
     redis.call('HSET', K.info, 'id', id, 'host', d.h, 'pid', d.p, 'user', d.u, 'cmd', d.c, 'since', NOW,
                'fence', fence, 'ttl', d.ttl, 'claimed', claimed and 1 or 0, 'exp', NOW + px, 'lu', linger_until,
                'pe', preemptible, 'js', d.js or NOW)
     redis.call('PEXPIRE', K.info, px + HISTORY)
+    if claimed then tick_take(id, d) end
   else
+    QUIET = false
     if d.m == 'n' then
       redis.call('HSET', K.sem, 'limit', limit)
       slot = take_slot(limit)
@@ -337,8 +450,7 @@ end
 
 local function load_waiter(id)
   local v = redis.call('HMGET', K.w, unpack(fields(id, WAITER_FIELDS)))
-  return {t = v[1], m = v[2], h = v[3], p = v[4], u = v[5], c = v[6], js = v[7], ttl = v[8], o = v[9], mh = v[10],
-          wt = v[11]}
+  return {t = v[1], m = v[2], h = v[3], p = v[4], u = v[5], c = v[6], js = v[7], ttl = v[8], o = v[9], wt = v[10]}
 end
 
 -- Grants the lock to the live waiters at the head of the queue that can have it now: one
@@ -346,6 +458,7 @@ end
 -- slots. Dead waiters at the head are dropped on the way, never granted.
 local function advance()
   reap()
+  if quiet() then return end
   local limit = semaphore_limit()
   while true do
     local head = redis.call('ZRANGE', K.q, 0, 0)
@@ -380,10 +493,11 @@ end
 -- Whether contender (token, id, mode) holds the lock, and its fence, slot and claim state.
 local function held_by(token, id, mode)
   if mode == 'x' then
-    if redis.call('GET', K.lock) ~= token then return false end
+    if lock_value() ~= token then return false end
     local v = redis.call('HMGET', K.info, 'fence', 'claimed')
     return true, tonumber(v[1] or '0'), '', v[2] == '1'
   end
+  if quiet() then return false end
   local expiry = redis.call('ZSCORE', K.h, id)
   if not expiry or tonumber(expiry) <= NOW then return false end
   local v = redis.call('HMGET', K.hi, id .. '.t', id .. '.f', id .. '.slot', id .. '.k')
@@ -393,7 +507,8 @@ end
 
 -- The kind of hold token has ('x', or the mode of a shared or semaphore hold), or nil.
 local function hold_kind(token, id)
-  if redis.call('GET', K.lock) == token then return 'x' end
+  if lock_value() == token then return 'x' end
+  if quiet() then return nil end
   local expiry = redis.call('ZSCORE', K.h, id)
   if expiry and tonumber(expiry) > NOW and redis.call('HGET', K.hi, id .. '.t') == token then
     return redis.call('HGET', K.hi, id .. '.m')
@@ -412,6 +527,7 @@ local function claim(id, mode, ttl, d)
     redis.call('PEXPIRE', K.lock, px)
     redis.call('HSET', K.info, 'claimed', 1, 'exp', NOW + px, 'lu', linger_until)
     redis.call('PEXPIRE', K.info, px + HISTORY)
+    tick_take(id, d)
     event('acquired', {'h', d.h, 'p', d.p, 'u', d.u, 'c', d.c, 'f', v[2], 'w', js and tostring(NOW - tonumber(js)) or '',
                        'id', id})
   else
@@ -430,6 +546,7 @@ end
 -- Tells the superseded waiter id to leave (it reads the notice at its next step; the caller
 -- pushes its mailbox so that this is at once).
 local function supersede(id, by)
+  QUIET = false
   local d = load_waiter(id)
   remove_waiter(id)
   redis.call('HSET', K.w, id .. '.g', by)
@@ -447,6 +564,7 @@ end
 -- A place in the queue: in arrival order, or with preempt at the front (behind earlier
 -- preemptors, whose scores are below 0). A superseding waiter replaces the older superseding ones.
 local function enqueue(id, d, preempt)
+  QUIET = false
   local score
   if preempt then
     local last = redis.call('ZREVRANGEBYSCORE', K.q, '(0', '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
@@ -467,7 +585,7 @@ local function enqueue(id, d, preempt)
   redis.call('ZADD', K.q, score, id)
   redis.call('ZADD', K.wl, NOW + LEASE, id)
   redis.call('HSET', K.w, id .. '.t', d.t, id .. '.m', d.m, id .. '.h', d.h, id .. '.p', d.p, id .. '.u', d.u,
-             id .. '.c', d.c, id .. '.s', NOW, id .. '.ttl', d.ttl, id .. '.o', d.o or '', id .. '.mh', d.mh or '0')
+             id .. '.c', d.c, id .. '.s', NOW, id .. '.ttl', d.ttl, id .. '.o', d.o or '')
 end
 
 -- The first preemptor in the queue, or nil.
@@ -478,7 +596,7 @@ end
 -- The holder as the others see it: host, pid, cmd, since, lingering (0/1), ms until its lease
 -- (or the earliest of the shared ones) ends, or -1.
 local function holder_view()
-  if redis.call('EXISTS', K.lock) == 1 then
+  if lock_value() then
     local v = redis.call('HMGET', K.info, 'host', 'pid', 'cmd', 'since', 'lg')
     return v[1] or '', v[2] or '', v[3] or '', v[4] or '', v[5] == '1' and 1 or 0, redis.call('PTTL', K.lock)
   end
@@ -506,7 +624,7 @@ local function waiting(id)
     watch[1] = redis.call('ZRANGE', K.q, rank - 1, rank - 1)[1]
     left = -1
   else
-    local holder = redis.call('EXISTS', K.lock) == 1 and redis.call('HGET', K.info, 'id')
+    local holder = lock_value() and redis.call('HGET', K.info, 'id')
     if holder and string.find(redis.call('HGET', K.w, id .. '.o') or '', 'p', 1, true) then
       local asked = redis.call('HMGET', K.info, 'pe', 'ps')
       if asked[1] == '1' and asked[2] ~= '1' then holder = nil end
@@ -521,21 +639,22 @@ local function waiting(id)
   return out
 end
 
--- The contender described by ARGV[2..11]: token ttl host pid user cmd mode limit options
--- min_hold_ms. Options: q (join the queue if it cannot be taken now), s (supersede), p
--- (preempt), e (preemptible), r (Redlock's phase 1: the acquisition is recorded by phase 2).
+-- The contender described by ARGV[2..12]: token ttl host pid user cmd mode limit options
+-- min_hold_ms tick (--once-per: the tick it runs for, ms since the epoch; '' without). Options:
+-- q (join the queue if it cannot be taken now), s (supersede), p (preempt), e (preemptible), r
+-- (Redlock's phase 1: the acquisition is recorded by phase 2).
 local function contender()
-  return {t = ARGV[2], ttl = ARGV[3], h = ARGV[4], p = ARGV[5], u = ARGV[6], c = ARGV[7], m = ARGV[8], o = ARGV[10],
-          mh = ARGV[11]},
-         tonumber(ARGV[9])
+  return {t = ARGS[2], ttl = ARGS[3], h = ARGS[4], p = ARGS[5], u = ARGS[6], c = ARGS[7], m = ARGS[8], o = ARGS[10],
+          mh = ARGS[11], tk = ARGS[12] or ''},
+         tonumber(ARGS[9])
 end
 
 -- What acquire and wait start with: the contender, its id and limit, once the lock's keys hold
 -- rlock's data and its kind of hold fits; else the error to return.
 local function prologue()
-  local bad = check_types()
-  if bad then return nil, nil, nil, bad end
   local d, limit = contender()
+  local bad = check_types(d.t)
+  if bad then return nil, nil, nil, bad end
   CALLER = id_of(d.t)
   bad = check_mode(d.m, limit)
   return d, CALLER, limit, bad
@@ -548,9 +667,10 @@ end
 -- once. Returns whether the holder was asked (or is gone).
 local function preempt(d, id)
   local v = redis.call('HMGET', K.info, 'id', 'pe', 'pb', 'lg', 'pi', 'ps')
-  if redis.call('EXISTS', K.lock) == 0 or v[2] ~= '1' then return false end
+  if not lock_value() or v[2] ~= '1' then return false end
   if v[4] == '1' then
     redis.call('DEL', K.lock, K.info)
+    lock_written()
     return true
   end
   if v[6] == '1' then return true end
@@ -564,3 +684,7 @@ preempt_next = function()
   local first = first_preemptor()
   if first and still_waiting(first) then preempt(load_waiter(first), first) end
 end
+
+-- This call's state. (The function library leaves this line out: each of its functions calls
+-- begin with its own KEYS and ARGV.)
+begin(KEYS, ARGV)

@@ -30,7 +30,7 @@ if redis.call('GET', K.lock) == token then
   redis.call('PEXPIRE', K.info, px + HISTORY)
   return reply(1, before, tonumber(ttl), by)
 end
-local bad = check_types()
+local bad = check_types(token)
 if bad then return bad end
 local expiry = redis.call('ZSCORE', K.h, id)
 if not expiry or tonumber(expiry) <= NOW or redis.call('HGET', K.hi, id .. '.t') ~= token then return reply(0) end

@@ -15,6 +15,7 @@ if redis.call('EXISTS', K.lock) == 1 then
   deleted = 1
 end
 redis.call('DEL', K.lock, K.info)
+lock_written()
 local removed = 0
 for _, id in ipairs(redis.call('ZRANGE', K.h, 0, BUDGET - 1)) do
   if not spend() then break end

@@ -14,6 +14,7 @@ local result = 1
 if owner ~= token then
   if owner or rejoin ~= '1' then return reply(0) end
   redis.call('SET', K.lock, token, 'PX', ttl)
+  lock_written()
   redis.call('DEL', K.info)
   redis.call('HSET', K.info, 'id', CALLER, 'since', NOW, 'ttl', ttl, 'claimed', 1, 'exp', NOW + tonumber(ttl))
   redis.call('PEXPIRE', K.info, tonumber(ttl) + HISTORY)

@@ -15,7 +15,7 @@ local id = id_of(token)
 CALLER = id
 local kind = hold_kind(token, id)
 if not kind then
-  local bad = check_types()
+  local bad = check_types(token)
   if bad then return bad end
   -- A retry whose first attempt ran: the hold lingers under its own mark, released.
   if retry and (redis.call('GET', K.lock) == '~' .. id or redis.call('HGET', K.hi, id .. '.t') == '~' .. id) then
@@ -34,7 +34,7 @@ end
 
 local v
 if kind == 'x' then
-  v = redis.call('HMGET', K.info, 'host', 'pid', 'user', 'cmd', 'fence', 'since', 'lu', 'pb', 'ps', 'pi')
+  v = redis.call('HMGET', K.info, 'host', 'pid', 'user', 'cmd', 'fence', 'since', 'lu', 'pb', 'ps', 'pi', 'tk')
 else
   v = redis.call('HMGET', K.hi, id .. '.h', id .. '.p', id .. '.u', id .. '.c', id .. '.f', id .. '.s', id .. '.lu',
                  id .. '.pb')
@@ -49,6 +49,8 @@ local preempted = asked and (kind ~= 'x' or v[9] == '1')
 local wanted = asked and (kind ~= 'x' or (v[10] and still_waiting(v[10])))
 if used == '' then
   event('returned', ev)
+  -- Never used: its --once-per tick is not done.
+  if v[11] then tick_return(id) end
 elseif preempted then
   ev[#ev + 1] = 'by'
   ev[#ev + 1] = v[8]
@@ -66,6 +68,7 @@ end
 if linger_until and linger_until > NOW and not wanted then
   if kind == 'x' then
     redis.call('SET', K.lock, '~' .. id, 'PX', linger_until - NOW)
+    lock_written()
     redis.call('HSET', K.info, 'lg', 1, 'exp', linger_until)
     redis.call('PEXPIRE', K.info, linger_until - NOW + HISTORY)
   else
@@ -78,9 +81,13 @@ end
 
 if kind == 'x' then
   redis.call('DEL', K.lock, K.info)
+  lock_written()
+  NOTED = true
 else
   remove_holder(id)
 end
+-- Nobody waits (and nobody holds shared): nobody to wake, nothing to hand on.
+if quiet() then return reply(1) end
 wake(K.mb)
 advance()
 set_expiries()
