@@ -1,27 +1,28 @@
 -- Shared by every lock script (CMake puts it in front of each one).
 --
 -- The keys of one lock, all under its hash tag and all declared by the caller, in the order of
--- lock/name.hpp (LockName::script_keys):
+-- lock/name.hpp (LockName::script_keys) and src/lock/protocol.txt (key; KEY: each one's index):
 local K  -- the keys of this call:
+--   lock   PREFIX{KEY}: the exclusive holder's token (PX: its lease), or a lingering mark
+--   fence  fencing counter
+--   info   the exclusive holder: HASH id host pid user cmd since fence ttl claimed ...
+--   q      the queue: ZSET id -> arrival (server microseconds, made unique; below 0: preemptors)
+--   w      the waiters: HASH "<id>.<field>"
+--   wl     the waiters' leases: ZSET id -> expiry (server ms)
+--   h      shared and semaphore holders: ZSET id -> expiry (server ms)
+--   hi     their data: HASH "<id>.<field>"
+--   sem    the semaphore: HASH limit, next (the highest slot handed out so far)
+--   free   semaphore slots given back: ZSET slot -> slot
+--   sq     the waiters that asked to supersede older ones: ZSET id -> arrival
+--   gone   waiters told to leave (superseded): ZSET id -> when the notice lapses
+--   log    the lock's history: STREAM
+--   tick   --once-per: the last tick run: HASH t h at id (and pt ph pa: the one before)
+--   mb     the caller's mailbox: pushed when its hold or its place ends
+--   sum    the lock's summary: HASH of fixed fields (see summarize)
 local function lock_keys(KEYS)
-  return {
-    lock = KEYS[1],    -- PREFIX{KEY}: the exclusive holder's token (PX: its lease), or a lingering mark
-    fence = KEYS[2],   -- fencing counter
-    info = KEYS[3],    -- the exclusive holder: HASH id host pid user cmd since fence ttl claimed ...
-    q = KEYS[4],       -- the queue: ZSET id -> arrival (server microseconds, made unique; below 0: preemptors)
-    w = KEYS[5],       -- the waiters: HASH "<id>.<field>"
-    wl = KEYS[6],      -- the waiters' leases: ZSET id -> expiry (server ms)
-    h = KEYS[7],       -- shared and semaphore holders: ZSET id -> expiry (server ms)
-    hi = KEYS[8],      -- their data: HASH "<id>.<field>"
-    sem = KEYS[9],     -- the semaphore: HASH limit, next (the highest slot handed out so far)
-    free = KEYS[10],   -- semaphore slots given back: ZSET slot -> slot
-    sq = KEYS[11],     -- the waiters that asked to supersede older ones: ZSET id -> arrival
-    gone = KEYS[12],   -- waiters told to leave (superseded): ZSET id -> when the notice lapses
-    log = KEYS[13],    -- the lock's history: STREAM
-    tick = KEYS[14],   -- --once-per: the last tick run: HASH t h at id (and pt ph pa: the one before)
-    mb = KEYS[15],     -- the caller's mailbox: pushed when its hold or its place ends
-    sum = KEYS[16],    -- the lock's summary: HASH of fixed fields (see summarize)
-  }
+  local keys = {}
+  for name, i in pairs(KEY) do keys[name] = KEYS[i] end
+  return keys
 end
 -- A contender's id is the first 16 characters of its token (the rest, 128 bits, is the secret).
 --
@@ -122,6 +123,24 @@ end
 local function fields(id, names)
   local out = {}
   for i, f in ipairs(names) do out[i] = id .. '.' .. f end
+  return out
+end
+
+-- HMGET of the fields of hash key, as a table keyed by field (false: missing).
+local function hmget(key, ...)
+  local names = {...}
+  local v = redis.call('HMGET', key, ...)
+  local out = {}
+  for i, f in ipairs(names) do out[f] = v[i] end
+  return out
+end
+
+-- The same for the fields of id in a hash of "<id>.FIELD" (:w, :hi), keyed by FIELD.
+local function hmget_of(key, id, ...)
+  local names = {...}
+  local v = redis.call('HMGET', key, unpack(fields(id, names)))
+  local out = {}
+  for i, f in ipairs(names) do out[f] = v[i] end
   return out
 end
 
