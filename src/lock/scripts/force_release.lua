@@ -21,7 +21,7 @@ lock_written()
 local removed = 0
 for _, id in ipairs(redis.call('ZRANGE', K.h, 0, BUDGET - 1)) do
   if not spend() then break end
-  holder_event('released', id, forced)
+  holder_event(EVENT.released, id, forced)
   remove_holder(id)
   removed = removed + 1
 end

@@ -40,7 +40,8 @@ local host, pid, user, cmd, fence, since, linger, asked_by, seen, asker, tick
 if kind == 'x' then
   local v = hmget(K.info, INFO.host, INFO.pid, INFO.user, INFO.cmd, INFO.fence, INFO.since, INFO.linger_until,
                   INFO.preempt_by, INFO.preempt_seen, INFO.preemptor, INFO.tick)
-  host, pid, user, cmd, fence, since = v[INFO.host], v[INFO.pid], v[INFO.user], v[INFO.cmd], v[INFO.fence], v[INFO.since]
+  host, pid, user, cmd = v[INFO.host], v[INFO.pid], v[INFO.user], v[INFO.cmd]
+  fence, since = v[INFO.fence], v[INFO.since]
   linger, asked_by, seen, asker, tick = v[INFO.linger_until], v[INFO.preempt_by], v[INFO.preempt_seen],
                                         v[INFO.preemptor], v[INFO.tick]
 else
