@@ -3,7 +3,8 @@
 # cover every option of the binary's option table (rlock --dump-options) and every variable that
 # gives one; the shell completions read that table; the pages lint clean;
 # rlock(1) documents every exit status and stays short (at most 1000 lines of roff); ARCHITECTURE.md
-# names every directory under src/. Against the code, on a throwaway Redis where they need one:
+# names every directory under src/; rlock(7)'s REDIS DATA LAYOUT names the keys, fields and events
+# of src/lock/protocol.txt and no others. Against the code, on a throwaway Redis where they need one:
 # rlock(7)'s ACL SETUSER lines (from src/redis/acl.txt) let their users run what the page says,
 # and acl.txt holds what the scripts and the code send; log --json's fields, the renewal retry
 # interval and the history's trimming are as the pages say.
@@ -252,6 +253,73 @@ check_options() {
     for key in '{KEY}' ':fence' ':info' ':q' ':w' ':wl' ':h' ':hi' ':sem' ':free' ':sq' ':gone' ':log' ':tick' ':sum' ':mb:'; do
         grep -qF -- "$key" <<<"$text" || fail "the REDIS DATA LAYOUT of rlock(7) does not name $key"
     done
+}
+
+# The data layout (src/lock/protocol.txt, the protocol's names) and rlock(7)'s REDIS DATA LAYOUT.
+# protocol_column KIND N: column N of the source's lines of KIND, sorted.
+protocol_column() {
+    sed 's/#.*//' "$RLOCK_SOURCE_DIR/src/lock/protocol.txt" | awk -v kind="$1" -v n="$2" '$1 == kind { print $n }' |
+        sort -u
+}
+
+# layout_entry SUFFIX: the paragraph of rlock(7)'s REDIS DATA LAYOUT (man/rlock.7.scd) under the
+# key PREFIX{KEY}:SUFFIX (- for PREFIX{KEY} itself, mb:ID for the mailbox), on one line; with no
+# SUFFIX, the keys that the section describes, one a line, in that form.
+layout_entry() {
+    sed -n '/^# REDIS DATA LAYOUT/,/^# [A-Z]/p' "$RLOCK_SOURCE_DIR/man/rlock.7.scd" | awk -v want="${1-}" '
+        /^_PREFIX_\*\{\*_KEY_\*\}/ {
+            key = $0
+            sub(/^_PREFIX_\*\{\*_KEY_\*\}/, "", key)
+            gsub(/\*/, "", key)
+            sub(/_id_/, "ID", key)
+            sub(/^:/, "", key)
+            if (key == "") key = "-"
+            if (want == "") print key
+            next
+        }
+        /^\t/ { if (key == want) { text = text " " $0 } ; next }
+        { key = "" }
+        END { if (want != "") print text }'
+}
+
+# same_names WHAT SOURCE DOCUMENTED: fails naming what one list has and the other lacks.
+same_names() {
+    local what=$1 only_source only_page
+    only_source=$(comm -23 <(sort -u <<<"$2") <(sort -u <<<"$3") | xargs)
+    only_page=$(comm -13 <(sort -u <<<"$2") <(sort -u <<<"$3") | xargs)
+    [[ -z $only_source ]] || fail "src/lock/protocol.txt has $what that rlock(7)'s REDIS DATA LAYOUT does not name: $only_source"
+    [[ -z $only_page ]] || fail "rlock(7)'s REDIS DATA LAYOUT names $what that src/lock/protocol.txt does not define: $only_page"
+}
+
+# The bold words of TEXT (stdin) that are no command's name: the hash fields or events it names.
+bold_words() {
+    grep -oE '\*[a-z]+\*' | tr -d '*' | grep -vxE "rlock|$(IFS='|'; echo "${SUBCOMMANDS[*]}")" || true
+}
+
+@test "rlock(7)'s data layout names the keys, fields and events of src/lock/protocol.txt, and no others" {
+    local keys log
+    keys=$(layout_entry)
+    [[ -n $keys ]] || fail "rlock(7) has no REDIS DATA LAYOUT section with keys"
+    same_names keys "$(protocol_column key 4; protocol_column side 3)" "$keys"
+    same_names "fields of :info" "$(protocol_column info 3)" "$(layout_entry info | bold_words)"
+    same_names "fields of :sem" "$(protocol_column sem 3)" "$(layout_entry sem | bold_words)"
+    same_names "waiter fields (:w)" "$(protocol_column waiter 3)" \
+        "$(layout_entry w | grep -oE '_id_\*\.[a-z]+\*' | sed -E 's/^_id_\*\.|\*$//g')"
+    same_names "holder fields (:hi)" "$(protocol_column holder 3)" \
+        "$(layout_entry hi | grep -oE '_id_\*\.[a-z]+\*' | sed -E 's/^_id_\*\.|\*$//g')"
+    same_names "fields of :tick" "$(protocol_column tick 3)" "$(layout_entry tick | bold_words)"
+    # :sum: its fields, and its prefixes (FIELD<event>) written *FIELD*_event_.
+    same_names "fields of :sum" "$(protocol_column summary 3 | grep -v '\.$')" "$(layout_entry sum | bold_words)"
+    same_names "field prefixes of :sum" "$(protocol_column summary 3 | grep '\.$')" \
+        "$(layout_entry sum | grep -oE '\*[a-z]+\.\*_event_' | sed -E 's/^\*|\*_event_$//g')"
+    # :log: its fields, then "The events are ...".
+    log=$(layout_entry log)
+    [[ $log == *"The events are"* ]] || fail "rlock(7)'s :log entry does not say 'The events are ...'"
+    # (The fields' text may name an event kind too: "in a *busy* event".)
+    same_names "history fields (:log)" "$(protocol_column event_field 3)" \
+        "$(bold_words <<<"${log%%The events are*}" | grep -vxF -f <(protocol_column event 2))"
+    same_names "history events (:log)" "$(protocol_column event 2)" \
+        "$(sed 's/Never a token.*//' <<<"${log#*The events are}" | bold_words)"
 }
 
 @test "man page EXIT STATUS documents every exit code" {

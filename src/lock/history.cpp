@@ -1,5 +1,6 @@
 #include "history.hpp"
 
+#include "lock/protocol.hpp"
 #include "util/duration.hpp"
 #include "util/text.hpp"
 
@@ -199,43 +200,44 @@ std::vector<Event> parse_events(const redis::Reply& reply, const std::string& ke
     e.key = key;
     e.stream_id = entry.elements[0].str;
     e.time_ms = number(e.stream_id.substr(0, e.stream_id.find('-'))).value_or(0);
+    namespace field = protocol::event_field;
     const auto& f = entry.elements[1].elements;
     for (size_t i = 0; i + 1 < f.size(); i += 2) {
       const std::string& name = f[i].str;
       const std::string& value = f[i + 1].str;
-      if (name == "e")
+      if (name == field::kind)
         e.kind = value;
-      else if (name == "h")
+      else if (name == field::host)
         e.holder.host = value;
-      else if (name == "p")
+      else if (name == field::pid)
         e.holder.pid = value;
-      else if (name == "u")
+      else if (name == field::user)
         e.holder.user = value;
-      else if (name == "c")
+      else if (name == field::cmd)
         e.holder.command = value;
-      else if (name == "f")
+      else if (name == field::fence)
         e.fence = number(value);
-      else if (name == "w")
+      else if (name == field::waited)
         e.waited_ms = number(value);
-      else if (name == "d")
+      else if (name == field::held)
         e.held_ms = number(value);
-      else if (name == "x")
+      else if (name == field::exit)
         e.exit_status = value;
-      else if (name == "by")
+      else if (name == field::by)
         e.by = value;
-      else if (name == "id")
+      else if (name == field::id)
         e.contender = value;
-      else if (name == "tk")
+      else if (name == field::tick)
         e.tick = number(value);
-      else if (name == "hh")
+      else if (name == field::holder_host)
         e.held_by.host = value;
-      else if (name == "hp")
+      else if (name == field::holder_pid)
         e.held_by.pid = value;
-      else if (name == "hc")
+      else if (name == field::holder_cmd)
         e.held_by.command = value;
-      else if (name == "lg")
+      else if (name == field::lingering)
         e.lingering = value == "1";
-      else if (name == "t")
+      else if (name == field::time)
         e.time_ms = number(value).value_or(e.time_ms);  // recorded late: when it happened
     }
     events.push_back(std::move(e));

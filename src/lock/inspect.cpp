@@ -2,6 +2,7 @@
 
 #include "error.hpp"
 #include "exit_code.hpp"
+#include "lock/protocol.hpp"
 #include "util/text.hpp"
 
 #include <fmt/core.h>
@@ -15,6 +16,9 @@ namespace rlock::lock {
 namespace {
 
 using redis::Reply;
+namespace info = protocol::info;
+namespace holder = protocol::holder;
+namespace waiter = protocol::waiter;
 
 std::optional<int64_t> to_int(const std::string& text) {
   long long v = 0;
@@ -50,8 +54,26 @@ std::map<std::string, std::string> field_map(const Reply& r) {
 }
 
 // The fields read of each holder and waiter, in the order of the HMGETs of the second round.
-constexpr const char* k_holder_fields[] = {"m", "h", "p", "u", "c", "s", "f", "ttl", "slot", "kp", "kw", "lg"};
-constexpr const char* k_waiter_fields[] = {"m", "h", "p", "u", "c", "s"};
+constexpr std::string_view k_holder_fields[] = {holder::mode, holder::host,   holder::pid,     holder::user,
+                                                holder::cmd,  holder::since,  holder::fence,   holder::ttl,
+                                                holder::slot, holder::keeper, holder::watched, holder::lingering};
+constexpr std::string_view k_waiter_fields[] = {waiter::mode, waiter::host, waiter::pid,
+                                                waiter::user, waiter::cmd,  waiter::since};
+// Each HMGET of the second round asks for a field "-" first (HMGET needs one, even for an empty
+// holders or queue list): the fields asked for start after it.
+constexpr size_t k_hmget_first = 1;
+
+// One holder's or waiter's fields from an HMGET reply of the second round, by field: the n-th
+// entry's (an id's), reading `names` per entry.
+template <size_t N>
+std::map<std::string_view, std::string> entry_fields(const Reply& hmget, size_t n, const std::string_view (&names)[N]) {
+  std::map<std::string_view, std::string> out;
+  for (size_t f = 0; f < N; ++f) {
+    size_t at = k_hmget_first + n * N + f;
+    out[names[f]] = at < hmget.elements.size() ? hmget.elements[at].str : std::string();
+  }
+  return out;
+}
 
 // The ids in a ZRANGE reply (with scores: every other element).
 std::vector<std::string> ids_of(const Reply& r, bool with_scores) {
@@ -67,6 +89,9 @@ int64_t now_of(const Reply& time) {
 
 // The first round's replies, by what they read.
 enum First { k_type, k_pttl, k_value, k_info, k_fence, k_limit, k_holders, k_queue, k_time, k_first_count };
+// The second round's: the live holders and waiters counted, their fields (HMGET), then each
+// waiter's lease (ZSCORE), in the queue's order.
+enum Second { k_holder_count, k_waiter_count, k_holder_fields_of, k_waiter_fields_of, k_leases };
 
 bool lower_hex(std::string_view text) {
   return std::all_of(text.begin(), text.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
@@ -98,7 +123,7 @@ std::vector<redis::Command> inspect_first(const LockName& name, int most) {
           {"GET", name.lock_key()},
           {"HGETALL", name.info_key()},
           {"GET", name.fence_key()},
-          {"HGET", name.key_of(Part::semaphore), "limit"},
+          {"HGET", name.key_of(Part::semaphore), std::string(protocol::sem::limit)},
           {"ZRANGE", name.key_of(Part::holders), "0", last, "WITHSCORES"},
           {"ZRANGE", name.key_of(Part::queue), "0", last},
           {"TIME"}};
@@ -109,12 +134,12 @@ std::vector<redis::Command> inspect_second(const LockName& name, const std::vect
   const std::string after = fmt::format("({}", now_of(first[k_time]));
   redis::Command holders{"HMGET", name.key_of(Part::holder_info), "-"};
   for (const std::string& id : ids_of(first[k_holders], true)) {
-    for (const char* f : k_holder_fields) holders.push_back(id + "." + f);
+    for (std::string_view f : k_holder_fields) holders.push_back(id + "." + std::string(f));
   }
   redis::Command waiters{"HMGET", name.key_of(Part::waiters), "-"};
   std::vector<std::string> queue = ids_of(first[k_queue], false);
   for (const std::string& id : queue) {
-    for (const char* f : k_waiter_fields) waiters.push_back(id + "." + f);
+    for (std::string_view f : k_waiter_fields) waiters.push_back(id + "." + std::string(f));
   }
   std::vector<redis::Command> out = {{"ZCOUNT", name.key_of(Part::holders), after, "+inf"},
                                      {"ZCOUNT", name.key_of(Part::leases), after, "+inf"},
@@ -167,22 +192,22 @@ LockState parse_inspect(const LockName& name, const std::vector<Reply>& r, const
   s.limit = to_int(r[k_limit]);
   if (kind == "string") {
     HolderState h;
-    std::map<std::string, std::string> info = field_map(r[k_info]);
-    if (!lock_value_ours(r[k_value], r[k_pttl], info["id"])) throw foreign_data(name.lock_key());
-    if (r[k_pttl].type == Reply::Type::integer && r[k_pttl].integer >= 0) h.ttl_left_ms = r[k_pttl].integer;
-    auto get = [&info](const char* f) {
-      auto it = info.find(f);
-      return it == info.end() ? std::string() : it->second;
+    std::map<std::string, std::string> fields = field_map(r[k_info]);
+    auto get = [&fields](std::string_view f) {
+      auto it = fields.find(std::string(f));
+      return it == fields.end() ? std::string() : it->second;
     };
-    h.holder = {get("host"), get("pid"), get("user"), get("cmd")};
-    h.since_ms = to_int(get("since"));
-    h.lease_ms = to_int(get("ttl"));
-    h.fence = to_int(get("fence"));
-    h.lingering = get("lg") == "1";
-    h.preemptible = get("pe") == "1";
-    if (holder_id) *holder_id = get("id");
-    if (auto keeper = to_int(get("keeper"))) {
-      h.keeper = KeeperInfo{static_cast<pid_t>(*keeper), static_cast<pid_t>(to_int(get("watch")).value_or(0))};
+    if (!lock_value_ours(r[k_value], r[k_pttl], get(info::id))) throw foreign_data(name.lock_key());
+    if (r[k_pttl].type == Reply::Type::integer && r[k_pttl].integer >= 0) h.ttl_left_ms = r[k_pttl].integer;
+    h.holder = {get(info::host), get(info::pid), get(info::user), get(info::cmd)};
+    h.since_ms = to_int(get(info::since));
+    h.lease_ms = to_int(get(info::ttl));
+    h.fence = to_int(get(info::fence));
+    h.lingering = get(info::lingering) == "1";
+    h.preemptible = get(info::preemptible) == "1";
+    if (holder_id) *holder_id = get(info::id);
+    if (auto keeper = to_int(get(info::keeper))) {
+      h.keeper = KeeperInfo{static_cast<pid_t>(*keeper), static_cast<pid_t>(to_int(get(info::watched)).value_or(0))};
     }
     h.held_for_ms = since_to_held(h.since_ms, now);
     if (!h.fence) h.fence = s.fence;
@@ -190,56 +215,45 @@ LockState parse_inspect(const LockName& name, const std::vector<Reply>& r, const
     s.holder_count = 1;
     s.holders.push_back(std::move(h));
   }
-  const size_t per_holder = std::size(k_holder_fields);
+  const Reply none{};
   const auto& holders = r[k_holders].elements;
   for (size_t i = 0, n = 0; i + 1 < holders.size(); i += 2, ++n) {
     std::optional<int64_t> expiry = to_int(holders[i + 1].str);
     if (!expiry || *expiry <= now) continue;  // lapsed: reaped at the next change
-    std::vector<std::string> v(per_holder);
-    if (second.size() > 2) {
-      for (size_t f = 0; f < per_holder; ++f) {
-        size_t at = 1 + n * per_holder + f;
-        if (at < second[2].elements.size()) v[f] = second[2].elements[at].str;
-      }
-    }
+    auto v = entry_fields(second.size() > k_holder_fields_of ? second[k_holder_fields_of] : none, n, k_holder_fields);
     HolderState h;
-    h.holder = {v[1], v[2], v[3], v[4]};
-    h.since_ms = to_int(v[5]);
+    h.holder = {v[holder::host], v[holder::pid], v[holder::user], v[holder::cmd]};
+    h.since_ms = to_int(v[holder::since]);
     h.held_for_ms = since_to_held(h.since_ms, now);
-    h.fence = to_int(v[6]);
-    h.lease_ms = to_int(v[7]);
-    h.slot = static_cast<int>(to_int(v[8]).value_or(0));
-    h.shared = v[0] == "s";
-    h.lingering = v[11] == "1";
+    h.fence = to_int(v[holder::fence]);
+    h.lease_ms = to_int(v[holder::ttl]);
+    h.slot = static_cast<int>(to_int(v[holder::slot]).value_or(0));
+    h.shared = v[holder::mode] == "s";
+    h.lingering = v[holder::lingering] == "1";
     h.ttl_left_ms = *expiry - now;
-    if (auto keeper = to_int(v[9])) {
-      h.keeper = KeeperInfo{static_cast<pid_t>(*keeper), static_cast<pid_t>(to_int(v[10]).value_or(0))};
+    if (auto keeper = to_int(v[holder::keeper])) {
+      h.keeper = KeeperInfo{static_cast<pid_t>(*keeper), static_cast<pid_t>(to_int(v[holder::watched]).value_or(0))};
     }
     s.mode = h.shared ? Mode::shared : Mode::semaphore;
     s.held = true;
     s.holders.push_back(std::move(h));
   }
   if (kind != "string") {
-    s.holder_count =
-        second.size() > 0 ? static_cast<int>(to_int(second[0]).value_or(0)) : static_cast<int>(s.holders.size());
+    s.holder_count = second.size() > k_holder_count ? static_cast<int>(to_int(second[k_holder_count]).value_or(0))
+                                                    : static_cast<int>(s.holders.size());
   }
-  s.queue_length = second.size() > 1 ? static_cast<int>(to_int(second[1]).value_or(0)) : 0;
-  const size_t per_waiter = std::size(k_waiter_fields);
+  s.queue_length = second.size() > k_waiter_count ? static_cast<int>(to_int(second[k_waiter_count]).value_or(0)) : 0;
   std::vector<std::string> queue = ids_of(r[k_queue], false);
   int position = 0;
   for (size_t n = 0; n < queue.size(); ++n) {
-    std::optional<int64_t> lease = second.size() > 4 + n ? to_int(second[4 + n]) : std::nullopt;
+    std::optional<int64_t> lease = second.size() > k_leases + n ? to_int(second[k_leases + n]) : std::nullopt;
     if (!lease || *lease <= now) continue;  // a dead waiter, about to be dropped
-    std::vector<std::string> v(per_waiter);
-    for (size_t f = 0; f < per_waiter; ++f) {
-      size_t at = 1 + n * per_waiter + f;
-      if (second.size() > 3 && at < second[3].elements.size()) v[f] = second[3].elements[at].str;
-    }
+    auto v = entry_fields(second.size() > k_waiter_fields_of ? second[k_waiter_fields_of] : none, n, k_waiter_fields);
     WaiterState ws;
-    ws.holder = {v[1], v[2], v[3], v[4]};
-    ws.since_ms = to_int(v[5]);
+    ws.holder = {v[waiter::host], v[waiter::pid], v[waiter::user], v[waiter::cmd]};
+    ws.since_ms = to_int(v[waiter::since]);
     ws.waited_ms = since_to_held(ws.since_ms, now);
-    ws.shared = v[0] == "s";
+    ws.shared = v[waiter::mode] == "s";
     ws.position = ++position;
     s.waiters.push_back(std::move(ws));
   }
@@ -247,7 +261,11 @@ LockState parse_inspect(const LockName& name, const std::vector<Reply>& r, const
 }
 
 std::vector<std::string> scan_keys(Node& node, const std::string& prefix, const std::string& pattern, bool logs) {
-  std::string match = glob_escape(prefix) + "{" + pattern + "}" + (logs ? ":log" : "*");
+  std::string match =
+      glob_escape(prefix) + "{" + pattern + "}" + (logs ? ":" + std::string(protocol::suffix(Part::log)) : "*");
+  const std::string holders = "}:" + std::string(protocol::suffix(Part::holders));
+  const std::string queue = "}:" + std::string(protocol::suffix(Part::queue));
+  const std::string log = "}:" + std::string(protocol::suffix(Part::log));
   std::vector<std::string> keys;
   for (const std::string& full : node.scan(match)) {
     // PREFIX{KEY}, PREFIX{KEY}:h (shared or semaphore holders) or PREFIX{KEY}:q (waiters): a lock
@@ -256,8 +274,8 @@ std::vector<std::string> scan_keys(Node& node, const std::string& prefix, const 
       continue;
     }
     std::string_view rest = std::string_view(full).substr(prefix.size() + 1);
-    std::initializer_list<std::string_view> suffixes = {"}", "}:h", "}:q"};
-    std::initializer_list<std::string_view> log_suffix = {"}:log"};
+    std::initializer_list<std::string_view> suffixes = {"}", holders, queue};
+    std::initializer_list<std::string_view> log_suffix = {log};
     for (std::string_view suffix : logs ? log_suffix : suffixes) {
       if (rest.size() > suffix.size() && rest.substr(rest.size() - suffix.size()) == suffix) {
         keys.emplace_back(rest.substr(0, rest.size() - suffix.size()));

@@ -2,6 +2,7 @@
 
 #include "error.hpp"
 #include "exit_code.hpp"
+#include "lock/protocol.hpp"
 #include "lock/scripts.hpp"
 #include "log.hpp"
 #include "util/random.hpp"
@@ -15,7 +16,9 @@ namespace rlock::lock {
 
 namespace {
 
+using protocol::Code;
 using redis::Reply;
+namespace reply = protocol::reply;
 
 std::optional<util::Millis> ttl_of(const Reply& r) {
   if (r.type != Reply::Type::integer || r.integer < 0) return std::nullopt;
@@ -73,31 +76,31 @@ void finish_work(Node& node, const LockName& name, const Timing& timing, bool mo
   }
 }
 
-// The holder named in a reply: host, pid, cmd, since, from e[at].
-void read_holder(const std::vector<Reply>& e, size_t at, int64_t now, Attempt& a) {
-  if (e.size() < at + 4) return;
-  a.holder.host = e[at].text();
-  a.holder.pid = e[at + 1].text();
-  a.holder.command = e[at + 2].text();
-  int64_t since = e[at + 3].number();
+// The holder named in a reply of kind R (busy, waiting): host, pid, cmd, and since when it holds.
+template <class R>
+void read_holder(const std::vector<Reply>& e, size_t since_at, int64_t now, Attempt& a) {
+  a.holder.host = e[R::host].text();
+  a.holder.pid = e[R::pid].text();
+  a.holder.command = e[R::cmd].text();
+  int64_t since = e[since_at].number();
   if (since > 0 && now >= since) a.held_for = util::Millis(now - since);
 }
 
-// {position, queue length, since, now, holder host, pid, cmd, holder since, lingering, left,
-// watch...}
+// The waiting reply (lock/protocol.txt, reply waiting).
 Attempt read_waiting(const std::vector<Reply>& e, const LockName& name) {
-  if (e.size() < 10) unexpected(name, "malformed waiting reply");
+  using R = reply::waiting;
+  if (e.size() < R::size) unexpected(name, "malformed waiting reply");
   Attempt a;
   a.outcome = Attempt::Outcome::queued;
-  a.position = static_cast<int>(e[0].number());
-  a.queue_length = static_cast<int>(e[1].number());
-  int64_t since = e[2].number();
-  int64_t now = e[3].number();
+  a.position = static_cast<int>(e[R::position].number());
+  a.queue_length = static_cast<int>(e[R::queued].number());
+  int64_t since = e[R::since].number();
+  int64_t now = e[R::now].number();
   if (since > 0 && now >= since) a.waited = util::Millis(now - since);
-  read_holder(e, 4, now, a);
-  a.lingering = e[8].number() == 1;
-  a.ttl_left = ttl_of(e[9]);
-  for (size_t i = 10; i < e.size(); ++i) a.watch.push_back(e[i].text());
+  read_holder<R>(e, R::held_since, now, a);
+  a.lingering = e[R::lingering].number() == 1;
+  a.ttl_left = ttl_of(e[R::left]);
+  for (size_t i = R::watch; i < e.size(); ++i) a.watch.push_back(e[i].text());
   return a;
 }
 
@@ -135,16 +138,18 @@ std::vector<std::string> contender_args(const Contender& c, bool queue, bool red
 }
 
 ScriptReply read_script_reply(Reply reply, const LockName& name) {
+  namespace header = protocol::header;
   check_reply(reply, name);
-  if (reply.type != Reply::Type::array || reply.elements.size() < 3 || reply.elements[0].type != Reply::Type::integer ||
-      reply.elements[2].type != Reply::Type::array) {
+  const auto& e = reply.elements;
+  if (reply.type != Reply::Type::array || e.size() < header::size || e[header::code].type != Reply::Type::integer ||
+      e[header::push].type != Reply::Type::array) {
     unexpected(name, "malformed answer to a lock script");
   }
   ScriptReply out;
-  out.code = reply.elements[0].integer;
-  out.more = reply.elements[1].number() == 1;
-  for (const Reply& id : reply.elements[2].elements) out.push.push_back(id.text());
-  out.payload.assign(std::make_move_iterator(reply.elements.begin() + 3),
+  out.code = static_cast<Code>(e[header::code].integer);
+  out.more = e[header::more].number() == 1;
+  for (const Reply& id : e[header::push].elements) out.push.push_back(id.text());
+  out.payload.assign(std::make_move_iterator(reply.elements.begin() + header::size),
                      std::make_move_iterator(reply.elements.end()));
   return out;
 }
@@ -153,43 +158,50 @@ Attempt read_attempt(const ScriptReply& r, const LockName& name, size_t enclosin
   const auto& e = r.payload;
   Attempt a;
   switch (r.code) {
-    case 1:
-      if (e.size() < 2) unexpected(name, "malformed answer to a lock script");
+    case reply::taken::code:
+      if (e.size() < reply::taken::size) unexpected(name, "malformed answer to a lock script");
       a.outcome = Attempt::Outcome::acquired;
-      a.fence = e[0].number();
-      a.slot = static_cast<int>(e[1].number());
+      a.fence = e[reply::taken::fence].number();
+      a.slot = static_cast<int>(e[reply::taken::slot].number());
       return a;
-    case 2:
-      if (e.size() < 3 || e[2].number() < 1 || static_cast<size_t>(e[2].number()) > enclosing_count) {
+    case reply::reentered::code: {
+      using R = reply::reentered;
+      if (e.size() < R::size || e[R::enclosing].number() < 1 ||
+          static_cast<size_t>(e[R::enclosing].number()) > enclosing_count) {
         unexpected(name, "malformed answer to the acquire script");
       }
       a.outcome = Attempt::Outcome::reentered;
-      a.fence = e[0].number();
-      a.ttl_left = ttl_of(e[1]);
-      a.enclosing = static_cast<size_t>(e[2].number() - 1);
+      a.fence = e[R::fence].number();
+      a.ttl_left = ttl_of(e[R::pttl]);
+      a.enclosing = static_cast<size_t>(e[R::enclosing].number() - 1);
       return a;
-    case 3: return read_waiting(e, name);
-    case 5:
-      if (e.size() < 2) unexpected(name, "malformed answer to the wait script");
+    }
+    case reply::waiting::code: return read_waiting(e, name);
+    case reply::leave::code:
+      if (e.size() < reply::leave::size) unexpected(name, "malformed answer to the wait script");
       a.outcome = Attempt::Outcome::superseded;
-      a.superseded_by = parse_who(e[1].text());
+      a.superseded_by = parse_who(e[reply::leave::by].text());
       return a;
-    case 6:
-      if (e.size() < 4) unexpected(name, "malformed answer to a lock script");
+    case reply::tick_done::code: {
+      using R = reply::tick_done;
+      if (e.size() < R::size) unexpected(name, "malformed answer to a lock script");
       a.outcome = Attempt::Outcome::done;
-      a.tick = e[0].number();
-      a.holder.host = e[1].text();
-      a.tick_at = e[2].number();
-      if (a.tick_at > 0 && e[3].number() >= a.tick_at) a.held_for = util::Millis(e[3].number() - a.tick_at);
+      a.tick = e[R::tick].number();
+      a.holder.host = e[R::host].text();
+      a.tick_at = e[R::at].number();
+      if (a.tick_at > 0 && e[R::now].number() >= a.tick_at) a.held_for = util::Millis(e[R::now].number() - a.tick_at);
       return a;
-    case 0:
-      if (e.size() < 8) unexpected(name, "malformed answer to the acquire script");
+    }
+    case reply::busy::code: {
+      using R = reply::busy;
+      if (e.size() < R::size) unexpected(name, "malformed answer to the acquire script");
       a.outcome = Attempt::Outcome::busy;
-      a.ttl_left = ttl_of(e[0]);
-      read_holder(e, 1, e[5].number(), a);
-      a.queue_length = static_cast<int>(e[6].number());
-      a.lingering = e[7].number() == 1;
+      a.ttl_left = ttl_of(e[R::pttl]);
+      read_holder<R>(e, R::since, e[R::now].number(), a);
+      a.queue_length = static_cast<int>(e[R::queued].number());
+      a.lingering = e[R::lingering].number() == 1;
       return a;
+    }
     default: unexpected(name, "unknown answer to a lock script");
   }
 }
@@ -256,7 +268,7 @@ Attempt try_acquire(Node& node, const LockName& name, const Timing& timing, cons
   for (int round = 0;; ++round) {
     auto sent_at = util::BootClock::now();
     ScriptReply r = run_script(node, name, timing, scripts::k_acquire, contender.id(), args, undo);
-    if (r.code == 4 && round < 10'000) continue;
+    if (r.code == reply::again::code && round < 10'000) continue;
     Attempt a = read_attempt(r, name, enclosing_tokens.size());
     a.sent_at = sent_at;
     return a;
@@ -278,7 +290,7 @@ Attempt wait_turn(Node& node, const LockName& name, const Timing& timing, const 
   for (int round = 0;; ++round) {
     auto sent_at = util::BootClock::now();
     ScriptReply r = run_script(node, name, timing, scripts::k_wait, contender.id(), args);
-    if (r.code == 4 && round < 10'000) continue;
+    if (r.code == reply::again::code && round < 10'000) continue;
     Attempt a = read_attempt(r, name, 0);
     a.sent_at = sent_at;
     return a;
@@ -316,7 +328,7 @@ std::vector<std::string> release_args(const std::string& token, const Ending& en
 bool release(Node& node, const LockName& name, const Timing& timing, const std::string& token, const Ending& ending) {
   ScriptReply r = run_script(node, name, timing, scripts::k_release, id_of(token), release_args(token, ending));
   finish_work(node, name, timing, r.more);
-  return r.code == 1;
+  return r.code == reply::released::code;
 }
 
 std::optional<Extension> extend(Node& node, const LockName& name, const Timing& timing, const std::string& token,
@@ -329,12 +341,13 @@ std::optional<Extension> extend(Node& node, const LockName& name, const Timing& 
     args.push_back(std::to_string(keeper->watched));
   }
   ScriptReply r = run_script(node, name, timing, scripts::k_extend, id_of(token), args);
-  if (r.code == 0) return std::nullopt;
-  if (r.payload.size() < 3 || r.payload[1].type != Reply::Type::integer) {
+  using R = reply::extended;
+  if (r.code == reply::not_held::code) return std::nullopt;
+  if (r.payload.size() < R::size || r.payload[R::ttl].type != Reply::Type::integer) {
     unexpected(name, "malformed answer to the extend script");
   }
-  Extension e{ttl_of(r.payload[0]), util::Millis(r.payload[1].integer), std::nullopt};
-  if (std::string by = r.payload[2].text(); !by.empty()) e.preempted_by = parse_who(by);
+  Extension e{ttl_of(r.payload[R::pttl_before]), util::Millis(r.payload[R::ttl].integer), std::nullopt};
+  if (std::string by = r.payload[R::preempted_by].text(); !by.empty()) e.preempted_by = parse_who(by);
   return e;
 }
 
@@ -342,23 +355,25 @@ ForcedRelease force_release(Node& node, const LockName& name, const Timing& timi
   ForcedRelease out;
   for (int round = 0; round < 100'000; ++round) {
     ScriptReply r = run_script(node, name, timing, scripts::k_force_release, "0000000000000000", {});
-    if (r.payload.size() != 3) unexpected(name, "malformed answer to the force-release script");
-    out.was_held = out.was_held || r.payload[0].number() > 0;
-    out.shared_holds += static_cast<int>(r.payload[2].number());
-    const auto& info = r.payload[1].elements;
-    for (size_t i = 0; i + 1 < info.size(); i += 2) {
-      const std::string& field = info[i].str;
-      const std::string& value = info[i + 1].str;
-      if (field == "host")
+    using R = reply::forced;
+    namespace info = protocol::info;
+    if (r.payload.size() != R::size) unexpected(name, "malformed answer to the force-release script");
+    out.was_held = out.was_held || r.payload[R::removed].number() > 0;
+    out.shared_holds += static_cast<int>(r.payload[R::shared].number());
+    const auto& fields = r.payload[R::info].elements;
+    for (size_t i = 0; i + 1 < fields.size(); i += 2) {
+      const std::string& field = fields[i].str;
+      const std::string& value = fields[i + 1].str;
+      if (field == info::host)
         out.holder.host = value;
-      else if (field == "pid")
+      else if (field == info::pid)
         out.holder.pid = value;
-      else if (field == "user")
+      else if (field == info::user)
         out.holder.user = value;
-      else if (field == "cmd")
+      else if (field == info::cmd)
         out.holder.command = value;
-      else if (field == "fence")
-        out.fence = info[i + 1].number();
+      else if (field == info::fence)
+        out.fence = fields[i + 1].number();
     }
     if (!r.more) break;
   }

@@ -3,6 +3,7 @@
 #include "error.hpp"
 #include "lock/name.hpp"
 #include "lock/node.hpp"
+#include "lock/protocol.hpp"
 #include "lock/timing.hpp"
 #include "lock/validity.hpp"
 #include "util/clock.hpp"
@@ -183,9 +184,9 @@ void check_reply(const redis::Reply& reply, const LockName& name);
 // The error (65) for another program's data at one of a lock's keys.
 Error foreign_data(const std::string& key);
 
-// The reply every lock script gives: {code, more, {ids to push}, payload...}.
+// The reply every lock script gives: {code, more, {ids to push}, payload...} (lock/protocol.txt).
 struct ScriptReply {
-  int64_t code = 0;
+  protocol::Code code = protocol::Code::busy;
   bool more = false;                  // the script's budget ran out with work left: call again
   std::vector<std::string> push;      // contenders whose mailboxes the caller pushes
   std::vector<redis::Reply> payload;  // the rest, by script and code

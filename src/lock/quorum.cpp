@@ -1,6 +1,7 @@
 #include "quorum.hpp"
 
 #include "exit_code.hpp"
+#include "lock/protocol.hpp"
 #include "lock/scripts.hpp"
 #include "lock/validity.hpp"
 #include "util/duration.hpp"
@@ -16,6 +17,7 @@ namespace rlock::lock {
 namespace {
 
 using redis::Reply;
+namespace reply = protocol::reply;
 
 // "NAME: why", without NAME twice when the reason names the master already.
 std::string named(const std::string& name, const std::string& why) {
@@ -183,9 +185,9 @@ Quorum::Votes Quorum::count(const std::vector<NodeAnswer>& answers,
     const auto& e = reply->payload;
     ++votes.answered;
     switch (reply->code) {
-      case 1:
+      case reply::taken::code:
         votes.took[i] = 1;
-        votes.highest = std::max(votes.highest, e.empty() ? 0 : e[0].number());
+        votes.highest = std::max(votes.highest, e.size() > reply::taken::fence ? e[reply::taken::fence].number() : 0);
         if (std::optional<std::string> why = discount_young(i, ids[i], ttl)) {
           out.failures.push_back(*why);
           ++votes.young;
@@ -193,14 +195,14 @@ Quorum::Votes Quorum::count(const std::vector<NodeAnswer>& answers,
           ++votes.granted;
         }
         break;
-      case 2:
-        if (e.size() > 2) {
-          ++votes.reentered[e[0].number()];
-          votes.reentered_index = static_cast<size_t>(e[2].number() - 1);
+      case reply::reentered::code:
+        if (e.size() >= reply::reentered::size) {
+          ++votes.reentered[e[reply::reentered::fence].number()];
+          votes.reentered_index = static_cast<size_t>(e[reply::reentered::enclosing].number() - 1);
         }
         break;
-      case 0: refused(e, votes, out.attempt); break;
-      case 6:
+      case reply::busy::code: refused(e, votes, out.attempt); break;
+      case reply::tick_done::code:
         if (++votes.done == 1) votes.tick = read_attempt(*reply, name, 0);
         break;
       default: break;
@@ -210,16 +212,17 @@ Quorum::Votes Quorum::count(const std::vector<NodeAnswer>& answers,
 }
 
 void Quorum::refused(const std::vector<Reply>& e, Votes& votes, Attempt& attempt) {
-  if (e.size() < 5) return;
+  using R = reply::busy;
+  if (e.size() < R::size) return;
   // One holder is its host, pid and command: not its since, which is each master's own clock (one
   // holder's writes land in different milliseconds on different masters).
-  ++votes.holders[e[1].text() + '\0' + e[2].text() + '\0' + e[3].text()];
+  ++votes.holders[e[R::host].text() + '\0' + e[R::pid].text() + '\0' + e[R::cmd].text()];
   if (!attempt.holder.host.empty()) return;
-  attempt.holder = {e[1].text(), e[2].text(), "", e[3].text()};
-  attempt.ttl_left = e[0].type == Reply::Type::integer && e[0].integer >= 0
-                         ? std::optional<util::Millis>(util::Millis(e[0].integer))
+  attempt.holder = {e[R::host].text(), e[R::pid].text(), "", e[R::cmd].text()};
+  attempt.ttl_left = e[R::pttl].type == Reply::Type::integer && e[R::pttl].integer >= 0
+                         ? std::optional<util::Millis>(util::Millis(e[R::pttl].integer))
                          : std::nullopt;
-  attempt.lingering = e.size() > 7 && e[7].number() == 1;
+  attempt.lingering = e[R::lingering].number() == 1;
 }
 
 bool Quorum::merge_fence(const LockName& name, const std::vector<std::string>& keys, const Contender& contender,
@@ -241,7 +244,8 @@ bool Quorum::merge_fence(const LockName& name, const std::vector<std::string>& k
   for (size_t i = 0; i < n; ++i) {
     if (!out.granted[i] || !acks[i].reply) continue;
     try {
-      if (read_script_reply(*acks[i].reply, name).code >= 1) ++merged;
+      protocol::Code code = read_script_reply(*acks[i].reply, name).code;
+      if (code == reply::merged::code || code == reply::rejoined::code) ++merged;
     } catch (const Error&) {
     }
   }
@@ -288,17 +292,19 @@ Quorum::Extended Quorum::extend(const LockName& name, const std::string& token, 
     if (!reply) continue;
     if (std::optional<std::string> restarted = discount_restarted(i)) {
       out.failures.push_back(*restarted);
-      missing[i] = reply->code == 0;  // set again with the fence, but not counted
+      missing[i] = reply->code == reply::not_held::code;  // set again with the fence, but not counted
       continue;
     }
-    if (reply->code == 0) {
+    using R = reply::extended;
+    const auto& e = reply->payload;
+    if (reply->code == reply::not_held::code) {
       ++lost;
       missing[i] = true;
-    } else if (reply->payload.size() >= 2) {
+    } else if (e.size() > R::ttl) {
       ++extended;
-      new_ttl = util::Millis(reply->payload[1].number());
-      if (reply->payload[0].type == Reply::Type::integer && reply->payload[0].integer >= 0) {
-        util::Millis left(reply->payload[0].integer);
+      new_ttl = util::Millis(e[R::ttl].number());
+      if (e[R::pttl_before].type == Reply::Type::integer && e[R::pttl_before].integer >= 0) {
+        util::Millis left(e[R::pttl_before].integer);
         least_left = least_left ? std::min(*least_left, left) : left;
       }
     }
@@ -337,7 +343,7 @@ Quorum::Releases Quorum::release(const LockName& name, const std::string& token,
       ++out.discounted;
       continue;
     }
-    if (reply->code == 1) ++out.held;
+    if (reply->code == reply::released::code) ++out.held;
   }
   return out;
 }

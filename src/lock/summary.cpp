@@ -3,9 +3,11 @@
 #include "error.hpp"
 #include "exit_code.hpp"
 #include "lock/lease.hpp"
+#include "lock/protocol.hpp"
 #include "util/text.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <string_view>
 
@@ -51,20 +53,23 @@ Summary parse_summary(const LockName& name, const std::vector<redis::Reply>& rep
     s.now_ms = summary_number(time.elements[0].str).value_or(0) * 1000 +
                summary_number(time.elements[1].str).value_or(0) / 1000;
   }
-  std::map<std::string, std::string> f;
+  std::map<std::string, std::string, std::less<>> f;
   for (size_t i = 0; i + 1 < all.elements.size(); i += 2) f[all.elements[i].str] = all.elements[i + 1].str;
   s.present = !f.empty();
-  auto text = [&f](const char* field) {
+  auto text = [&f](std::string_view field) {
     auto it = f.find(field);
     return it == f.end() ? std::string() : it->second;
   };
-  auto number = [&text](const char* field) { return summary_number(text(field)); };
-  s.start = {number("s"), text("sh"), "", "", std::nullopt};
-  s.end = {number("e"), text("eh"), text("ek"), text("ex"), number("ed")};
-  s.success = {number("ok"), text("okh"), "released", text("okx"), number("okd")};
-  s.lost_since_success = number("sl").value_or(0);
+  auto number = [&text](std::string_view field) { return summary_number(text(field)); };
+  namespace sum = protocol::summary;
+  s.start = {number(sum::started), text(sum::started_host), "", "", std::nullopt};
+  s.end = {number(sum::ended), text(sum::ended_host), text(sum::ended_kind), text(sum::ended_exit),
+           number(sum::ended_held)};
+  s.success = {number(sum::success), text(sum::success_host), std::string(protocol::event::released),
+               text(sum::success_exit), number(sum::success_held)};
+  s.lost_since_success = number(sum::lost_since_success).value_or(0);
   for (size_t i = 0; i < k_outcomes.size(); ++i) {
-    s.counts[i] = number((std::string("n.") + k_outcomes[i]).c_str()).value_or(0);
+    s.counts[i] = number(std::string(sum::count) + k_outcomes[i]).value_or(0);
   }
   return s;
 }

@@ -86,14 +86,18 @@ lease_lapsed() { sleep 4.5; }
 }
 
 # load_scripts: every lock script into the server's script cache, as the build makes it
-# (common.lua, a newline, the script: src/CMakeLists.txt). What SLOWLOG measures is the scripts'
+# (the protocol's Lua prelude, common.lua, a newline, the script: src/CMakeLists.txt). What SLOWLOG measures is the scripts'
 # bounded work, not the one-off compile of a script at its first EVAL (over 5ms for the 22 KB
 # scripts on a loaded 2-core machine). Each SHA must be one that the binary calls by EVALSHA.
 load_scripts() {
   local dir=$BATS_TEST_DIRNAME/../../src/lock/scripts script sha n=0
+  # The prelude, generated from src/lock/protocol.txt: k_lua_prelude in lock/protocol.hpp.
+  awk '/k_lua_prelude = R"lua\(/ { sub(/.*R"lua\(/, ""); p = 1 } $0 == ")lua\";" { exit } p' \
+      "$RLOCK_BUILD_DIR/src/generated/lock/protocol.hpp" >"$T/prelude.lua"
+  [[ -s $T/prelude.lua ]] || fail "no Lua prelude in $RLOCK_BUILD_DIR/src/generated/lock/protocol.hpp"
   for script in "$dir"/*.lua; do
     [[ $script == */common.lua ]] && continue
-    { cat "$dir/common.lua" && printf '\n' && cat "$script"; } >"$T/script.lua"
+    { cat "$T/prelude.lua" "$dir/common.lua" && printf '\n' && cat "$script"; } >"$T/script.lua"
     sha=$(rcli -x script load <"$T/script.lua")
     [[ $sha =~ ^[0-9a-f]{40}$ ]] || fail "SCRIPT LOAD of $script: $sha"
     grep -qF "$sha" "$RLOCK_BIN" || fail "$script loads as $sha, which $RLOCK_BIN does not call"

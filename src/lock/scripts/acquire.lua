@@ -14,7 +14,7 @@ local ours, fence, slot, claimed = held_by(d.t, id, d.m)
 if ours then
   if not claimed then claim(id, d.m, d.ttl, d) end
   set_expiries()
-  return reply(1, fence, slot)
+  return reply(CODE.taken, fence, slot)
 end
 if not quiet() and redis.call('ZSCORE', K.q, id) then
   redis.call('ZADD', K.wl, NOW + LEASE, id)
@@ -27,41 +27,42 @@ local owner = #ARGV >= 13 and lock_value()
 for i = 13, #ARGV do
   local tok = ARGV[i]
   local hid = id_of(tok)
-  if (owner and owner == tok) or (not owner and redis.call('HGET', K.hi, hid .. '.t') == tok and
+  if (owner and owner == tok) or (not owner and redis.call('HGET', K.hi, hid .. '.' .. HOLDER.token) == tok and
                                   redis.call('ZSCORE', K.h, hid)) then
     -- A shared hold cannot become exclusive inside itself: the inner request would wait for ever.
     if d.m == 'x' and not owner then return redis.error_reply('RLOCKUPGRADE shared hold') end
-    local f = owner and redis.call('HGET', K.info, 'fence') or redis.call('HGET', K.hi, hid .. '.f')
+    local f = owner and redis.call('HGET', K.info, INFO.fence) or redis.call('HGET', K.hi, hid .. '.' .. HOLDER.fence)
     local pttl = owner and redis.call('PTTL', K.lock) or
                  math.floor(tonumber(redis.call('ZSCORE', K.h, hid)) - NOW)
-    return reply(2, tonumber(f or '0'), pttl, i - 12)
+    return reply(CODE.reentered, tonumber(f or '0'), pttl, i - 12)
   end
 end
 
 local done = tick_refusal(id, d)
-if done then return reply(6, unpack(done)) end
+if done then return reply(CODE.tick_done, unpack(done)) end
 
 -- Nobody may jump the queue: the lock is taken at once only when no live waiter waits for it.
 advance()
 if MORE then
   set_expiries()
-  return reply(4)
+  return reply(CODE.again)
 end
 if (quiet() or redis.call('ZCARD', K.q) == 0) and can_take(d.m, limit) then
   d.js = NOW
   fence, slot = grant(id, d, true, limit)
   if not string.find(d.o, 'r', 1, true) then
-    event('acquired', {'h', d.h, 'p', d.p, 'u', d.u, 'c', d.c, 'f', fence, 'w', '0', 'id', id})
+    event(EVENT.acquired, {EV.host, d.h, EV.pid, d.p, EV.user, d.u, EV.cmd, d.c, EV.fence, fence, EV.waited, '0',
+                           EV.id, id})
   end
   set_expiries()
-  return reply(1, fence, slot)
+  return reply(CODE.taken, fence, slot)
 end
 -- A preemptor is served next: at the front of the queue (behind earlier preemptors), whoever
 -- holds the lock; a --preemptible holder is asked to stop. Without the queue (-n), it still asks
 -- a --preemptible holder when no other preemptor waits, and waits for it (the caller bounds that).
 local preemptor = string.find(d.o, 'p', 1, true) ~= nil and d.m == 'x'
 local queue = string.find(d.o, 'q', 1, true) ~= nil
-if not queue and preemptor and lock_value() and redis.call('HGET', K.info, 'pe') == '1' and
+if not queue and preemptor and lock_value() and redis.call('HGET', K.info, INFO.preemptible) == '1' and
    not first_preemptor() then
   queue = true
 end
@@ -73,7 +74,7 @@ if queue then
     if ours then
       claim(id, d.m, d.ttl, d)
       set_expiries()
-      return reply(1, fence, slot)
+      return reply(CODE.taken, fence, slot)
     end
   end
   set_expiries()
@@ -82,6 +83,7 @@ end
 tidy_limit()
 local host, pid, cmd, since, lingering, left = holder_view()
 local queued = quiet() and 0 or redis.call('ZCARD', K.q)
-event('busy', {'h', d.h, 'p', d.p, 'u', d.u, 'c', d.c, 'id', id, 'hh', host, 'hp', pid, 'hc', cmd, 'lg', lingering})
+event(EVENT.busy, {EV.host, d.h, EV.pid, d.p, EV.user, d.u, EV.cmd, d.c, EV.id, id, EV.holder_host, host,
+                   EV.holder_pid, pid, EV.holder_cmd, cmd, EV.lingering, lingering})
 set_expiries()
-return reply(0, left, host, pid, cmd, since, NOW, queued, lingering)
+return reply(CODE.busy, left, host, pid, cmd, since, NOW, queued, lingering)

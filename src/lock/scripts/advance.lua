@@ -5,4 +5,4 @@ local bad = check_types()
 if bad then return bad end
 advance()
 set_expiries()
-return reply(1)
+return reply(CODE.done)

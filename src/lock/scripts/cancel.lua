@@ -8,8 +8,8 @@ CALLER = id
 if redis.call('ZSCORE', K.q, id) then
   if ARGV[3] == 't' then
     local d = load_waiter(id)
-    event('busy', {'h', d.h, 'p', d.p, 'u', d.u, 'c', d.c, 'w', d.js and tostring(NOW - tonumber(d.js)) or '',
-                   'id', id})
+    event(EVENT.busy, {EV.host, d.h, EV.pid, d.p, EV.user, d.u, EV.cmd, d.c,
+                       EV.waited, d.js and tostring(NOW - tonumber(d.js)) or '', EV.id, id})
   end
   remove_waiter(id)
 else
@@ -25,8 +25,8 @@ else
   end
 end
 redis.call('ZREM', K.gone, id)
-redis.call('HDEL', K.w, id .. '.g')
+redis.call('HDEL', K.w, id .. '.' .. WAITER.superseded_by)
 wake(K.mb)
 advance()
 set_expiries()
-return reply(1)
+return reply(CODE.done)

@@ -1,27 +1,28 @@
 -- Shared by every lock script (CMake puts it in front of each one).
 --
 -- The keys of one lock, all under its hash tag and all declared by the caller, in the order of
--- lock/name.hpp (LockName::script_keys):
+-- lock/name.hpp (LockName::script_keys) and src/lock/protocol.txt (key; KEY: each one's index):
 local K  -- the keys of this call:
+--   lock   PREFIX{KEY}: the exclusive holder's token (PX: its lease), or a lingering mark
+--   fence  fencing counter
+--   info   the exclusive holder: HASH id host pid user cmd since fence ttl claimed ...
+--   q      the queue: ZSET id -> arrival (server microseconds, made unique; below 0: preemptors)
+--   w      the waiters: HASH "<id>.<field>"
+--   wl     the waiters' leases: ZSET id -> expiry (server ms)
+--   h      shared and semaphore holders: ZSET id -> expiry (server ms)
+--   hi     their data: HASH "<id>.<field>"
+--   sem    the semaphore: HASH limit, next (the highest slot handed out so far)
+--   free   semaphore slots given back: ZSET slot -> slot
+--   sq     the waiters that asked to supersede older ones: ZSET id -> arrival
+--   gone   waiters told to leave (superseded): ZSET id -> when the notice lapses
+--   log    the lock's history: STREAM
+--   tick   --once-per: the last tick run: HASH t h at id (and pt ph pa: the one before)
+--   mb     the caller's mailbox: pushed when its hold or its place ends
+--   sum    the lock's summary: HASH of fixed fields (see summarize)
 local function lock_keys(KEYS)
-  return {
-    lock = KEYS[1],    -- PREFIX{KEY}: the exclusive holder's token (PX: its lease), or a lingering mark
-    fence = KEYS[2],   -- fencing counter
-    info = KEYS[3],    -- the exclusive holder: HASH id host pid user cmd since fence ttl claimed ...
-    q = KEYS[4],       -- the queue: ZSET id -> arrival (server microseconds, made unique; below 0: preemptors)
-    w = KEYS[5],       -- the waiters: HASH "<id>.<field>"
-    wl = KEYS[6],      -- the waiters' leases: ZSET id -> expiry (server ms)
-    h = KEYS[7],       -- shared and semaphore holders: ZSET id -> expiry (server ms)
-    hi = KEYS[8],      -- their data: HASH "<id>.<field>"
-    sem = KEYS[9],     -- the semaphore: HASH limit, next (the highest slot handed out so far)
-    free = KEYS[10],   -- semaphore slots given back: ZSET slot -> slot
-    sq = KEYS[11],     -- the waiters that asked to supersede older ones: ZSET id -> arrival
-    gone = KEYS[12],   -- waiters told to leave (superseded): ZSET id -> when the notice lapses
-    log = KEYS[13],    -- the lock's history: STREAM
-    tick = KEYS[14],   -- --once-per: the last tick run: HASH t h at id (and pt ph pa: the one before)
-    mb = KEYS[15],     -- the caller's mailbox: pushed when its hold or its place ends
-    sum = KEYS[16],    -- the lock's summary: HASH of fixed fields (see summarize)
-  }
+  local keys = {}
+  for name, i in pairs(KEY) do keys[name] = KEYS[i] end
+  return keys
 end
 -- A contender's id is the first 16 characters of its token (the rest, 128 bits, is the secret).
 --
@@ -46,8 +47,12 @@ local LEASE, CLAIM, MAILBOX, HISTORY, LOG_LENGTH
 local SUMMARY         -- the lock's summary is kept (ARGV[1]'s sixth number: 0 for a clean-up)
 
 -- ('mh', written by earlier versions, is deleted with the rest.)
-local WAITER_FIELDS = {'t', 'm', 'h', 'p', 'u', 'c', 's', 'ttl', 'o', 'wt', 'g', 'mh'}
-local HOLDER_FIELDS = {'t', 'm', 'h', 'p', 'u', 'c', 's', 'f', 'ttl', 'slot', 'k', 'kp', 'kw', 'js', 'lu', 'lg', 'x'}
+-- (So is a holder's 'x', of earlier versions too.)
+local WAITER_FIELDS = {WAITER.token, WAITER.mode, WAITER.host, WAITER.pid, WAITER.user, WAITER.cmd, WAITER.since,
+                       WAITER.ttl, WAITER.options, WAITER.watching, WAITER.superseded_by, 'mh'}
+local HOLDER_FIELDS = {HOLDER.token, HOLDER.mode, HOLDER.host, HOLDER.pid, HOLDER.user, HOLDER.cmd, HOLDER.since,
+                       HOLDER.fence, HOLDER.ttl, HOLDER.slot, HOLDER.claimed, HOLDER.keeper, HOLDER.watched,
+                       HOLDER.joined, HOLDER.linger_until, HOLDER.lingering, 'x'}
 
 local NOW, NOW_US     -- the server's clock: ms, and us as a string
 local WORK            -- entries removed, granted or reported so far
@@ -125,6 +130,24 @@ local function fields(id, names)
   return out
 end
 
+-- HMGET of the fields of hash key, as a table keyed by field (false: missing).
+local function hmget(key, ...)
+  local names = {...}
+  local v = redis.call('HMGET', key, ...)
+  local out = {}
+  for i, f in ipairs(names) do out[f] = v[i] end
+  return out
+end
+
+-- The same for the fields of id in a hash of "<id>.FIELD" (:w, :hi), keyed by FIELD.
+local function hmget_of(key, id, ...)
+  local names = {...}
+  local v = redis.call('HMGET', key, unpack(fields(id, names)))
+  local out = {}
+  for i, f in ipairs(names) do out[f] = v[i] end
+  return out
+end
+
 -- Whether the string at the lock's key is rlock's: a holder's token (48 hex digits) or a lingering
 -- mark (~ and the id), always with an expiry, of the holder that :info names (if it names one).
 local function lock_value_ours(value)
@@ -137,7 +160,7 @@ local function lock_value_ours(value)
   else
     return false
   end
-  local holder = redis.call('HGET', K.info, 'id')
+  local holder = redis.call('HGET', K.info, INFO.id)
   return not holder or holder == id
 end
 
@@ -161,16 +184,19 @@ end
 -- false) leave it alone, and so does another program's data at its key.
 local function summarize(kind, ev)
   if not SUMMARY then return end
-  if type(redis.pcall('HINCRBY', K.sum, 'n.' .. kind, 1)) == 'table' then return end
+  if type(redis.pcall('HINCRBY', K.sum, SUM.count .. kind, 1)) == 'table' then return end
   local v = {}
   for i = 1, #ev, 2 do v[ev[i]] = ev[i + 1] or '' end
-  if kind == 'acquired' then
-    redis.call('HSET', K.sum, 's', NOW, 'sh', v.h or '')
-  elseif kind == 'released' or kind == 'lost' or kind == 'preempted' or kind == 'expired' then
-    redis.call('HSET', K.sum, 'e', NOW, 'ek', kind, 'eh', v.h or '', 'ex', v.x or '', 'ed', v.d or '')
-    if kind == 'lost' then redis.pcall('HINCRBY', K.sum, 'sl', 1) end
-    if kind == 'released' and ((v.x or '') == '' or v.x == '0') and (v.by or '') == '' then
-      redis.call('HSET', K.sum, 'ok', NOW, 'okh', v.h or '', 'okx', v.x or '', 'okd', v.d or '', 'sl', 0)
+  local host, exit, held = v[EV.host] or '', v[EV.exit] or '', v[EV.held] or ''
+  if kind == EVENT.acquired then
+    redis.call('HSET', K.sum, SUM.started, NOW, SUM.started_host, host)
+  elseif kind == EVENT.released or kind == EVENT.lost or kind == EVENT.preempted or kind == EVENT.expired then
+    redis.call('HSET', K.sum, SUM.ended, NOW, SUM.ended_kind, kind, SUM.ended_host, host, SUM.ended_exit, exit,
+               SUM.ended_held, held)
+    if kind == EVENT.lost then redis.pcall('HINCRBY', K.sum, SUM.lost_since_success, 1) end
+    if kind == EVENT.released and (exit == '' or exit == '0') and (v[EV.by] or '') == '' then
+      redis.call('HSET', K.sum, SUM.success, NOW, SUM.success_host, host, SUM.success_exit, exit, SUM.success_held,
+                 held, SUM.lost_since_success, 0)
     end
   end
   redis.call('PEXPIRE', K.sum, HISTORY)
@@ -180,7 +206,7 @@ end
 local function event(kind, ev)
   summarize(kind, ev)
   if LOG_LENGTH == 0 then return end
-  local args = {K.log, 'MAXLEN', LOG_LENGTH, '*', 'e', kind}
+  local args = {K.log, 'MAXLEN', LOG_LENGTH, '*', EV.kind, kind}
   for i = 1, #ev, 2 do
     if ev[i + 1] and ev[i + 1] ~= '' then
       args[#args + 1] = ev[i]
@@ -223,36 +249,37 @@ local function remove_waiter(id)
   redis.call('ZREM', K.wl, id)
   redis.call('ZREM', K.sq, id)
   redis.call('HDEL', K.w, unpack(fields(id, WAITER_FIELDS)))
-  local asked = redis.call('HMGET', K.info, 'pi', 'ps')
-  if asked[1] == id and asked[2] ~= '1' then
-    redis.call('HDEL', K.info, 'pb', 'pi')
+  local asked = hmget(K.info, INFO.preemptor, INFO.preempt_seen)
+  if asked[INFO.preemptor] == id and asked[INFO.preempt_seen] ~= '1' then
+    redis.call('HDEL', K.info, INFO.preempt_by, INFO.preemptor)
     preempt_next()
   end
 end
 
 local function semaphore_limit()
-  return tonumber(redis.call('HGET', K.sem, 'limit') or '1')
+  return tonumber(redis.call('HGET', K.sem, SEM.limit) or '1')
 end
 
 local function take_slot(limit)
   local given = redis.call('ZPOPMIN', K.free)
   if given[1] then return given[1] end
-  local n = redis.call('HINCRBY', K.sem, 'next', 1)
+  local n = redis.call('HINCRBY', K.sem, SEM.next, 1)
   if n <= limit then return tostring(n) end
   return ''
 end
 
 local function remove_holder(id)
   redis.call('ZREM', K.h, id)
-  local slot = redis.call('HGET', K.hi, id .. '.slot')
+  local slot = redis.call('HGET', K.hi, id .. '.' .. HOLDER.slot)
   if slot and slot ~= '' then redis.call('ZADD', K.free, slot, slot) end
   redis.call('HDEL', K.hi, unpack(fields(id, HOLDER_FIELDS)))
 end
 
 local function holder_event(kind, id, extra)
-  local v = redis.call('HMGET', K.hi, id .. '.h', id .. '.p', id .. '.u', id .. '.c', id .. '.f', id .. '.s')
-  local ev = {'h', v[1], 'p', v[2], 'u', v[3], 'c', v[4], 'f', v[5], 'id', id}
-  if v[6] then ev[#ev + 1] = 'd'; ev[#ev + 1] = tostring(NOW - tonumber(v[6])) end
+  local v = hmget_of(K.hi, id, HOLDER.host, HOLDER.pid, HOLDER.user, HOLDER.cmd, HOLDER.fence, HOLDER.since)
+  local ev = {EV.host, v[HOLDER.host], EV.pid, v[HOLDER.pid], EV.user, v[HOLDER.user], EV.cmd, v[HOLDER.cmd],
+              EV.fence, v[HOLDER.fence], EV.id, id}
+  if v[HOLDER.since] then ev[#ev + 1] = EV.held; ev[#ev + 1] = tostring(NOW - tonumber(v[HOLDER.since])) end
   for _, x in ipairs(extra or {}) do ev[#ev + 1] = x end
   event(kind, ev)
 end
@@ -263,12 +290,14 @@ local function note_expired()
   if NOTED then return end
   if lock_value() then return end
   NOTED = true
-  local v = redis.call('HMGET', K.info, 'id', 'host', 'pid', 'user', 'cmd', 'fence', 'since', 'exp', 'claimed', 'lg')
-  if not v[1] then return end
-  if v[9] == '1' and v[10] ~= '1' then
+  local v = hmget(K.info, INFO.id, INFO.host, INFO.pid, INFO.user, INFO.cmd, INFO.fence, INFO.since, INFO.expires,
+                  INFO.claimed, INFO.lingering)
+  if not v[INFO.id] then return end
+  if v[INFO.claimed] == '1' and v[INFO.lingering] ~= '1' then
     local held = ''
-    if v[7] and v[8] then held = tostring(tonumber(v[8]) - tonumber(v[7])) end
-    event('expired', {'h', v[2], 'p', v[3], 'u', v[4], 'c', v[5], 'f', v[6], 'd', held, 'id', v[1]})
+    if v[INFO.since] and v[INFO.expires] then held = tostring(tonumber(v[INFO.expires]) - tonumber(v[INFO.since])) end
+    event(EVENT.expired, {EV.host, v[INFO.host], EV.pid, v[INFO.pid], EV.user, v[INFO.user], EV.cmd, v[INFO.cmd],
+                          EV.fence, v[INFO.fence], EV.held, held, EV.id, v[INFO.id]})
   end
   redis.call('DEL', K.info)
 end
@@ -285,15 +314,15 @@ local function reap()
   if WORK >= BUDGET then MORE = true return end
   for _, id in ipairs(redis.call('ZRANGEBYSCORE', K.h, '-inf', NOW, 'LIMIT', 0, BUDGET - WORK)) do
     spend()
-    local v = redis.call('HMGET', K.hi, id .. '.k', id .. '.lg')
-    if v[1] == '1' and v[2] ~= '1' then holder_event('expired', id) end
+    local v = hmget_of(K.hi, id, HOLDER.claimed, HOLDER.lingering)
+    if v[HOLDER.claimed] == '1' and v[HOLDER.lingering] ~= '1' then holder_event(EVENT.expired, id) end
     remove_holder(id)
   end
   if WORK >= BUDGET then MORE = true return end
   for _, id in ipairs(redis.call('ZRANGEBYSCORE', K.gone, '-inf', NOW, 'LIMIT', 0, BUDGET - WORK)) do
     spend()
     redis.call('ZREM', K.gone, id)
-    redis.call('HDEL', K.w, id .. '.g')
+    redis.call('HDEL', K.w, id .. '.' .. WAITER.superseded_by)
   end
   REAPED = WORK < BUDGET
 end
@@ -344,7 +373,7 @@ local function check_mode(mode, limit)
   reap()
   note_expired()
   tidy_limit()
-  local stored = not quiet() and redis.call('HGET', K.sem, 'limit')
+  local stored = not quiet() and redis.call('HGET', K.sem, SEM.limit)
   if mode == 'n' then
     if stored and tonumber(stored) ~= limit then
       return redis.error_reply('RLOCKLIMIT ' .. stored .. ' ' .. limit)
@@ -389,27 +418,32 @@ end
 -- busy event that says so. The record keeps the one before it, which a give-back restores.
 local function tick_refusal(id, d)
   if d.tk == '' then return nil end
-  local v = redis.call('HMGET', K.tick, 't', 'h', 'at', 'id')
-  if not v[1] or tonumber(v[1]) < tonumber(d.tk) or v[4] == id then return nil end
-  event('busy', {'h', d.h, 'p', d.p, 'u', d.u, 'c', d.c, 'tk', v[1], 'by', v[2], 'id', id})
-  return {v[1], v[2] or '', v[3] or '', NOW}
+  local v = hmget(K.tick, TICK.tick, TICK.host, TICK.at, TICK.id)
+  local tick = v[TICK.tick]
+  if not tick or tonumber(tick) < tonumber(d.tk) or v[TICK.id] == id then return nil end
+  event(EVENT.busy, {EV.host, d.h, EV.pid, d.p, EV.user, d.u, EV.cmd, d.c, EV.tick, tick, EV.by, v[TICK.host],
+                     EV.id, id})
+  -- The payload of the reply tick_done (AT.tick_done): tick host at now.
+  return {tick, v[TICK.host] or '', v[TICK.at] or '', NOW}
 end
 
 local function tick_take(id, d)
   if d.tk == '' then return end
-  local v = redis.call('HMGET', K.tick, 't', 'h', 'at', 'id')
-  if v[4] == id then return end
-  redis.call('HSET', K.tick, 't', d.tk, 'h', d.h, 'at', NOW, 'id', id, 'pt', v[1] or '', 'ph', v[2] or '',
-             'pa', v[3] or '')
+  local v = hmget(K.tick, TICK.tick, TICK.host, TICK.at, TICK.id)
+  if v[TICK.id] == id then return end
+  redis.call('HSET', K.tick, TICK.tick, d.tk, TICK.host, d.h, TICK.at, NOW, TICK.id, id, TICK.previous,
+             v[TICK.tick] or '', TICK.previous_host, v[TICK.host] or '', TICK.previous_at, v[TICK.at] or '')
   redis.call('PEXPIRE', K.tick, HISTORY)
-  redis.call('HSET', K.info, 'tk', d.tk)
+  redis.call('HSET', K.info, INFO.tick, d.tk)
 end
 
 local function tick_return(id)
-  local v = redis.call('HMGET', K.tick, 'id', 'pt', 'ph', 'pa')
-  if v[1] ~= id then return end
-  if not v[2] or v[2] == '' then return redis.call('DEL', K.tick) end
-  redis.call('HSET', K.tick, 't', v[2], 'h', v[3], 'at', v[4], 'id', '', 'pt', '', 'ph', '', 'pa', '')
+  local v = hmget(K.tick, TICK.id, TICK.previous, TICK.previous_host, TICK.previous_at)
+  if v[TICK.id] ~= id then return end
+  local previous = v[TICK.previous]
+  if not previous or previous == '' then return redis.call('DEL', K.tick) end
+  redis.call('HSET', K.tick, TICK.tick, previous, TICK.host, v[TICK.previous_host], TICK.at, v[TICK.previous_at],
+             TICK.id, '', TICK.previous, '', TICK.previous_host, '', TICK.previous_at, '')
 end
 
 -- Gives the lock to contender d (t m h p u c ttl o mh js): for its lease when it takes it itself
@@ -428,29 +462,34 @@ local function grant(id, d, claimed, limit)
     lock_written()
     NOTED = false
     redis.call('DEL', K.info)
-    redis.call('HSET', K.info, 'id', id, 'host', d.h, 'pid', d.p, 'user', d.u, 'cmd', d.c, 'since', NOW,
-               'fence', fence, 'ttl', d.ttl, 'claimed', claimed and 1 or 0, 'exp', NOW + px, 'lu', linger_until,
-               'pe', preemptible, 'js', d.js or NOW)
+    redis.call('HSET', K.info, INFO.id, id, INFO.host, d.h, INFO.pid, d.p, INFO.user, d.u, INFO.cmd, d.c, INFO.since,
+               NOW, INFO.fence, fence, INFO.ttl, d.ttl, INFO.claimed, claimed and 1 or 0, INFO.expires, NOW + px,
+               INFO.linger_until, linger_until, INFO.preemptible, preemptible, INFO.joined, d.js or NOW)
     redis.call('PEXPIRE', K.info, px + HISTORY)
     if claimed then tick_take(id, d) end
   else
     QUIET = false
     if d.m == 'n' then
-      redis.call('HSET', K.sem, 'limit', limit)
+      redis.call('HSET', K.sem, SEM.limit, limit)
       slot = take_slot(limit)
     end
     redis.call('ZADD', K.h, NOW + px, id)
-    redis.call('HSET', K.hi, id .. '.t', d.t, id .. '.m', d.m, id .. '.h', d.h, id .. '.p', d.p,
-               id .. '.u', d.u, id .. '.c', d.c, id .. '.s', NOW, id .. '.f', fence, id .. '.ttl', d.ttl,
-               id .. '.slot', slot, id .. '.k', claimed and 1 or 0, id .. '.js', d.js or NOW,
-               id .. '.lu', linger_until)
+    redis.call('HSET', K.hi, id .. '.' .. HOLDER.token, d.t, id .. '.' .. HOLDER.mode, d.m,
+                             id .. '.' .. HOLDER.host, d.h, id .. '.' .. HOLDER.pid, d.p,
+                             id .. '.' .. HOLDER.user, d.u, id .. '.' .. HOLDER.cmd, d.c,
+                             id .. '.' .. HOLDER.since, NOW, id .. '.' .. HOLDER.fence, fence,
+                             id .. '.' .. HOLDER.ttl, d.ttl, id .. '.' .. HOLDER.slot, slot,
+                             id .. '.' .. HOLDER.claimed, claimed and 1 or 0, id .. '.' .. HOLDER.joined, d.js or NOW,
+                             id .. '.' .. HOLDER.linger_until, linger_until)
   end
   return fence, slot
 end
 
 local function load_waiter(id)
-  local v = redis.call('HMGET', K.w, unpack(fields(id, WAITER_FIELDS)))
-  return {t = v[1], m = v[2], h = v[3], p = v[4], u = v[5], c = v[6], js = v[7], ttl = v[8], o = v[9], wt = v[10]}
+  local v = hmget_of(K.w, id, unpack(WAITER_FIELDS))
+  return {t = v[WAITER.token], m = v[WAITER.mode], h = v[WAITER.host], p = v[WAITER.pid], u = v[WAITER.user],
+          c = v[WAITER.cmd], js = v[WAITER.since], ttl = v[WAITER.ttl], o = v[WAITER.options],
+          wt = v[WAITER.watching]}
 end
 
 -- Grants the lock to the live waiters at the head of the queue that can have it now: one
@@ -494,15 +533,15 @@ end
 local function held_by(token, id, mode)
   if mode == 'x' then
     if lock_value() ~= token then return false end
-    local v = redis.call('HMGET', K.info, 'fence', 'claimed')
-    return true, tonumber(v[1] or '0'), '', v[2] == '1'
+    local v = hmget(K.info, INFO.fence, INFO.claimed)
+    return true, tonumber(v[INFO.fence] or '0'), '', v[INFO.claimed] == '1'
   end
   if quiet() then return false end
   local expiry = redis.call('ZSCORE', K.h, id)
   if not expiry or tonumber(expiry) <= NOW then return false end
-  local v = redis.call('HMGET', K.hi, id .. '.t', id .. '.f', id .. '.slot', id .. '.k')
-  if v[1] ~= token then return false end
-  return true, tonumber(v[2] or '0'), v[3] or '', v[4] == '1'
+  local v = hmget_of(K.hi, id, HOLDER.token, HOLDER.fence, HOLDER.slot, HOLDER.claimed)
+  if v[HOLDER.token] ~= token then return false end
+  return true, tonumber(v[HOLDER.fence] or '0'), v[HOLDER.slot] or '', v[HOLDER.claimed] == '1'
 end
 
 -- The kind of hold token has ('x', or the mode of a shared or semaphore hold), or nil.
@@ -510,8 +549,8 @@ local function hold_kind(token, id)
   if lock_value() == token then return 'x' end
   if quiet() then return nil end
   local expiry = redis.call('ZSCORE', K.h, id)
-  if expiry and tonumber(expiry) > NOW and redis.call('HGET', K.hi, id .. '.t') == token then
-    return redis.call('HGET', K.hi, id .. '.m')
+  if expiry and tonumber(expiry) > NOW and redis.call('HGET', K.hi, id .. '.' .. HOLDER.token) == token then
+    return redis.call('HGET', K.hi, id .. '.' .. HOLDER.mode)
   end
   return nil
 end
@@ -521,22 +560,22 @@ local function claim(id, mode, ttl, d)
   local js
   local linger_until = min_hold_until(d.mh)
   if mode == 'x' then
-    local v = redis.call('HMGET', K.info, 'js', 'fence')
+    local v = hmget(K.info, INFO.joined, INFO.fence)
     local px = lease_ms(ttl, linger_until)
-    js = v[1]
+    js = v[INFO.joined]
     redis.call('PEXPIRE', K.lock, px)
-    redis.call('HSET', K.info, 'claimed', 1, 'exp', NOW + px, 'lu', linger_until)
+    redis.call('HSET', K.info, INFO.claimed, 1, INFO.expires, NOW + px, INFO.linger_until, linger_until)
     redis.call('PEXPIRE', K.info, px + HISTORY)
     tick_take(id, d)
-    event('acquired', {'h', d.h, 'p', d.p, 'u', d.u, 'c', d.c, 'f', v[2], 'w', js and tostring(NOW - tonumber(js)) or '',
-                       'id', id})
+    event(EVENT.acquired, {EV.host, d.h, EV.pid, d.p, EV.user, d.u, EV.cmd, d.c, EV.fence, v[INFO.fence],
+                           EV.waited, js and tostring(NOW - tonumber(js)) or '', EV.id, id})
   else
-    local v = redis.call('HMGET', K.hi, id .. '.js', id .. '.f')
-    js = v[1]
+    local v = hmget_of(K.hi, id, HOLDER.joined, HOLDER.fence)
+    js = v[HOLDER.joined]
     redis.call('ZADD', K.h, 'XX', NOW + lease_ms(ttl, linger_until), id)
-    redis.call('HSET', K.hi, id .. '.k', 1, id .. '.lu', linger_until)
-    event('acquired', {'h', d.h, 'p', d.p, 'u', d.u, 'c', d.c, 'f', v[2], 'w', js and tostring(NOW - tonumber(js)) or '',
-                       'id', id})
+    redis.call('HSET', K.hi, id .. '.' .. HOLDER.claimed, 1, id .. '.' .. HOLDER.linger_until, linger_until)
+    event(EVENT.acquired, {EV.host, d.h, EV.pid, d.p, EV.user, d.u, EV.cmd, d.c, EV.fence, v[HOLDER.fence],
+                           EV.waited, js and tostring(NOW - tonumber(js)) or '', EV.id, id})
     -- Whoever waits behind it may be granted too (a run of shared waiters, free slots) or must
     -- now watch every holder: wake it.
     wake(K.mb)
@@ -549,10 +588,10 @@ local function supersede(id, by)
   QUIET = false
   local d = load_waiter(id)
   remove_waiter(id)
-  redis.call('HSET', K.w, id .. '.g', by)
+  redis.call('HSET', K.w, id .. '.' .. WAITER.superseded_by, by)
   redis.call('ZADD', K.gone, NOW + 4 * LEASE, id)
-  event('superseded', {'h', d.h, 'p', d.p, 'u', d.u, 'c', d.c, 'w', d.js and tostring(NOW - tonumber(d.js)) or '',
-                       'by', by, 'id', id})
+  event(EVENT.superseded, {EV.host, d.h, EV.pid, d.p, EV.user, d.u, EV.cmd, d.c,
+                           EV.waited, d.js and tostring(NOW - tonumber(d.js)) or '', EV.by, by, EV.id, id})
   PUSH[#PUSH + 1] = id
 end
 
@@ -584,8 +623,10 @@ local function enqueue(id, d, preempt)
   end
   redis.call('ZADD', K.q, score, id)
   redis.call('ZADD', K.wl, NOW + LEASE, id)
-  redis.call('HSET', K.w, id .. '.t', d.t, id .. '.m', d.m, id .. '.h', d.h, id .. '.p', d.p, id .. '.u', d.u,
-             id .. '.c', d.c, id .. '.s', NOW, id .. '.ttl', d.ttl, id .. '.o', d.o or '')
+  redis.call('HSET', K.w, id .. '.' .. WAITER.token, d.t, id .. '.' .. WAITER.mode, d.m,
+                          id .. '.' .. WAITER.host, d.h, id .. '.' .. WAITER.pid, d.p, id .. '.' .. WAITER.user, d.u,
+                          id .. '.' .. WAITER.cmd, d.c, id .. '.' .. WAITER.since, NOW,
+                          id .. '.' .. WAITER.ttl, d.ttl, id .. '.' .. WAITER.options, d.o or '')
 end
 
 -- The first preemptor in the queue, or nil.
@@ -597,14 +638,16 @@ end
 -- (or the earliest of the shared ones) ends, or -1.
 local function holder_view()
   if lock_value() then
-    local v = redis.call('HMGET', K.info, 'host', 'pid', 'cmd', 'since', 'lg')
-    return v[1] or '', v[2] or '', v[3] or '', v[4] or '', v[5] == '1' and 1 or 0, redis.call('PTTL', K.lock)
+    local v = hmget(K.info, INFO.host, INFO.pid, INFO.cmd, INFO.since, INFO.lingering)
+    return v[INFO.host] or '', v[INFO.pid] or '', v[INFO.cmd] or '', v[INFO.since] or '',
+           v[INFO.lingering] == '1' and 1 or 0, redis.call('PTTL', K.lock)
   end
   local first = redis.call('ZRANGE', K.h, 0, 0, 'WITHSCORES')
   if first[1] then
     local id = first[1]
-    local v = redis.call('HMGET', K.hi, id .. '.h', id .. '.p', id .. '.c', id .. '.s', id .. '.lg')
-    return v[1] or '', v[2] or '', v[3] or '', v[4] or '', v[5] == '1' and 1 or 0,
+    local v = hmget_of(K.hi, id, HOLDER.host, HOLDER.pid, HOLDER.cmd, HOLDER.since, HOLDER.lingering)
+    return v[HOLDER.host] or '', v[HOLDER.pid] or '', v[HOLDER.cmd] or '', v[HOLDER.since] or '',
+           v[HOLDER.lingering] == '1' and 1 or 0,
            math.max(0, math.floor(tonumber(first[2]) - NOW))
   end
   return '', '', '', '', 0, -1
@@ -624,18 +667,22 @@ local function waiting(id)
     watch[1] = redis.call('ZRANGE', K.q, rank - 1, rank - 1)[1]
     left = -1
   else
-    local holder = lock_value() and redis.call('HGET', K.info, 'id')
-    if holder and string.find(redis.call('HGET', K.w, id .. '.o') or '', 'p', 1, true) then
-      local asked = redis.call('HMGET', K.info, 'pe', 'ps')
-      if asked[1] == '1' and asked[2] ~= '1' then holder = nil end
+    local holder = lock_value() and redis.call('HGET', K.info, INFO.id)
+    if holder and string.find(redis.call('HGET', K.w, id .. '.' .. WAITER.options) or '', 'p', 1, true) then
+      local asked = hmget(K.info, INFO.preemptible, INFO.preempt_seen)
+      if asked[INFO.preemptible] == '1' and asked[INFO.preempt_seen] ~= '1' then holder = nil end
     end
     if holder then watch[#watch + 1] = holder end
     for _, h in ipairs(redis.call('ZRANGE', K.h, 0, 63)) do watch[#watch + 1] = h end
   end
-  redis.call('HSET', K.w, id .. '.wt', watch[1] or '')
-  local out = {3, MORE and 1 or 0, PUSH, rank + 1, redis.call('ZCARD', K.q), redis.call('HGET', K.w, id .. '.s') or '',
-               NOW, host, pid, cmd, since, lingering, left}
-  for _, x in ipairs(watch) do out[#out + 1] = x end
+  redis.call('HSET', K.w, id .. '.' .. WAITER.watching, watch[1] or '')
+  local out = reply(CODE.waiting)
+  local at = AT.waiting
+  out[at.position], out[at.queued] = rank + 1, redis.call('ZCARD', K.q)
+  out[at.since], out[at.now] = redis.call('HGET', K.w, id .. '.' .. WAITER.since) or '', NOW
+  out[at.host], out[at.pid], out[at.cmd], out[at.held_since] = host, pid, cmd, since
+  out[at.lingering], out[at.left] = lingering, left
+  for i, x in ipairs(watch) do out[at.watch + i - 1] = x end
   return out
 end
 
@@ -666,17 +713,19 @@ end
 -- again: a waiter that watched that mailbox may have taken the push. A lingering hold ends at
 -- once. Returns whether the holder was asked (or is gone).
 local function preempt(d, id)
-  local v = redis.call('HMGET', K.info, 'id', 'pe', 'pb', 'lg', 'pi', 'ps')
-  if not lock_value() or v[2] ~= '1' then return false end
-  if v[4] == '1' then
+  local v = hmget(K.info, INFO.id, INFO.preemptible, INFO.preempt_by, INFO.lingering, INFO.preemptor,
+                  INFO.preempt_seen)
+  if not lock_value() or v[INFO.preemptible] ~= '1' then return false end
+  if v[INFO.lingering] == '1' then
     redis.call('DEL', K.lock, K.info)
     lock_written()
     return true
   end
-  if v[6] == '1' then return true end
-  if v[5] and v[5] ~= id and still_waiting(v[5]) then return true end
-  redis.call('HSET', K.info, 'pb', who(d), 'pi', id)
-  PUSH[#PUSH + 1] = v[1]
+  if v[INFO.preempt_seen] == '1' then return true end
+  local asker = v[INFO.preemptor]
+  if asker and asker ~= id and still_waiting(asker) then return true end
+  redis.call('HSET', K.info, INFO.preempt_by, who(d), INFO.preemptor, id)
+  PUSH[#PUSH + 1] = v[INFO.id]
   return true
 end
 

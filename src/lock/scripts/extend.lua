@@ -10,34 +10,36 @@ local token, ttl = ARGV[2], ARGV[3]
 local id = id_of(token)
 CALLER = id
 if redis.call('GET', K.lock) == token then
-  local v = redis.call('HMGET', K.info, 'ttl', 'lu', 'pb')
-  if ttl == '' then ttl = v[1] or ARGV[4] end
+  local v = hmget(K.info, INFO.ttl, INFO.linger_until, INFO.preempt_by)
+  if ttl == '' then ttl = v[INFO.ttl] or ARGV[4] end
   local before = redis.call('PTTL', K.lock)
-  local px = lease_ms(ttl, v[2])
+  local px = lease_ms(ttl, v[INFO.linger_until])
   redis.call('PEXPIRE', K.lock, px)
-  redis.call('HSET', K.info, 'ttl', ttl, 'claimed', 1, 'exp', NOW + px)
-  if ARGV[5] then redis.call('HSET', K.info, 'keeper', ARGV[5], 'watch', ARGV[6]) end
-  local by = v[3] or ''
-  if by ~= '' and redis.call('HGET', K.info, 'ps') ~= '1' then
-    local asker = redis.call('HGET', K.info, 'pi')
+  redis.call('HSET', K.info, INFO.ttl, ttl, INFO.claimed, 1, INFO.expires, NOW + px)
+  if ARGV[5] then redis.call('HSET', K.info, INFO.keeper, ARGV[5], INFO.watched, ARGV[6]) end
+  local by = v[INFO.preempt_by] or ''
+  if by ~= '' and redis.call('HGET', K.info, INFO.preempt_seen) ~= '1' then
+    local asker = redis.call('HGET', K.info, INFO.preemptor)
     if asker and still_waiting(asker) then
-      redis.call('HSET', K.info, 'ps', 1)
+      redis.call('HSET', K.info, INFO.preempt_seen, 1)
     else
-      redis.call('HDEL', K.info, 'pb', 'pi')
+      redis.call('HDEL', K.info, INFO.preempt_by, INFO.preemptor)
       by = ''
     end
   end
   redis.call('PEXPIRE', K.info, px + HISTORY)
-  return reply(1, before, tonumber(ttl), by)
+  return reply(CODE.extended, before, tonumber(ttl), by)
 end
 local bad = check_types(token)
 if bad then return bad end
 local expiry = redis.call('ZSCORE', K.h, id)
-if not expiry or tonumber(expiry) <= NOW or redis.call('HGET', K.hi, id .. '.t') ~= token then return reply(0) end
-local v = redis.call('HMGET', K.hi, id .. '.ttl', id .. '.lu')
-if ttl == '' then ttl = v[1] or ARGV[4] end
-redis.call('ZADD', K.h, 'XX', NOW + lease_ms(ttl, v[2]), id)
-redis.call('HSET', K.hi, id .. '.ttl', ttl, id .. '.k', 1)
-if ARGV[5] then redis.call('HSET', K.hi, id .. '.kp', ARGV[5], id .. '.kw', ARGV[6]) end
+if not expiry or tonumber(expiry) <= NOW or redis.call('HGET', K.hi, id .. '.' .. HOLDER.token) ~= token then
+  return reply(CODE.not_held)
+end
+local v = hmget_of(K.hi, id, HOLDER.ttl, HOLDER.linger_until)
+if ttl == '' then ttl = v[HOLDER.ttl] or ARGV[4] end
+redis.call('ZADD', K.h, 'XX', NOW + lease_ms(ttl, v[HOLDER.linger_until]), id)
+redis.call('HSET', K.hi, id .. '.' .. HOLDER.ttl, ttl, id .. '.' .. HOLDER.claimed, 1)
+if ARGV[5] then redis.call('HSET', K.hi, id .. '.' .. HOLDER.keeper, ARGV[5], id .. '.' .. HOLDER.watched, ARGV[6]) end
 set_expiries()
-return reply(1, math.floor(tonumber(expiry) - NOW), tonumber(ttl), '')
+return reply(CODE.extended, math.floor(tonumber(expiry) - NOW), tonumber(ttl), '')

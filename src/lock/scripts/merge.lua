@@ -10,32 +10,34 @@
 local token, fence, ttl, rejoin = ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
 CALLER = id_of(token)
 local owner = redis.call('GET', K.lock)
-local result = 1
+local result = CODE.merged
 if owner ~= token then
-  if owner or rejoin ~= '1' then return reply(0) end
+  if owner or rejoin ~= '1' then return reply(CODE.not_held) end
   redis.call('SET', K.lock, token, 'PX', ttl)
   lock_written()
   redis.call('DEL', K.info)
-  redis.call('HSET', K.info, 'id', CALLER, 'since', NOW, 'ttl', ttl, 'claimed', 1, 'exp', NOW + tonumber(ttl))
+  redis.call('HSET', K.info, INFO.id, CALLER, INFO.since, NOW, INFO.ttl, ttl, INFO.claimed, 1, INFO.expires,
+             NOW + tonumber(ttl))
   redis.call('PEXPIRE', K.info, tonumber(ttl) + HISTORY)
-  result = 2
+  result = CODE.rejoined
 end
 local current = tonumber(redis.call('GET', K.fence) or '0')
 if current < fence then redis.call('SET', K.fence, ARGV[3]) end
 redis.call('PEXPIRE', K.fence, HISTORY)
-redis.call('HSET', K.info, 'fence', ARGV[3])
-if result == 1 then
+redis.call('HSET', K.info, INFO.fence, ARGV[3])
+if result == CODE.merged then
   local linger_until = min_hold_until(ARGV[6])
   if linger_until ~= '' then
     local px = tonumber(linger_until) - NOW
     if px > redis.call('PTTL', K.lock) then
       redis.call('PEXPIRE', K.lock, px)
-      redis.call('HSET', K.info, 'exp', NOW + px)
+      redis.call('HSET', K.info, INFO.expires, NOW + px)
       redis.call('PEXPIRE', K.info, px + HISTORY)
     end
-    redis.call('HSET', K.info, 'lu', linger_until)
+    redis.call('HSET', K.info, INFO.linger_until, linger_until)
   end
-  local v = redis.call('HMGET', K.info, 'host', 'pid', 'user', 'cmd')
-  event('acquired', {'h', v[1], 'p', v[2], 'u', v[3], 'c', v[4], 'f', ARGV[3], 'w', '0', 'id', CALLER})
+  local v = hmget(K.info, INFO.host, INFO.pid, INFO.user, INFO.cmd)
+  event(EVENT.acquired, {EV.host, v[INFO.host], EV.pid, v[INFO.pid], EV.user, v[INFO.user], EV.cmd, v[INFO.cmd],
+                         EV.fence, ARGV[3], EV.waited, '0', EV.id, CALLER})
 end
 return reply(result)

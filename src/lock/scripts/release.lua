@@ -18,50 +18,62 @@ if not kind then
   local bad = check_types(token)
   if bad then return bad end
   -- A retry whose first attempt ran: the hold lingers under its own mark, released.
-  if retry and (redis.call('GET', K.lock) == '~' .. id or redis.call('HGET', K.hi, id .. '.t') == '~' .. id) then
-    return reply(1)
+  if retry and (redis.call('GET', K.lock) == '~' .. id or
+                redis.call('HGET', K.hi, id .. '.' .. HOLDER.token) == '~' .. id) then
+    return reply(CODE.released)
   end
   -- A retry cannot tell a hold its first attempt released from one lost before: not recorded.
-  if retry then return reply(0) end
-  event('lost', {'h', ARGV[4], 'p', ARGV[5], 'u', ARGV[6], 'c', ARGV[7], 'f', ARGV[8], 'x', status, 'id', id})
+  if retry then return reply(CODE.not_held) end
+  event(EVENT.lost, {EV.host, ARGV[4], EV.pid, ARGV[5], EV.user, ARGV[6], EV.cmd, ARGV[7], EV.fence, ARGV[8],
+                     EV.exit, status, EV.id, id})
   -- Its lock is gone (deleted, or expired with nobody after it) and its end is now in the
   -- history: the next holder must not record it again as expired.
-  if redis.call('EXISTS', K.lock) == 0 and redis.call('HGET', K.info, 'id') == id then
+  if redis.call('EXISTS', K.lock) == 0 and redis.call('HGET', K.info, INFO.id) == id then
     redis.call('DEL', K.info)
   end
-  return reply(0)
+  return reply(CODE.not_held)
 end
 
-local v
+-- The hold's record: the exclusive holder's :info, or the holder's fields in :hi (which has no
+-- preempt request: a shared hold is never preempted).
+local host, pid, user, cmd, fence, since, linger, asked_by, seen, asker, tick
 if kind == 'x' then
-  v = redis.call('HMGET', K.info, 'host', 'pid', 'user', 'cmd', 'fence', 'since', 'lu', 'pb', 'ps', 'pi', 'tk')
+  local v = hmget(K.info, INFO.host, INFO.pid, INFO.user, INFO.cmd, INFO.fence, INFO.since, INFO.linger_until,
+                  INFO.preempt_by, INFO.preempt_seen, INFO.preemptor, INFO.tick)
+  host, pid, user, cmd = v[INFO.host], v[INFO.pid], v[INFO.user], v[INFO.cmd]
+  fence, since = v[INFO.fence], v[INFO.since]
+  linger, asked_by, seen, asker, tick = v[INFO.linger_until], v[INFO.preempt_by], v[INFO.preempt_seen],
+                                        v[INFO.preemptor], v[INFO.tick]
 else
-  v = redis.call('HMGET', K.hi, id .. '.h', id .. '.p', id .. '.u', id .. '.c', id .. '.f', id .. '.s', id .. '.lu',
-                 id .. '.pb')
+  local v = hmget_of(K.hi, id, HOLDER.host, HOLDER.pid, HOLDER.user, HOLDER.cmd, HOLDER.fence, HOLDER.since,
+                     HOLDER.linger_until)
+  host, pid, user, cmd, fence = v[HOLDER.host], v[HOLDER.pid], v[HOLDER.user], v[HOLDER.cmd], v[HOLDER.fence]
+  since, linger = v[HOLDER.since], v[HOLDER.linger_until]
 end
-local held = v[6] and tostring(NOW - tonumber(v[6])) or ''
-local ev = {'h', v[1], 'p', v[2], 'u', v[3], 'c', v[4], 'f', v[5], 'd', held, 'x', status, 'id', id}
+local held = since and tostring(NOW - tonumber(since)) or ''
+local ev = {EV.host, host, EV.pid, pid, EV.user, user, EV.cmd, cmd, EV.fence, fence, EV.held, held, EV.exit, status,
+            EV.id, id}
 -- A --preempt request: the hold ended preempted only if the holder saw the request (ps, marked by
 -- its renewal: its stop began then); it does not linger while its preemptor still waits. A request
 -- whose preemptor is gone, unseen, is neither.
-local asked = v[8] and v[8] ~= ''
-local preempted = asked and (kind ~= 'x' or v[9] == '1')
-local wanted = asked and (kind ~= 'x' or (v[10] and still_waiting(v[10])))
+local asked = asked_by and asked_by ~= ''
+local preempted = asked and (kind ~= 'x' or seen == '1')
+local wanted = asked and (kind ~= 'x' or (asker and still_waiting(asker)))
 if used == '' then
-  event('returned', ev)
+  event(EVENT.returned, ev)
   -- Never used: its --once-per tick is not done.
-  if v[11] then tick_return(id) end
+  if tick then tick_return(id) end
 elseif preempted then
-  ev[#ev + 1] = 'by'
-  ev[#ev + 1] = v[8]
-  event('preempted', ev)
+  ev[#ev + 1] = EV.by
+  ev[#ev + 1] = asked_by
+  event(EVENT.preempted, ev)
 else
-  event('released', ev)
+  event(EVENT.released, ev)
 end
 
 local linger_until = nil
 if used == 'h' then
-  linger_until = tonumber(v[7] or '')
+  linger_until = tonumber(linger or '')
 elseif used ~= '' then
   linger_until = NOW + (tonumber(used) or 0)
 end
@@ -69,14 +81,14 @@ if linger_until and linger_until > NOW and not wanted then
   if kind == 'x' then
     redis.call('SET', K.lock, '~' .. id, 'PX', linger_until - NOW)
     lock_written()
-    redis.call('HSET', K.info, 'lg', 1, 'exp', linger_until)
+    redis.call('HSET', K.info, INFO.lingering, 1, INFO.expires, linger_until)
     redis.call('PEXPIRE', K.info, linger_until - NOW + HISTORY)
   else
-    redis.call('HSET', K.hi, id .. '.t', '~' .. id, id .. '.lg', 1)
+    redis.call('HSET', K.hi, id .. '.' .. HOLDER.token, '~' .. id, id .. '.' .. HOLDER.lingering, 1)
     redis.call('ZADD', K.h, 'XX', linger_until, id)
   end
   set_expiries()
-  return reply(1)
+  return reply(CODE.released)
 end
 
 if kind == 'x' then
@@ -87,8 +99,8 @@ else
   remove_holder(id)
 end
 -- Nobody waits (and nobody holds shared): nobody to wake, nothing to hand on.
-if quiet() then return reply(1) end
+if quiet() then return reply(CODE.released) end
 wake(K.mb)
 advance()
 set_expiries()
-return reply(1)
+return reply(CODE.released)

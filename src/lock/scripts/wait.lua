@@ -23,11 +23,11 @@ local function heartbeat()
   else
     return nil
   end
-  local info = redis.call('HMGET', K.info, 'id', 'host', 'pid', 'cmd', 'since', 'lg', 'claimed')
-  if info[1] ~= holder or info[7] ~= '1' or redis.call('PTTL', K.lock) < 0 then return nil end
+  local info = hmget(K.info, INFO.id, INFO.host, INFO.pid, INFO.cmd, INFO.since, INFO.lingering, INFO.claimed)
+  if info[INFO.id] ~= holder or info[INFO.claimed] ~= '1' or redis.call('PTTL', K.lock) < 0 then return nil end
   local id = id_of(token)
-  local w = redis.call('HMGET', K.w, id .. '.t', id .. '.g', id .. '.s', id .. '.wt')
-  if w[1] ~= token or w[2] then return nil end
+  local w = hmget_of(K.w, id, WAITER.token, WAITER.superseded_by, WAITER.since, WAITER.watching)
+  if w[WAITER.token] ~= token or w[WAITER.superseded_by] then return nil end
   local rank = redis.call('ZRANK', K.q, id)
   if not rank or rank == 0 then return nil end
   local first = redis.call('ZRANGE', K.wl, 0, 0, 'WITHSCORES')
@@ -45,9 +45,14 @@ local function heartbeat()
     redis.call('PEXPIREAT', K.w, queue_end)
   end
   local before = redis.call('ZRANGE', K.q, rank - 1, rank - 1)[1]
-  if before ~= w[4] then redis.call('HSET', K.w, id .. '.wt', before) end
-  return {3, 0, {}, rank + 1, redis.call('ZCARD', K.q), w[3] or '', NOW, info[2] or '', info[3] or '', info[4] or '',
-          info[5] or '', info[6] == '1' and 1 or 0, -1, before}
+  if before ~= w[WAITER.watching] then redis.call('HSET', K.w, id .. '.' .. WAITER.watching, before) end
+  local r, at = {}, AT.waiting
+  r[AT.header.code], r[AT.header.more], r[AT.header.push] = CODE.waiting, 0, {}
+  r[at.position], r[at.queued], r[at.since], r[at.now] = rank + 1, redis.call('ZCARD', K.q), w[WAITER.since] or '', NOW
+  r[at.host], r[at.pid], r[at.cmd] = info[INFO.host] or '', info[INFO.pid] or '', info[INFO.cmd] or ''
+  r[at.held_since], r[at.lingering] = info[INFO.since] or '', info[INFO.lingering] == '1' and 1 or 0
+  r[at.left], r[at.watch] = -1, before
+  return r
 end
 local beat = heartbeat()
 if beat then return beat end
@@ -55,12 +60,12 @@ if beat then return beat end
 local d, id, limit, bad = prologue()
 if bad then return bad end
 
-local by = redis.call('HGET', K.w, id .. '.g')
+local by = redis.call('HGET', K.w, id .. '.' .. WAITER.superseded_by)
 if by then
-  redis.call('HDEL', K.w, id .. '.g')
+  redis.call('HDEL', K.w, id .. '.' .. WAITER.superseded_by)
   redis.call('ZREM', K.gone, id)
   set_expiries()
-  return reply(5, 'superseded', by)
+  return reply(CODE.leave, 'superseded', by)
 end
 
 -- A preemptor keeps its intent while it waits: at every step it asks a --preemptible holder
@@ -68,7 +73,7 @@ end
 local preemptor = string.find(d.o, 'p', 1, true) ~= nil and d.m == 'x'
 local ours, fence, slot, claimed = held_by(d.t, id, d.m)
 local done = not claimed and tick_refusal(id, d)
-if done then return reply(6, unpack(done)) end
+if done then return reply(CODE.tick_done, unpack(done)) end
 if not ours then
   if redis.call('ZSCORE', K.q, id) then
     redis.call('ZADD', K.wl, NOW + LEASE, id)
@@ -84,11 +89,14 @@ if ours then
     claim(id, d.m, d.ttl, d)
     -- Asked to stop while only granted: its mailbox is pushed again, for the watch that its run
     -- starts with the command (the push at the request woke this step).
-    if d.m == 'x' and redis.call('HGET', K.info, 'pb') and redis.call('HGET', K.info, 'ps') ~= '1' then wake(K.mb) end
+    if d.m == 'x' and redis.call('HGET', K.info, INFO.preempt_by) and
+       redis.call('HGET', K.info, INFO.preempt_seen) ~= '1' then
+      wake(K.mb)
+    end
   end
   set_expiries()
-  return reply(1, fence, slot)
+  return reply(CODE.taken, fence, slot)
 end
 set_expiries()
-if MORE then return reply(4) end
+if MORE then return reply(CODE.again) end
 return waiting(id)
