@@ -30,8 +30,8 @@ struct Event {
   std::string contender;    // the contender's public id (tells a quorum's copies of one event apart)
   // busy: the --once-per tick already run (ms since the epoch), by the host `by`
   std::optional<int64_t> tick;
-  Holder held_by;           // busy: who held the lock then (empty when nobody did: a queue)
-  bool lingering = false;   // busy: the holder had released, its --min-hold kept the lock taken
+  Holder held_by;          // busy: who held the lock then (empty when nobody did: a queue)
+  bool lingering = false;  // busy: the holder had released, its --min-hold kept the lock taken
 };
 
 // Which events of a lock's history to read.

@@ -19,7 +19,7 @@ struct Timing {
   // The client's alone, not the scripts': where the jitter of a waiter's steps comes from (each
   // blocks a heartbeat less a random part of at most a fifth of it).
   util::RandomBelow jitter = util::random_below;
-  bool summary = true;                            // the lock's summary is kept (PREFIX{KEY}:sum)
+  bool summary = true;  // the lock's summary is kept (PREFIX{KEY}:sum)
 
   // The standard timing with log_length events kept.
   static Timing standard(int log_length);
