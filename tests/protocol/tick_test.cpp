@@ -2,6 +2,7 @@
 // of that tick (or an earlier one) is refused with who ran it and when; a hold given back unused
 // restores the record before it; a waiter granted after its tick was run leaves.
 #include "lock/history.hpp"
+#include "lock/take.hpp"
 #include "protocol.hpp"
 
 namespace rlock::test {
