@@ -10,6 +10,7 @@
 
 #include <fmt/core.h>
 
+#include <functional>
 #include <set>
 
 namespace rlock::lock {
@@ -121,6 +122,8 @@ private:
   std::vector<std::optional<std::vector<redis::Reply>>> ask_all(
       const std::function<std::vector<redis::Command>(size_t)>& commands, std::vector<std::string>& failures);
   std::vector<std::string> scan(const std::string& prefix, const std::string& pattern, bool logs);
+  // The union of the keys scan_one finds on each master; fails without a majority's answers.
+  std::vector<std::string> scan_all(const std::function<std::vector<std::string>(ClientNode&)>& scan_one);
 
   ClientNodeSet m_nodes;
   Quorum m_quorum;
@@ -238,31 +241,20 @@ Summary QuorumBackend::read_summary(const LockName& name) {
 }
 
 std::vector<std::string> QuorumBackend::scan_summaries(const std::string& prefix, const std::string& pattern) {
-  std::set<std::string> keys;
-  size_t failed = 0;
-  for (size_t i = 0; i < m_nodes.size(); ++i) {
-    try {
-      ClientNode node(m_nodes.member(i));
-      for (const std::string& k : lock::scan_summaries(node, prefix, pattern)) keys.insert(k);
-    } catch (const Error& e) {
-      if (e.exit_code() != exit_code::k_unavailable) throw;
-      log::warning(e.what());
-      ++failed;
-    }
-  }
-  if (m_nodes.size() - failed < m_quorum.majority()) {
-    throw Error(exit_code::k_unavailable, "no majority of the Redis masters answered the scan");
-  }
-  return {keys.begin(), keys.end()};
+  return scan_all([&](ClientNode& node) { return lock::scan_summaries(node, prefix, pattern); });
 }
 
 std::vector<std::string> QuorumBackend::scan(const std::string& prefix, const std::string& pattern, bool logs) {
+  return scan_all([&](ClientNode& node) { return lock::scan_keys(node, prefix, pattern, logs); });
+}
+
+std::vector<std::string> QuorumBackend::scan_all(const std::function<std::vector<std::string>(ClientNode&)>& scan_one) {
   std::set<std::string> keys;
   size_t failed = 0;
   for (size_t i = 0; i < m_nodes.size(); ++i) {
     try {
       ClientNode node(m_nodes.member(i));
-      for (const std::string& k : lock::scan_keys(node, prefix, pattern, logs)) keys.insert(k);
+      for (const std::string& k : scan_one(node)) keys.insert(k);
     } catch (const Error& e) {
       if (e.exit_code() != exit_code::k_unavailable) throw;
       log::warning(e.what());
