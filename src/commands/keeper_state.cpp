@@ -144,8 +144,10 @@ bool keeper_alive(const State& s) {
 }  // namespace detail
 
 using namespace detail;
-using Clock = util::BootClock;
 using util::Millis;
+namespace {
+using Clock = util::BootClock;
+}  // namespace
 
 std::string state_dir(bool create) {
   std::vector<std::string> dirs = candidate_dirs();
