@@ -252,7 +252,7 @@ std::optional<CommandOptions> parse_command_line(const std::vector<std::string>&
   // it, and the application needs no options of its own (the command has the global ones too).
   // CLI11 checks each new option against all those before it, so each one costs.
   const bool command_first = args.size() > 1 && !is_option_word(args[1]) && args[1] != "--";
-  if (!command_first) add_options(p, "", &app);
+  if (!command_first) add_options(p, "", &app, args);
 
   size_t at = command_first ? 1 : command_position(&app, args);
   // Only the command named on the line gets its options: the others are listed by name, which is
@@ -269,7 +269,7 @@ std::optional<CommandOptions> parse_command_line(const std::vector<std::string>&
     p.command_name = c.name;
     sub->set_version_flag("-V,--version", "rlock " RLOCK_VERSION);
     sub->allow_extras();
-    add_options(p, c.name, sub);
+    add_options(p, c.name, sub, args);
   }
   if (!wanted.empty() && !p.command) {
     usage(
