@@ -182,6 +182,32 @@ teardown() {
   assert_output --partial --kill-after
 }
 
+@test "an option is known however the line names it: in a cluster, with =, before or after the command" {
+  # rlock registers with its parser only the options that the line may name: each of these
+  # forms must still find its option, and a pair that excludes each other must still clash.
+  run --separate-stderr rlock run k -nt5s -- true
+  assert_success
+  run --separate-stderr rlock run k --ttl=5s --no-wait -- true
+  assert_success
+  run --separate-stderr rlock -qu "$RLOCK_URL" run k -- true
+  assert_success
+  run --separate-stderr rlock run k -sx -- true
+  assert_usage_error
+  assert_equal "$stderr" "rlock: error: --shared and --exclusive exclude each other (see rlock run --help)"
+  run --separate-stderr rlock run -x k --shared -- true
+  assert_usage_error
+  assert_equal "$stderr" "rlock: error: --shared and --exclusive exclude each other (see rlock run --help)"
+  # One that the line does not name still comes from the environment.
+  RLOCK_TTL=nonsense run --separate-stderr rlock run k -- true
+  assert_usage_error
+  [[ $stderr == *"RLOCK_TTL: 'nonsense' is not a duration"* ]] || fail "unexpected: $stderr"
+  # --help lists every option of the command, whatever the line names.
+  run rlock run k -nh
+  assert_success
+  assert_output --partial --kill-after
+  assert_output --partial --connect-timeout
+}
+
 @test "--version and -V print the version (git describe, or the project's) and exit 0" {
   run rlock --version
   assert_success

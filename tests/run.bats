@@ -101,6 +101,24 @@ wait_for_go() {
   assert key_missing "$(lock_key k):info"
 }
 
+@test "the guard is gone, its cgroup removed, when run exits" {
+  # The guard tells the tree's end before it removes the tree's cgroup, so that the release need
+  # not wait; run still reaps it before it exits.
+  run rlock run k -- sh -c 'echo "$PPID" >"$1"' sh "$T/guard"
+  assert_success
+  local guard
+  guard=$(cat "$T/guard")
+  [[ $guard =~ ^[0-9]+$ ]] || fail "no guard pid: '$guard'"
+  if [[ -e /proc/$guard ]]; then
+    [[ $(cat "/proc/$guard/comm" 2>/dev/null) != "rlock guard" ]] || fail "the guard $guard outlived run"
+  fi
+  local mount left
+  while read -r mount; do
+    left=$(find "$mount" -maxdepth 8 -type d -name "rlock.$guard" 2>/dev/null | head -n 1)
+    [[ -z $left ]] || fail "the guard's cgroup $left is left"
+  done < <(awk '$3 == "cgroup2" { print $2 }' /proc/mounts)
+}
+
 @test "a new token for every acquisition" {
   run rlock run k -- sh -c 'echo "$RLOCK_TOKEN"'
   local first=$output

@@ -248,21 +248,28 @@ std::optional<CommandOptions> parse_command_line(const std::vector<std::string>&
   app.footer(
       "Global options may come before or after the command name.\n"
       "Run 'rlock COMMAND --help' for a command's options; 'man rlock' for the whole story.");
-  add_options(p, "", &app);
+  // The usual line names the command first (`rlock run KEY ...`): then no word is parsed before
+  // it, and the application needs no options of its own (the command has the global ones too).
+  // CLI11 checks each new option against all those before it, so each one costs.
+  const bool command_first = args.size() > 1 && !is_option_word(args[1]) && args[1] != "--";
+  if (!command_first) add_options(p, "", &app, args);
 
-  size_t at = command_position(&app, args);
+  size_t at = command_first ? 1 : command_position(&app, args);
   // Only the command named on the line gets its options: the others are listed by name, which is
-  // all `rlock --help` shows, and start-up does no work for them.
+  // all `rlock --help` shows, and start-up does no work for them. After run's KEY, the words are
+  // the child's and never CLI11's: the other commands, which CLI11 would look for among them, need
+  // not be there at all.
   const std::string wanted = at ? args[at] : "";
   g_check = wanted == "check";
   for (const commands::Command& c : commands::k_commands) {
+    if (wanted == "run" && wanted != c.name) continue;
     CLI::App* sub = app.add_subcommand(c.name, c.summary);
     if (wanted != c.name) continue;
     p.command = sub;
     p.command_name = c.name;
     sub->set_version_flag("-V,--version", "rlock " RLOCK_VERSION);
     sub->allow_extras();
-    add_options(p, c.name, sub);
+    add_options(p, c.name, sub, args);
   }
   if (!wanted.empty() && !p.command) {
     usage(

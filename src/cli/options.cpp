@@ -8,6 +8,8 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <string_view>
+#include <vector>
 
 namespace rlock::cli {
 
@@ -94,8 +96,32 @@ void add_option(Parsed& p, CLI::App* app, const OptionSpec& o) {
   }
   if (*o.type) option->type_name(o.type);
   if (o.hidden) option->group("");
-  if (*o.excludes) option->excludes(app->get_option(o.excludes));
+  if (*o.excludes) {
+    // The other is registered only when the line may name it (add_options): when not, it is not given.
+    if (CLI::Option* other = app->get_option_no_throw(o.excludes)) option->excludes(other);
+  }
   s.options.push_back(option);
+}
+
+// Whether word may name one of names ("-t,--ttl"): it is "--ttl" or "--ttl=...", or a cluster of
+// short options with a "t" in it (in a value too: yes when in doubt).
+bool may_name(std::string_view names, std::string_view word) {
+  if (word.size() < 2 || word[0] != '-') return false;
+  for (size_t start = 0; start < names.size();) {
+    size_t end = std::min(names.find(',', start), names.size());
+    std::string_view name = names.substr(start, end - start);
+    if (name.size() > 2 && name.substr(0, 2) == "--") {
+      if (word.substr(0, name.size()) == name && (word.size() == name.size() || word[name.size()] == '=')) return true;
+    } else if (name.size() == 2 && name[0] == '-' && word[1] != '-') {
+      if (word.find(name[1], 1) != std::string_view::npos) return true;
+    }
+    start = end + 1;
+  }
+  return false;
+}
+
+bool any_may_name(std::string_view names, const std::vector<std::string>& words) {
+  return std::any_of(words.begin(), words.end(), [&](const std::string& w) { return may_name(names, w); });
 }
 
 // A field of --dump-options: "-" when empty.
@@ -157,8 +183,13 @@ void dump_options() {
   }
 }
 
-void add_options(Parsed& p, const std::string& name, CLI::App* app) {
+void add_options(Parsed& p, const std::string& name, CLI::App* app, const std::vector<std::string>& words) {
   const Commands command = command_bit(name);
+  // CLI11 checks each new option against all those before it, which is most of start-up's work
+  // before the lock: only the options that a word of the line may name are registered (all of
+  // them for --help, which lists them). The others get their setting all the same, for the
+  // environment and the config file.
+  const bool all = any_may_name("-h,--help", words);
   for (const ArgumentSpec& a : k_arguments) {
     if ((a.commands & command) == 0) continue;
     CLI::Option* option =
@@ -166,7 +197,12 @@ void add_options(Parsed& p, const std::string& name, CLI::App* app) {
     if (a.required) option->required();
   }
   for (const OptionSpec& o : k_options) {
-    if (command ? belongs(o, command) : (o.commands & on::global) != 0) add_option(p, app, o);
+    if (command ? !belongs(o, command) : (o.commands & on::global) == 0) continue;
+    if (all || any_may_name(o.names, words)) {
+      add_option(p, app, o);
+    } else if (o.builtin == Builtin::none) {
+      setting_of(p, o);
+    }
   }
 }
 

@@ -4,6 +4,7 @@
 #include "commands/options.hpp"
 
 #include <string>
+#include <vector>
 
 namespace rlock::cli {
 
@@ -24,8 +25,10 @@ commands::Commands command_bit(const std::string& name);
 
 // The options of the command named name ("" for the application, before any command name): the
 // rows of that command, then the global ones, registered on app as settings of p. The command's
-// arguments (KEY, PATTERN) too.
-void add_options(Parsed& p, const std::string& name, CLI::App* app);
+// arguments (KEY, PATTERN) too. Only the options that a word of words (the command line) may
+// name are registered with CLI11, all of them when one may be -h or --help; every row gets its
+// setting.
+void add_options(Parsed& p, const std::string& name, CLI::App* app, const std::vector<std::string>& words);
 
 // After parsing: the options the command line gave become Source::argv.
 void mark_given(Parsed& p);

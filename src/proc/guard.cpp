@@ -159,7 +159,10 @@ bool Guard::spawn(const SpawnSpec& spec, util::BootClock::time_point kill_at) {
 }
 
 Guard::~Guard() {
-  if (m_done) return;
+  if (m_done) {
+    reap_guard();  // after a tree_empty report, the guard may still be removing the cgroup
+    return;
+  }
   if (!m_spawned) {
     // No command was started (the lock was busy, or the wait ended): the guard just leaves.
     m_requests.reset();
@@ -278,7 +281,8 @@ std::vector<GuardEvent> Guard::take_events() {
       case guard::k_report_continued: events.push_back({GuardEvent::Kind::child_continued, 0}); break;
       case guard::k_report_deadline: events.push_back({GuardEvent::Kind::deadline_kill, 0}); break;
       case guard::k_report_empty:
-        reap_guard();
+        // The guard removes the tree's cgroup and exits: it is reaped when the Guard ends
+        // (after the release), so that the release need not wait for it.
         m_done = true;
         events.push_back({GuardEvent::Kind::tree_empty, 0});
         return events;

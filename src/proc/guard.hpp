@@ -84,7 +84,8 @@ public:
 
   // Readable when the guard has something to report.
   int fd() const { return m_reports.get(); }
-  // The reports waiting now; does not block. After tree_empty or guard_lost the guard is gone.
+  // The reports waiting now; does not block. After tree_empty the tree is gone and the guard
+  // removes its cgroup and exits (reaped when the Guard ends); after guard_lost it is gone.
   std::vector<GuardEvent> take_events();
 
   // SIGKILL for the whole tree at kill_at (CLOCK_BOOTTIME) unless moved again; never earlier

@@ -475,8 +475,10 @@ RLOCK_GUARD_CODE int guard_main(void*) {
       int status = 0;
       long r = sys::call(SYS_wait4, -1, reinterpret_cast<long>(&status), WNOHANG | WUNTRACED | WCONTINUED, 0);
       if (r == -ECHILD) {
-        drop_cgroup(s);
+        // The tree is gone: said first, so that rlock releases the lock while the cgroup is
+        // removed (an rmdir can take a while); rlock reaps the guard after the release.
         sys_write_message(s.reports, k_report_empty, 0, 0);
+        drop_cgroup(s);
         sys_exit(0);
       }
       if (r <= 0) break;
