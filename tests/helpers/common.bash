@@ -40,6 +40,17 @@ elapsed_ms() {
   echo $(($(now_ms) - $1))
 }
 
+# nap SECONDS: sleeps without starting a process (the polls below run thousands of times a
+# pass): a read that times out on the test's own FIFO, which never gets data; sleep(1) when the
+# test has none (a helper used before common_setup).
+nap() {
+  if [[ -n ${_rlock_nap_fifo:-} && -p $_rlock_nap_fifo ]]; then
+    read -rt "$1" <>"$_rlock_nap_fifo" || true
+  else
+    sleep "$1"
+  fi
+}
+
 # wait_until [-t SECONDS] [!] CMD [ARG...]
 # Runs CMD every 50ms until it succeeds (or, with !, fails); returns 1 when SECONDS (default 5,
 # fractions allowed) pass first. Tests use it to wait for observable state, never fixed sleeps.
@@ -64,7 +75,7 @@ wait_until() {
       "$@" && return 0
     fi
     (($(now_ms) >= deadline)) && return 1
-    sleep 0.05
+    nap 0.05
   done
 }
 
@@ -248,7 +259,7 @@ _redis_launch() {
         return 0
       fi
     fi
-    sleep 0.02
+    nap 0.02
   done
   kill -KILL "$REDIS_PID" 2>/dev/null || true
   wait_until -t 2 pid_gone "$REDIS_PID" || true
@@ -318,7 +329,7 @@ redis_restart() {
       export REDIS_PID
       return 0
     fi
-    sleep 0.1
+    nap 0.1
   done
   fail "could not restart redis-server on port $REDIS_PORT"
 }
@@ -358,6 +369,8 @@ common_setup() {
   # Tests do not read the terminal; the same stdin as under CI.
   exec </dev/null
   T=$BATS_TEST_TMPDIR
+  _rlock_nap_fifo=$T/.nap
+  mkfifo "$_rlock_nap_fifo"
 }
 
 # common_teardown: kills the test's processes and server. Call from each suite's teardown().

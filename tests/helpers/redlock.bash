@@ -86,7 +86,7 @@ m_restart() {
       return 0
     fi
     kill -KILL "$pid" 2>/dev/null || true
-    sleep 0.1
+    nap 0.1
   done
   fail "could not restart master m$i on port $port"
 }

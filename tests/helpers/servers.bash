@@ -169,7 +169,7 @@ srv_start() {
         up=1
         break
       fi
-      sleep 0.02
+      nap 0.02
     done
     if ((up)); then
       SRV_PORT=$port
