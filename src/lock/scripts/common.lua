@@ -20,10 +20,16 @@ local K  -- the keys of this call:
 --   mb     the caller's mailbox: pushed when its hold or its place ends
 --   sum    the lock's summary: HASH of fixed fields (see summarize)
 --   ep     what waiters see: STRING "epoch due" (see view_epoch)
+-- (Each is looked up on first use: a call that touches two keys pays for two.)
+local CALL_KEYS  -- this call's KEYS
+local KEYS_BY_NAME = {__index = function(keys, name)
+  local key = CALL_KEYS[KEY[name]]
+  keys[name] = key
+  return key
+end}
 local function lock_keys(KEYS)
-  local keys = {}
-  for name, i in pairs(KEY) do keys[name] = KEYS[i] end
-  return keys
+  CALL_KEYS = KEYS
+  return setmetatable({}, KEYS_BY_NAME)
 end
 -- A contender's id is the first 16 characters of its token (the rest, 128 bits, is the secret).
 --
@@ -68,13 +74,20 @@ local NOTED           -- the lock's key is free and no expired holder is left to
 local LOCK_READ       -- LOCK_VALUE holds the lock key's value (false: none): the key has not
 local LOCK_VALUE      -- been written since it was read (a script's clock stands still: no expiry)
 
+local CFG_TEXT, CFG  -- ARGV[1] as last parsed, and its numbers
+
 -- The state of one call, set at its start: every script (and every function of the library)
 -- begins with begin(KEYS, ARGV), so that nothing of one call is seen by the next.
 local function begin(keys, argv)
   K = lock_keys(keys)
   ARGS = argv
-  local cfg = {}
-  for n in string.gmatch(argv[1], '%d+') do cfg[#cfg + 1] = tonumber(n) end
+  -- The function library keeps the last configuration parsed (the same for every call of a client).
+  if argv[1] ~= CFG_TEXT then
+    CFG = {}
+    for n in string.gmatch(argv[1], '%d+') do CFG[#CFG + 1] = tonumber(n) end
+    CFG_TEXT = argv[1]
+  end
+  local cfg = CFG
   LEASE, CLAIM, MAILBOX, HISTORY, LOG_LENGTH = cfg[1], cfg[2], cfg[3], cfg[4], cfg[5]
   SUMMARY = cfg[6] ~= 0
   local t = redis.call('TIME')
