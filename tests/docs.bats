@@ -250,7 +250,7 @@ check_options() {
     # The data layout names every key of a lock.
     local key text
     text=$(sed -n '/^\.SH "\{0,1\}REDIS DATA LAYOUT/,/^\.SH /p' "${MAN_PAGES[1]}" | sed -E 's/\\f(\[[^]]*\]|\(..|.)//g')
-    for key in '{KEY}' ':fence' ':info' ':q' ':w' ':wl' ':h' ':hi' ':sem' ':free' ':sq' ':gone' ':log' ':tick' ':sum' ':mb:'; do
+    for key in '{KEY}' ':fence' ':info' ':q' ':w' ':wl' ':h' ':hi' ':sem' ':free' ':sq' ':gone' ':log' ':tick' ':sum' ':ep' ':mb:'; do
         grep -qF -- "$key" <<<"$text" || fail "the REDIS DATA LAYOUT of rlock(7) does not name $key"
     done
 }

@@ -100,6 +100,7 @@ Attempt read_waiting(const std::vector<Reply>& e, const LockName& name) {
   read_holder<R>(e, R::held_since, now, a);
   a.lingering = e[R::lingering].number() == 1;
   a.ttl_left = ttl_of(e[R::left]);
+  a.epoch = e[R::epoch].text();
   for (size_t i = R::watch; i < e.size(); ++i) a.watch.push_back(e[i].text());
   return a;
 }
@@ -276,25 +277,43 @@ Attempt try_acquire(Node& node, const LockName& name, const Timing& timing, cons
 }
 
 Attempt wait_turn(Node& node, const LockName& name, const Timing& timing, const Contender& contender,
-                  const std::vector<std::string>& watch, util::Millis heartbeat) {
+                  const Attempt& last, util::Millis heartbeat) {
   redis::Command blpop{"BLPOP", name.mailbox(contender.id())};
-  for (const std::string& id : watch) {
+  for (const std::string& id : last.watch) {
     if (id != contender.id()) blpop.push_back(name.mailbox(id));
   }
   blpop.push_back(fmt::format("{}.{:03}", heartbeat.count() / 1000, heartbeat.count() % 1000));
-  node.pipeline({blpop}, heartbeat);
+  std::vector<Reply> woke = node.pipeline({blpop}, heartbeat);
   // The step (claim a grant, or renew the place) is a request of its own, sent once awake: were
   // it queued behind the BLPOP, a waiter stopped meanwhile (^Z, SIGSTOP) would claim a grant for
   // its whole TTL without knowing; this way its grant lapses after the claim window.
   std::vector<std::string> args = contender_args(contender, true);
+  // A heartbeat that no push woke, of a waiter behind others (the head watches the holder's lease
+  // and a preemptor its request), may be the light step: the epoch of the view it keeps.
+  bool timed_out = woke.size() == 1 && woke.front().type == Reply::Type::nil;
+  if (timed_out && last.position > 1 && !last.epoch.empty() && !contender.preempt) args.push_back(last.epoch);
   for (int round = 0;; ++round) {
     auto sent_at = util::BootClock::now();
     ScriptReply r = run_script(node, name, timing, scripts::k_wait, contender.id(), args);
     if (r.code == reply::again::code && round < 10'000) continue;
+    if (r.code == reply::unchanged::code) {
+      // Nothing changed: the same place, holder and watch list; the time in the queue goes on.
+      Attempt a = last;
+      if (a.waited) a.waited = *a.waited + std::chrono::duration_cast<util::Millis>(sent_at - last.sent_at);
+      a.sent_at = sent_at;
+      return a;
+    }
     Attempt a = read_attempt(r, name, 0);
     a.sent_at = sent_at;
     return a;
   }
+}
+
+Attempt wait_turn(Node& node, const LockName& name, const Timing& timing, const Contender& contender,
+                  const std::vector<std::string>& watch, util::Millis heartbeat) {
+  Attempt last;
+  last.watch = watch;
+  return wait_turn(node, name, timing, contender, last, heartbeat);
 }
 
 void cancel(Node& node, const LockName& name, const Timing& timing, const std::string& token, bool timed_out) {

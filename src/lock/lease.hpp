@@ -84,6 +84,7 @@ struct Attempt {
   std::optional<util::Millis> waited;    // queued: time in the queue, by the server's clock; acquired after
                                          // waiting (take_lock): how long it waited, by ours
   std::vector<std::string> watch;        // queued: the ids whose mailboxes to wait on
+  std::string epoch;                     // queued: the epoch of this view (the next heartbeat's light step)
   bool contended = false;                // busy, Redlock: nobody has a majority (leftovers, a split)
   Holder superseded_by;                  // superseded: the newer request
   int64_t tick = 0;                      // done: the tick already run (--once-per), by holder.host,
@@ -100,7 +101,13 @@ Attempt try_acquire(Node& node, const LockName& name, const Timing& timing, cons
 // One step of waiting in the queue: blocks (BLPOP) until one of the watched mailboxes, or the
 // contender's own, is pushed or `heartbeat` passes, then claims the lock if it was granted, else
 // renews the place in the queue (joining it again if it was lost). Returns acquired, queued, or
-// superseded (a newer --supersede request took the place).
+// superseded (a newer --supersede request took the place). `last` is the previous answer: its
+// watch list, and, for a waiter behind others that is no preemptor, the epoch of its view; a step
+// after a BLPOP that timed out sends that epoch, and while nothing changed the script only renews
+// the place (the light heartbeat) and `last` is returned again.
+Attempt wait_turn(Node& node, const LockName& name, const Timing& timing, const Contender& contender,
+                  const Attempt& last, util::Millis heartbeat);
+// The same, always a full step, watching these mailboxes.
 Attempt wait_turn(Node& node, const LockName& name, const Timing& timing, const Contender& contender,
                   const std::vector<std::string>& watch, util::Millis heartbeat);
 

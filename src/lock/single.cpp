@@ -45,9 +45,8 @@ public:
                       const std::vector<std::string>& enclosing) override {
     return lock::try_acquire(m_node, name, timing(), c, queue, enclosing);
   }
-  Attempt wait_turn(const LockName& name, const Contender& c, const std::vector<std::string>& watch,
-                    util::Millis heartbeat) override {
-    return lock::wait_turn(m_node, name, timing(), c, watch, heartbeat);
+  Attempt wait_turn(const LockName& name, const Contender& c, const Attempt& last, util::Millis heartbeat) override {
+    return lock::wait_turn(m_node, name, timing(), c, last, heartbeat);
   }
   void cancel(const LockName& name, const std::string& token, bool timed_out) override {
     lock::cancel(m_node, name, timing(), token, timed_out);

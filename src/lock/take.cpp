@@ -70,7 +70,7 @@ private:
   // confirm is an error, waited out as after a failover.
   void ask() {
     if (m_queued) {
-      m_a = m_backend.wait_turn(m_name, m_contender, m_a.watch, next_beat());
+      m_a = m_backend.wait_turn(m_name, m_contender, m_a, next_beat());
     } else {
       m_a = m_backend.try_acquire(m_name, m_contender, m_waiting, m_enclosing);
     }

@@ -29,7 +29,7 @@ protected:
     Contender c = contender("101");
     EXPECT_EQ(code_of([&] { acquire(c, false); }), 65) << "try_acquire -n";
     EXPECT_EQ(code_of([&] { acquire(c, true); }), 65) << "try_acquire";
-    EXPECT_EQ(code_of([&] { lock::wait_turn(node, name, timing, c, {}, 20ms); }), 65) << "wait_turn";
+    EXPECT_EQ(code_of([&] { lock::wait_turn(node, name, timing, c, Attempt{}, 20ms); }), 65) << "wait_turn";
     EXPECT_EQ(code_of([&] { release(c); }), 65) << "release";
     lock::Ending used;
     used.used = true;

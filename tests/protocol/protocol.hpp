@@ -88,9 +88,9 @@ protected:
   Attempt acquire(const Contender& c, bool queue = true, const Timing* t = nullptr) {
     return lock::try_acquire(node, name, t ? *t : timing, c, queue, {});
   }
-  // One wait step of c, watching what its last answer said.
+  // One wait step of c, after its last answer (its watch list; a light step if nothing changed).
   Attempt step(const Contender& c, const Attempt& last, Millis heartbeat = 50ms, const Timing* t = nullptr) {
-    return lock::wait_turn(node, name, t ? *t : timing, c, last.watch, heartbeat);
+    return lock::wait_turn(node, name, t ? *t : timing, c, last, heartbeat);
   }
   bool release(const Contender& c) { return lock::release(node, name, timing, c.token, lock::Ending{}); }
   LockState state(int most = 100) { return lock::inspect(node, name, most); }

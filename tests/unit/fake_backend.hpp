@@ -66,9 +66,9 @@ public:
     acquire_calls.push_back(queue);
     return next(acquire_answers);
   }
-  Attempt wait_turn(const rlock::lock::LockName&, const rlock::lock::Contender&, const std::vector<std::string>& watch,
+  Attempt wait_turn(const rlock::lock::LockName&, const rlock::lock::Contender&, const Attempt& last,
                     rlock::util::Millis heartbeat) override {
-    wait_calls.push_back({watch, heartbeat});
+    wait_calls.push_back({last.watch, heartbeat});
     return next(wait_answers);
   }
   void cancel(const rlock::lock::LockName&, const std::string&, bool timed_out) override {

@@ -19,10 +19,17 @@ local K  -- the keys of this call:
 --   tick   --once-per: the last tick run: HASH t h at id (and pt ph pa: the one before)
 --   mb     the caller's mailbox: pushed when its hold or its place ends
 --   sum    the lock's summary: HASH of fixed fields (see summarize)
+--   ep     what waiters see: STRING "epoch due" (see view_epoch)
+-- (Each is looked up on first use: a call that touches two keys pays for two.)
+local CALL_KEYS  -- this call's KEYS
+local KEYS_BY_NAME = {__index = function(keys, name)
+  local key = CALL_KEYS[KEY[name]]
+  keys[name] = key
+  return key
+end}
 local function lock_keys(KEYS)
-  local keys = {}
-  for name, i in pairs(KEY) do keys[name] = KEYS[i] end
-  return keys
+  CALL_KEYS = KEYS
+  return setmetatable({}, KEYS_BY_NAME)
 end
 -- A contender's id is the first 16 characters of its token (the rest, 128 bits, is the secret).
 --
@@ -67,13 +74,20 @@ local NOTED           -- the lock's key is free and no expired holder is left to
 local LOCK_READ       -- LOCK_VALUE holds the lock key's value (false: none): the key has not
 local LOCK_VALUE      -- been written since it was read (a script's clock stands still: no expiry)
 
+local CFG_TEXT, CFG  -- ARGV[1] as last parsed, and its numbers
+
 -- The state of one call, set at its start: every script (and every function of the library)
 -- begins with begin(KEYS, ARGV), so that nothing of one call is seen by the next.
 local function begin(keys, argv)
   K = lock_keys(keys)
   ARGS = argv
-  local cfg = {}
-  for n in string.gmatch(argv[1], '%d+') do cfg[#cfg + 1] = tonumber(n) end
+  -- The function library keeps the last configuration parsed (the same for every call of a client).
+  if argv[1] ~= CFG_TEXT then
+    CFG = {}
+    for n in string.gmatch(argv[1], '%d+') do CFG[#CFG + 1] = tonumber(n) end
+    CFG_TEXT = argv[1]
+  end
+  local cfg = CFG
   LEASE, CLAIM, MAILBOX, HISTORY, LOG_LENGTH = cfg[1], cfg[2], cfg[3], cfg[4], cfg[5]
   SUMMARY = cfg[6] ~= 0
   local t = redis.call('TIME')
@@ -93,8 +107,11 @@ local function lock_value()
   return LOCK_VALUE
 end
 
+local bump  -- what waiters see changed (defined below)
+
 local function lock_written()
   LOCK_READ = false
+  bump()
 end
 
 -- Whether nobody waits, holds shared, has a notice or a semaphore slot (one command, asked once
@@ -104,6 +121,13 @@ end
 local function quiet()
   if QUIET == nil then QUIET = redis.call('EXISTS', K.q, K.wl, K.h, K.gone, K.sem, K.free) == 0 end
   return QUIET
+end
+
+-- What waiters see (the holder, the queue, a grant, a lease cut short) changed: the epoch that a
+-- light heartbeat compares (view_epoch) is dropped, and the next full step starts a new one. A
+-- quiet lock has no waiter to tell.
+bump = function()
+  if not quiet() then redis.call('DEL', K.ep) end
 end
 
 local function spend()
@@ -245,6 +269,7 @@ end
 -- Takes waiter id out of the queue. A preemptor that leaves withdraws its request to the holder,
 -- unless the holder has seen it (ps: it is stopping); the next preemptor, if any, asks instead.
 local function remove_waiter(id)
+  bump()
   redis.call('ZREM', K.q, id)
   redis.call('ZREM', K.wl, id)
   redis.call('ZREM', K.sq, id)
@@ -269,6 +294,7 @@ local function take_slot(limit)
 end
 
 local function remove_holder(id)
+  bump()
   redis.call('ZREM', K.h, id)
   local slot = redis.call('HGET', K.hi, id .. '.' .. HOLDER.slot)
   if slot and slot ~= '' then redis.call('ZADD', K.free, slot, slot) end
@@ -469,6 +495,7 @@ local function grant(id, d, claimed, limit)
     if claimed then tick_take(id, d) end
   else
     QUIET = false
+    bump()
     if d.m == 'n' then
       redis.call('HSET', K.sem, SEM.limit, limit)
       slot = take_slot(limit)
@@ -564,6 +591,7 @@ local function claim(id, mode, ttl, d)
     local px = lease_ms(ttl, linger_until)
     js = v[INFO.joined]
     redis.call('PEXPIRE', K.lock, px)
+    bump()
     redis.call('HSET', K.info, INFO.claimed, 1, INFO.expires, NOW + px, INFO.linger_until, linger_until)
     redis.call('PEXPIRE', K.info, px + HISTORY)
     tick_take(id, d)
@@ -573,6 +601,7 @@ local function claim(id, mode, ttl, d)
     local v = hmget_of(K.hi, id, HOLDER.joined, HOLDER.fence)
     js = v[HOLDER.joined]
     redis.call('ZADD', K.h, 'XX', NOW + lease_ms(ttl, linger_until), id)
+    bump()
     redis.call('HSET', K.hi, id .. '.' .. HOLDER.claimed, 1, id .. '.' .. HOLDER.linger_until, linger_until)
     event(EVENT.acquired, {EV.host, d.h, EV.pid, d.p, EV.user, d.u, EV.cmd, d.c, EV.fence, v[HOLDER.fence],
                            EV.waited, js and tostring(NOW - tonumber(js)) or '', EV.id, id})
@@ -604,6 +633,7 @@ end
 -- preemptors, whose scores are below 0). A superseding waiter replaces the older superseding ones.
 local function enqueue(id, d, preempt)
   QUIET = false
+  bump()
   local score
   if preempt then
     local last = redis.call('ZREVRANGEBYSCORE', K.q, '(0', '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
@@ -653,9 +683,30 @@ local function holder_view()
   return '', '', '', '', 0, -1
 end
 
+-- The epoch of what waiters see, for the light heartbeat (wait.lua). K.ep holds "epoch due":
+-- the epoch (the server's clock in us when it began: never the same twice), and until when
+-- nothing time-based can be due (0: a light step never stands for a full one): the first waiter's
+-- lease and the exclusive holder's lease, whichever ends first. Every change drops it (bump); a
+-- step that changes nothing keeps the epoch and sets the due time again. The light step renews
+-- the caller's lease only before the first lease ends, so the queue's keys still outlive it by the
+-- claim window (set_expiries).
+local function view_epoch()
+  local v = redis.pcall('GET', K.ep)
+  local epoch = type(v) == 'string' and string.match(v, '^(%d+) ') or NOW_US
+  local due = 0
+  if lock_value() then
+    local pttl = redis.call('PTTL', K.lock)
+    local first = redis.call('ZRANGE', K.wl, 0, 0, 'WITHSCORES')[2]
+    if pttl > 0 and first then due = math.min(NOW + pttl, tonumber(first)) end
+  end
+  redis.call('SET', K.ep, epoch .. ' ' .. due, 'PX', math.max(due - NOW, 0) + LEASE + CLAIM)
+  return epoch
+end
+
 -- What a waiter needs to go on waiting: {3, more, push, position, queue length, since (server
 -- ms), now, holder host, pid, cmd, holder since, lingering, ms left of the holder's lease (-1:
--- none; the head waits no longer than that), then the ids whose mailboxes to watch}. The watched
+-- none; the head waits no longer than that), the epoch (view_epoch), then the ids whose mailboxes
+-- to watch}. The watched
 -- id is recorded, so that a grant after it was dropped pushes the waiter's own mailbox. A
 -- preemptor does not watch a --preemptible exclusive holder that has not yet seen its request,
 -- as its steps push that mailbox: its grant pushes its own.
@@ -682,6 +733,7 @@ local function waiting(id)
   out[at.since], out[at.now] = redis.call('HGET', K.w, id .. '.' .. WAITER.since) or '', NOW
   out[at.host], out[at.pid], out[at.cmd], out[at.held_since] = host, pid, cmd, since
   out[at.lingering], out[at.left] = lingering, left
+  out[at.epoch] = view_epoch()
   for i, x in ipairs(watch) do out[at.watch + i - 1] = x end
   return out
 end

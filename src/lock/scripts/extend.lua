@@ -15,6 +15,8 @@ if redis.call('GET', K.lock) == token then
   local before = redis.call('PTTL', K.lock)
   local px = lease_ms(ttl, v[INFO.linger_until])
   redis.call('PEXPIRE', K.lock, px)
+  -- A lease cut short ends before the time the waiters' light heartbeats count on.
+  if before < 0 or px < before then bump() end
   redis.call('HSET', K.info, INFO.ttl, ttl, INFO.claimed, 1, INFO.expires, NOW + px)
   if ARGV[5] then redis.call('HSET', K.info, INFO.keeper, ARGV[5], INFO.watched, ARGV[6]) end
   local by = v[INFO.preempt_by] or ''

@@ -2,59 +2,30 @@
 -- it was superseded, claims the lock if it was granted, else renews the waiter's lease in the
 -- queue (joining it again at the end if a failover or a restart lost it), hands the lock on if its
 -- holder is gone, and says whom to watch next.
--- KEYS: the lock's keys. ARGV: cfg, then the contender (as for acquire).
+-- KEYS: the lock's keys. ARGV: cfg, then the contender (as for acquire), then the epoch it last
+-- saw ('' or none: a full step).
 -- Returns {1, more, push, fence, slot} when the lock is ours now; {5, more, push, reason, by} when
 -- the waiter must leave (reason "superseded", by "host\tpid\tuser\tcmd"); {4, more, push} when
 -- the budget ran out (call again); {6, more, push, tick, host, at, now} when its --once-per tick was
--- done (the caller then leaves: cancel.lua); else the waiting reply of common.lua.
--- The heartbeat of a waiter behind others while the lock is held exclusively, when nothing is
--- due (no waiter's lease has run out, the waiter was not told to leave, it is no preemptor): it
--- renews its place and says whom to watch, in a few commands. Everything else takes the full step.
-local function heartbeat()
-  local token = ARGV[2]
-  if string.find(ARGV[10] or '', 'p', 1, true) then return nil end
-  local value = redis.pcall('GET', K.lock)
-  if type(value) ~= 'string' or value == token then return nil end
-  local holder
-  if #value == 48 and not string.find(value, '[^0-9a-f]') then
-    holder = string.sub(value, 1, 16)
-  elseif #value == 17 and string.sub(value, 1, 1) == '~' and not string.find(value, '[^0-9a-f]', 2) then
-    holder = string.sub(value, 2)
-  else
-    return nil
-  end
-  local info = hmget(K.info, INFO.id, INFO.host, INFO.pid, INFO.cmd, INFO.since, INFO.lingering, INFO.claimed)
-  if info[INFO.id] ~= holder or info[INFO.claimed] ~= '1' or redis.call('PTTL', K.lock) < 0 then return nil end
-  local id = id_of(token)
-  local w = hmget_of(K.w, id, WAITER.token, WAITER.superseded_by, WAITER.since, WAITER.watching)
-  if w[WAITER.token] ~= token or w[WAITER.superseded_by] then return nil end
-  local rank = redis.call('ZRANK', K.q, id)
-  if not rank or rank == 0 then return nil end
-  local first = redis.call('ZRANGE', K.wl, 0, 0, 'WITHSCORES')
-  if not first[2] or tonumber(first[2]) <= NOW then return nil end
-  redis.call('ZADD', K.wl, 'XX', NOW + LEASE, id)
-  -- The queue's keys outlive every lease by LEASE + CLAIM: set again only when that runs short
-  -- (as set_expiries does, from the last lease and notice).
-  if redis.call('PTTL', K.q) < LEASE + CLAIM then
-    local queue_end = tonumber(redis.call('ZRANGE', K.wl, -1, -1, 'WITHSCORES')[2]) + LEASE + CLAIM
-    redis.call('PEXPIREAT', K.q, queue_end)
-    redis.call('PEXPIREAT', K.wl, queue_end)
-    redis.call('PEXPIREAT', K.sq, queue_end)
-    local notice = redis.call('ZRANGE', K.gone, -1, -1, 'WITHSCORES')[2]
-    if notice and tonumber(notice) > queue_end then queue_end = tonumber(notice) end
-    redis.call('PEXPIREAT', K.w, queue_end)
-  end
-  local before = redis.call('ZRANGE', K.q, rank - 1, rank - 1)[1]
-  if before ~= w[WAITER.watching] then redis.call('HSET', K.w, id .. '.' .. WAITER.watching, before) end
-  local r, at = {}, AT.waiting
-  r[AT.header.code], r[AT.header.more], r[AT.header.push] = CODE.waiting, 0, {}
-  r[at.position], r[at.queued], r[at.since], r[at.now] = rank + 1, redis.call('ZCARD', K.q), w[WAITER.since] or '', NOW
-  r[at.host], r[at.pid], r[at.cmd] = info[INFO.host] or '', info[INFO.pid] or '', info[INFO.cmd] or ''
-  r[at.held_since], r[at.lingering] = info[INFO.since] or '', info[INFO.lingering] == '1' and 1 or 0
-  r[at.left], r[at.watch] = -1, before
-  return r
+-- done (the caller then leaves: cancel.lua); {7, more, push} when its last view still holds (the
+-- light heartbeat, below); else the waiting reply of common.lua.
+-- The light heartbeat: ARGV[13] is the epoch of the caller's last view (see view_epoch), given
+-- only by a waiter behind others that is no preemptor, after a BLPOP that timed out. When the
+-- epoch is still the same and nothing time-based is due (no waiter's lease and no exclusive
+-- holder's lease has run out), its view holds: it renews its lease and is told so, in three
+-- commands (TIME, GET, ZADD). Anything else takes the full step.
+local function light()
+  local seen = ARGV[13]
+  if not seen or seen == '' or string.find(ARGV[10] or '', 'p', 1, true) then return nil end
+  local v = redis.pcall('GET', K.ep)
+  if type(v) ~= 'string' then return nil end
+  local epoch, due = string.match(v, '^(%d+) (%d+)$')
+  if epoch ~= seen or NOW >= tonumber(due) then return nil end
+  -- 0: not in the queue any more (or a second step in the same ms): the full step says why.
+  if redis.call('ZADD', K.wl, 'XX', 'CH', NOW + LEASE, id_of(ARGV[2])) == 0 then return nil end
+  return reply(CODE.unchanged)
 end
-local beat = heartbeat()
+local beat = light()
 if beat then return beat end
 
 local d, id, limit, bad = prologue()

@@ -1,0 +1,178 @@
+// The light heartbeat: an idle waiter behind others renews its place in a few commands while
+// nothing changed (wait.lua, view_epoch in common.lua), and every change, or anything time-based
+// that comes due, makes its next step a full one.
+#include "protocol.hpp"
+
+#include "util/text.hpp"
+
+#include <algorithm>
+#include <map>
+
+namespace rlock::test {
+namespace {
+
+using HeartbeatTest = ProtocolTest;
+namespace protocol = lock::protocol;
+
+// A Node that passes every call on and records each script's reply code.
+class CodeNode final : public lock::Node {
+public:
+  explicit CodeNode(lock::Node& inner) : m_inner(inner) {}
+  redis::Reply eval(const redis::Script& script, const std::vector<std::string>& keys,
+                    const std::vector<std::string>& args, const std::vector<redis::Command>& undo = {}) override {
+    redis::Reply r = m_inner.eval(script, keys, args, undo);
+    codes.push_back(r.elements.empty() ? -1 : r.elements[0].integer);
+    return r;
+  }
+  std::vector<redis::Reply> pipeline(const std::vector<redis::Command>& commands, util::Millis budget = {}) override {
+    return m_inner.pipeline(commands, budget);
+  }
+  std::vector<std::string> scan(const std::string& match) override { return m_inner.scan(match); }
+  int64_t wait_replicas(int n, util::Millis timeout) override { return m_inner.wait_replicas(n, timeout); }
+
+  int64_t last() const { return codes.empty() ? -2 : codes.back(); }
+  std::vector<int64_t> codes;
+
+private:
+  lock::Node& m_inner;
+};
+
+constexpr int64_t k_unchanged = static_cast<int64_t>(protocol::reply::unchanged::code);
+constexpr int64_t k_waiting = static_cast<int64_t>(protocol::reply::waiting::code);
+
+// The calls of each command the server counted (INFO commandstats), scripts' commands included.
+std::map<std::string, int64_t> command_calls(redis::Reply info) {
+  std::map<std::string, int64_t> out;
+  for (const std::string& line : util::split(info.str, "\n")) {
+    if (line.rfind("cmdstat_", 0) != 0) continue;
+    size_t colon = line.find(':');
+    size_t calls = line.find("calls=");
+    if (colon == std::string::npos || calls == std::string::npos) continue;
+    out[line.substr(8, colon - 8)] = std::stoll(line.substr(calls + 6));
+  }
+  return out;
+}
+
+TEST_F(HeartbeatTest, AnIdleWaiterBehindOthersRenewsItsPlaceInALightStep) {
+  Contender a = contender("100"), b = contender("101"), c = contender("102");
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  Attempt head = acquire(b);
+  ASSERT_EQ(head.position, 1);
+  Attempt at = acquire(c);
+  ASSERT_EQ(at.outcome, Outcome::queued);
+  ASSERT_EQ(at.position, 2);
+  ASSERT_FALSE(at.epoch.empty());
+  CodeNode counting(node);
+  std::string lease_before = call({"ZSCORE", name.lock_key() + ":wl", c.id()}).str;
+  std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(call({"CONFIG", "RESETSTAT"}).str, "OK");
+  Attempt next = lock::wait_turn(counting, name, timing, c, at, 20ms);
+  std::map<std::string, int64_t> calls = command_calls(call({"INFO", "commandstats"}));
+  EXPECT_EQ(counting.last(), k_unchanged) << "nothing changed: the light step";
+  EXPECT_EQ(next.outcome, Outcome::queued);
+  EXPECT_EQ(next.position, 2);
+  EXPECT_EQ(next.queue_length, 2);
+  EXPECT_EQ(next.watch, std::vector<std::string>{b.id()});
+  EXPECT_EQ(next.holder.pid, "100");
+  EXPECT_EQ(next.epoch, at.epoch);
+  EXPECT_GT(std::stoll(call({"ZSCORE", name.lock_key() + ":wl", c.id()}).str), std::stoll(lease_before))
+      << "the lease was renewed";
+  // The script's own commands: TIME, GET and ZADD (the BLPOP, the script call and this INFO aside).
+  int64_t inside = 0;
+  for (const auto& [command, n] : calls) {
+    if (command != "blpop" && command != "fcall" && command != "evalsha" && command != "eval" && command != "info" &&
+        command != "config|resetstat") {
+      inside += n;
+    }
+  }
+  EXPECT_LE(inside, 3) << "commands run by the light step";
+
+  // Again and again while nothing changes; the head's full steps change nothing either.
+  for (int i = 0; i < 3; ++i) {
+    head = step(b, head, 20ms);
+    next = lock::wait_turn(counting, name, timing, c, next, 20ms);
+    EXPECT_EQ(counting.last(), k_unchanged) << "step " << i;
+  }
+}
+
+TEST_F(HeartbeatTest, SomeoneAheadLeavingMakesTheNextStepAFullOne) {
+  Contender a = contender("100"), b = contender("101"), c = contender("102");
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  ASSERT_EQ(acquire(b).outcome, Outcome::queued);
+  Attempt at = acquire(c);
+  ASSERT_EQ(at.position, 2);
+  lock::cancel(node, name, timing, b.token, false);
+  // Its push is lost: the step is a heartbeat's, with the old epoch.
+  call({"DEL", name.mailbox(b.id()), name.mailbox(c.id())});
+  CodeNode counting(node);
+  Attempt next = lock::wait_turn(counting, name, timing, c, at, 20ms);
+  EXPECT_EQ(counting.last(), k_waiting);
+  EXPECT_EQ(next.position, 1);
+  EXPECT_EQ(next.queue_length, 1);
+  EXPECT_EQ(next.watch, std::vector<std::string>{a.id()});
+  EXPECT_NE(next.epoch, at.epoch);
+}
+
+TEST_F(HeartbeatTest, ANewHolderMakesTheNextStepAFullOne) {
+  Contender a = contender("100"), b = contender("101"), c = contender("102"), d = contender("103");
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  Attempt ab = acquire(b);
+  ASSERT_EQ(acquire(c).position, 2);
+  Attempt ad = acquire(d);
+  ASSERT_EQ(ad.position, 3);
+  ASSERT_TRUE(release(a));
+  ASSERT_EQ(step(b, ab).outcome, Outcome::acquired);
+  call({"DEL", name.mailbox(b.id()), name.mailbox(c.id()), name.mailbox(d.id())});
+  CodeNode counting(node);
+  Attempt next = lock::wait_turn(counting, name, timing, d, ad, 20ms);
+  EXPECT_EQ(counting.last(), k_waiting);
+  EXPECT_EQ(next.position, 2);
+  EXPECT_EQ(next.holder.pid, "101");
+}
+
+TEST_F(HeartbeatTest, AWaiterAheadThatDiedIsDroppedByTheNextStepBehindIt) {
+  Timing t = timing;
+  t.lease = 400ms;
+  Contender a = contender("100"), b = contender("101"), c = contender("102");
+  ASSERT_EQ(acquire(a, true, &t).outcome, Outcome::acquired);
+  ASSERT_EQ(acquire(b, true, &t).outcome, Outcome::queued);
+  Attempt at = acquire(c, true, &t);
+  ASSERT_EQ(at.position, 2);
+  // b never steps again; c keeps stepping, light steps at first, until b is dropped.
+  CodeNode counting(node);
+  auto start = std::chrono::steady_clock::now();
+  while (at.position == 2 && since(start) < 5s) {
+    at = lock::wait_turn(counting, name, t, c, at, 20ms);
+    ASSERT_EQ(at.outcome, Outcome::queued);
+  }
+  EXPECT_EQ(at.position, 1) << "b's lease ran out: c moved up";
+  EXPECT_EQ(at.watch, std::vector<std::string>{a.id()});
+  EXPECT_GE(since(start), 300ms) << "not before b's lease ran out";
+  EXPECT_LT(since(start), 2s);
+  EXPECT_NE(std::find(counting.codes.begin(), counting.codes.end(), k_unchanged), counting.codes.end())
+      << "light steps while b lived";
+  EXPECT_TRUE(call({"ZSCORE", name.lock_key() + ":q", b.id()}).is_nil());
+}
+
+TEST_F(HeartbeatTest, AHolderWhoseLeaseRunsOutIsHandedOnByTheStepBehind) {
+  Contender a = contender("100", Mode::exclusive, 1, 300ms), b = contender("101"), c = contender("102");
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  Attempt ab = acquire(b);
+  Attempt at = acquire(c);
+  ASSERT_EQ(at.position, 2);
+  // Only c steps: a dies (no release), its lease runs out, and c's step hands the lock to b.
+  CodeNode counting(node);
+  auto start = std::chrono::steady_clock::now();
+  while (call({"GET", name.lock_key()}).str != b.token) {
+    ASSERT_LT(since(start), 5s) << "the lock was never handed on";
+    at = lock::wait_turn(counting, name, timing, c, at, 20ms);
+  }
+  EXPECT_GE(since(start), 200ms);
+  EXPECT_NE(std::find(counting.codes.begin(), counting.codes.end(), k_unchanged), counting.codes.end())
+      << "light steps while a held it";
+  EXPECT_EQ(counting.last(), k_waiting);
+  EXPECT_EQ(step(b, ab).outcome, Outcome::acquired);
+}
+
+}  // namespace
+}  // namespace rlock::test
