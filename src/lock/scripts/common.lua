@@ -19,8 +19,11 @@ local K  -- the keys of this call:
 --   tick   --once-per: the last tick run: HASH t h at id (and pt ph pa: the one before)
 --   mb     the caller's mailbox: pushed when its hold or its place ends
 --   sum    the lock's summary: HASH of fixed fields (see summarize)
+-- (One table for every call of the function library, each of its entries set again by each call:
+-- growing a new one costs more than the rest of a call's set-up.)
+local KEYS_OF_CALL = {}
 local function lock_keys(KEYS)
-  local keys = {}
+  local keys = KEYS_OF_CALL
   for name, i in pairs(KEY) do keys[name] = KEYS[i] end
   return keys
 end
@@ -73,11 +76,16 @@ local history_known   -- records an hx read in :info (defined with the history's
 
 -- The state of one call, set at its start: every script (and every function of the library)
 -- begins with begin(KEYS, ARGV), so that nothing of one call is seen by the next.
+local CFG_TEXT, CFG   -- the last ARGV[1] parsed, and its numbers (a client sends the same each call)
 local function begin(keys, argv)
   K = lock_keys(keys)
   ARGS = argv
-  local cfg = {}
-  for n in string.gmatch(argv[1], '%d+') do cfg[#cfg + 1] = tonumber(n) end
+  local cfg = CFG
+  if argv[1] ~= CFG_TEXT then
+    cfg = {}
+    for n in string.gmatch(argv[1], '%d+') do cfg[#cfg + 1] = tonumber(n) end
+    CFG_TEXT, CFG = argv[1], cfg
+  end
   LEASE, CLAIM, MAILBOX, HISTORY, LOG_LENGTH = cfg[1], cfg[2], cfg[3], cfg[4], cfg[5]
   SUMMARY = cfg[6] ~= 0
   local t = redis.call('TIME')
