@@ -73,21 +73,23 @@ local REAPED          -- the dead entries due now are gone (reap ran to the end)
 local NOTED           -- the lock's key is free and no expired holder is left to record
 local LOCK_READ       -- LOCK_VALUE holds the lock key's value (false: none): the key has not
 local LOCK_VALUE      -- been written since it was read (a script's clock stands still: no expiry)
-
-local CFG_TEXT, CFG  -- ARGV[1] as last parsed, and its numbers
+local VIEW            -- what check_types read of the holder (lock_value_ours), for holder_view
+local INFO_CLEAN      -- :info is missing, or has no field a grant would not overwrite
+local HISTORY_UNTIL   -- the history and the summary, where they exist, expire no earlier (or nil)
+local history_known   -- records an hx read in :info (defined with the history's expiries below)
 
 -- The state of one call, set at its start: every script (and every function of the library)
 -- begins with begin(KEYS, ARGV), so that nothing of one call is seen by the next.
+local CFG_TEXT, CFG   -- the last ARGV[1] parsed, and its numbers (a client sends the same each call)
 local function begin(keys, argv)
   K = lock_keys(keys)
   ARGS = argv
-  -- The function library keeps the last configuration parsed (the same for every call of a client).
-  if argv[1] ~= CFG_TEXT then
-    CFG = {}
-    for n in string.gmatch(argv[1], '%d+') do CFG[#CFG + 1] = tonumber(n) end
-    CFG_TEXT = argv[1]
-  end
   local cfg = CFG
+  if argv[1] ~= CFG_TEXT then
+    cfg = {}
+    for n in string.gmatch(argv[1], '%d+') do cfg[#cfg + 1] = tonumber(n) end
+    CFG_TEXT, CFG = argv[1], cfg
+  end
   LEASE, CLAIM, MAILBOX, HISTORY, LOG_LENGTH = cfg[1], cfg[2], cfg[3], cfg[4], cfg[5]
   SUMMARY = cfg[6] ~= 0
   local t = redis.call('TIME')
@@ -96,6 +98,7 @@ local function begin(keys, argv)
   WORK, MORE, PUSH, CALLER = 0, false, {}, ''
   QUIET, REAPED, NOTED = nil, false, false
   LOCK_READ, LOCK_VALUE = false, false
+  VIEW, INFO_CLEAN, HISTORY_UNTIL = nil, false, nil
 end
 
 -- The lock key's value (false: none), read once until the call writes the key (lock_written).
@@ -110,7 +113,7 @@ end
 local bump  -- what waiters see changed (defined below)
 
 local function lock_written()
-  LOCK_READ = false
+  LOCK_READ, VIEW = false, nil
   bump()
 end
 
@@ -174,8 +177,10 @@ end
 
 -- Whether the string at the lock's key is rlock's: a holder's token (48 hex digits) or a lingering
 -- mark (~ and the id), always with an expiry, of the holder that :info names (if it names one).
+-- What it reads of the holder is kept for holder_view (VIEW), which then reads nothing again.
 local function lock_value_ours(value)
-  if redis.call('PTTL', K.lock) < 0 then return false end
+  local pttl = redis.call('PTTL', K.lock)
+  if pttl < 0 then return false end
   local id
   if #value == 48 and not string.find(value, '[^0-9a-f]') then
     id = string.sub(value, 1, 16)
@@ -184,8 +189,12 @@ local function lock_value_ours(value)
   else
     return false
   end
-  local holder = redis.call('HGET', K.info, INFO.id)
-  return not holder or holder == id
+  local v = hmget(K.info, INFO.id, INFO.host, INFO.pid, INFO.cmd, INFO.since, INFO.lingering, INFO.history)
+  local holder = v[INFO.id]
+  if holder and holder ~= id then return false end
+  VIEW = {value = value, pttl = pttl, info = v}
+  history_known(v[INFO.history])
+  return true
 end
 
 -- token: the caller's, if it has one (a GET that returns it proves the value rlock's).
@@ -200,6 +209,38 @@ local function check_types(token)
   return nil
 end
 
+-- The history (K.log) and the summary (K.sum) expire HISTORY after the last event, give or take
+-- HISTORY_SLACK: an event whose keys are known to last that long already (HISTORY_UNTIL, from :info's
+-- hx, which the grant that set it made true) does not set their expiries again. Each expiry set is
+-- HISTORY plus the slack, so that they only ever move later: the keys last at least HISTORY, at
+-- most HISTORY plus the slack, after the last event. A key an event creates gets its expiry then.
+local function history_slack()
+  return math.min(math.floor(HISTORY / 16), 3600000)
+end
+
+history_known = function(until_ms)
+  local at = tonumber(until_ms or '')
+  if at and (not HISTORY_UNTIL or at > HISTORY_UNTIL) then HISTORY_UNTIL = at end
+end
+
+local function history_kept()
+  return HISTORY_UNTIL ~= nil and HISTORY_UNTIL >= NOW + HISTORY
+end
+
+local function keep_history_key(key)
+  redis.call('PEXPIRE', key, HISTORY + history_slack())
+end
+
+-- Makes the history and the summary last at least HISTORY from now; returns until when (for hx).
+local function keep_history()
+  if not history_kept() then
+    keep_history_key(K.log)
+    keep_history_key(K.sum)
+    HISTORY_UNTIL = NOW + HISTORY + history_slack()
+  end
+  return HISTORY_UNTIL
+end
+
 -- Keeps the lock's summary (K.sum), for rlock check and metrics, even without a history: a count
 -- per kind of event (n.KIND); the last start (s, sh: when, host); the last end of a hold (e, ek
 -- kind, eh host, ex exit status, ed ms held); the last success, a release (not forced) whose exit
@@ -208,47 +249,73 @@ end
 -- false) leave it alone, and so does another program's data at its key.
 local function summarize(kind, ev)
   if not SUMMARY then return end
-  if type(redis.pcall('HINCRBY', K.sum, SUM.count .. kind, 1)) == 'table' then return end
+  local count = redis.pcall('HINCRBY', K.sum, SUM.count .. kind, 1)
+  if type(count) == 'table' then return end
   local v = {}
   for i = 1, #ev, 2 do v[ev[i]] = ev[i + 1] or '' end
   local host, exit, held = v[EV.host] or '', v[EV.exit] or '', v[EV.held] or ''
   if kind == EVENT.acquired then
     redis.call('HSET', K.sum, SUM.started, NOW, SUM.started_host, host)
   elseif kind == EVENT.released or kind == EVENT.lost or kind == EVENT.preempted or kind == EVENT.expired then
-    redis.call('HSET', K.sum, SUM.ended, NOW, SUM.ended_kind, kind, SUM.ended_host, host, SUM.ended_exit, exit,
-               SUM.ended_held, held)
-    if kind == EVENT.lost then redis.pcall('HINCRBY', K.sum, SUM.lost_since_success, 1) end
+    local set = {K.sum, SUM.ended, NOW, SUM.ended_kind, kind, SUM.ended_host, host, SUM.ended_exit, exit,
+                 SUM.ended_held, held}
     if kind == EVENT.released and (exit == '' or exit == '0') and (v[EV.by] or '') == '' then
-      redis.call('HSET', K.sum, SUM.success, NOW, SUM.success_host, host, SUM.success_exit, exit, SUM.success_held,
-                 held, SUM.lost_since_success, 0)
+      for _, x in ipairs({SUM.success, NOW, SUM.success_host, host, SUM.success_exit, exit, SUM.success_held, held,
+                          SUM.lost_since_success, 0}) do set[#set + 1] = x end
     end
+    redis.call('HSET', unpack(set))
+    if kind == EVENT.lost then redis.pcall('HINCRBY', K.sum, SUM.lost_since_success, 1) end
   end
-  redis.call('PEXPIRE', K.sum, HISTORY)
+  -- (A count of 1: the key may be new.)
+  if count == 1 or not history_kept() then keep_history_key(K.sum) end
 end
 
 -- Appends one event to the lock's history (capped at LOG_LENGTH; 0: no history). ev: field list.
 local function event(kind, ev)
   summarize(kind, ev)
   if LOG_LENGTH == 0 then return end
-  local args = {K.log, 'MAXLEN', LOG_LENGTH, '*', EV.kind, kind}
+  -- NOMKSTREAM: an XADD that would create the stream says so (nil), and is made again without it.
+  local args = {K.log, 'NOMKSTREAM', 'MAXLEN', LOG_LENGTH, '*', EV.kind, kind}
   for i = 1, #ev, 2 do
     if ev[i + 1] and ev[i + 1] ~= '' then
       args[#args + 1] = ev[i]
       args[#args + 1] = ev[i + 1]
     end
   end
-  redis.call('XADD', unpack(args))
-  redis.call('PEXPIRE', K.log, HISTORY)
+  local added = redis.pcall('XADD', unpack(args))
+  if type(added) == 'table' and added.err and not string.find(added.err, 'WRONGTYPE', 1, true) then
+    added = false  -- a server without NOMKSTREAM (before 6.2)
+  end
+  if not added then
+    table.remove(args, 2)
+    redis.call('XADD', unpack(args))
+    keep_history_key(K.log)
+  elseif type(added) == 'table' and added.err then
+    error(added)
+  elseif not history_kept() then
+    keep_history_key(K.log)
+  end
 end
 
 -- The next fencing token. A missing counter (never used, idle past HISTORY, or lost to a restart)
 -- starts from the server's clock in microseconds: above every value it handed out before.
+--
+-- One INCR in the common case. The counter is set (with its expiry) when INCR created it. Its
+-- value tells its age: it started from the clock and goes up by one a grant, far slower than the
+-- clock. Its expiry is set again only when it is older than HISTORY / 2 by that measure, or ahead
+-- of the clock (a Redlock merge from a master whose clock is ahead, a clock stepped back), or set
+-- by hand: it is kept at least HISTORY / 2 past its last use (a missing one resumes above anyway).
 local function next_fence()
-  redis.call('SET', K.fence, NOW_US, 'NX')
   local fence = redis.pcall('INCR', K.fence)
   -- Another program's data (a hash, a word): say which of the lock's keys it is.
   if type(fence) == 'table' and fence.err then error(redis.error_reply('RLOCKFOREIGN fence')) end
-  redis.call('PEXPIRE', K.fence, HISTORY)
+  local now_us = tonumber(NOW_US)
+  if fence == 1 then
+    fence = now_us + 1
+    redis.call('SET', K.fence, string.format('%.0f', fence), 'PX', HISTORY)
+  elseif fence > now_us or now_us - fence > HISTORY * 500 then
+    redis.call('PEXPIRE', K.fence, HISTORY)
+  end
   return fence
 end
 
@@ -317,8 +384,14 @@ local function note_expired()
   if lock_value() then return end
   NOTED = true
   local v = hmget(K.info, INFO.id, INFO.host, INFO.pid, INFO.user, INFO.cmd, INFO.fence, INFO.since, INFO.expires,
-                  INFO.claimed, INFO.lingering)
-  if not v[INFO.id] then return end
+                  INFO.claimed, INFO.lingering, INFO.preempt_by, INFO.preemptor, INFO.preempt_seen, INFO.keeper,
+                  INFO.watched, INFO.tick)
+  if not v[INFO.id] then
+    -- (What a grant does not overwrite: none of it is there, so the grant need not delete :info.)
+    INFO_CLEAN = not (v[INFO.lingering] or v[INFO.preempt_by] or v[INFO.preemptor] or v[INFO.preempt_seen] or
+                      v[INFO.keeper] or v[INFO.watched] or v[INFO.tick])
+    return
+  end
   if v[INFO.claimed] == '1' and v[INFO.lingering] ~= '1' then
     local held = ''
     if v[INFO.since] and v[INFO.expires] then held = tostring(tonumber(v[INFO.expires]) - tonumber(v[INFO.since])) end
@@ -326,6 +399,7 @@ local function note_expired()
                           EV.fence, v[INFO.fence], EV.held, held, EV.id, v[INFO.id]})
   end
   redis.call('DEL', K.info)
+  INFO_CLEAN = true
 end
 
 -- Removes dead entries, at most the budget: waiters whose lease ran out, holders whose lease ran
@@ -487,10 +561,12 @@ local function grant(id, d, claimed, limit)
     redis.call('SET', K.lock, d.t, 'PX', px)
     lock_written()
     NOTED = false
-    redis.call('DEL', K.info)
+    if not INFO_CLEAN then redis.call('DEL', K.info) end
+    INFO_CLEAN = false
     redis.call('HSET', K.info, INFO.id, id, INFO.host, d.h, INFO.pid, d.p, INFO.user, d.u, INFO.cmd, d.c, INFO.since,
                NOW, INFO.fence, fence, INFO.ttl, d.ttl, INFO.claimed, claimed and 1 or 0, INFO.expires, NOW + px,
-               INFO.linger_until, linger_until, INFO.preemptible, preemptible, INFO.joined, d.js or NOW)
+               INFO.linger_until, linger_until, INFO.preemptible, preemptible, INFO.joined, d.js or NOW,
+               INFO.history, keep_history())
     redis.call('PEXPIRE', K.info, px + HISTORY)
     if claimed then tick_take(id, d) end
   else
@@ -666,8 +742,16 @@ end
 
 -- The holder as the others see it: host, pid, cmd, since, lingering (0/1), ms until its lease
 -- (or the earliest of the shared ones) ends, or -1.
-local function holder_view()
-  if lock_value() then
+--
+-- view: what check_types read (VIEW), when nothing the holder's view shows has been written since.
+local function holder_view(view)
+  local value = lock_value()
+  if value and view and view.value == value then
+    local v = view.info
+    return v[INFO.host] or '', v[INFO.pid] or '', v[INFO.cmd] or '', v[INFO.since] or '',
+           v[INFO.lingering] == '1' and 1 or 0, view.pttl
+  end
+  if value then
     local v = hmget(K.info, INFO.host, INFO.pid, INFO.cmd, INFO.since, INFO.lingering)
     return v[INFO.host] or '', v[INFO.pid] or '', v[INFO.cmd] or '', v[INFO.since] or '',
            v[INFO.lingering] == '1' and 1 or 0, redis.call('PTTL', K.lock)

@@ -39,7 +39,8 @@ end
 local host, pid, user, cmd, fence, since, linger, asked_by, seen, asker, tick
 if kind == 'x' then
   local v = hmget(K.info, INFO.host, INFO.pid, INFO.user, INFO.cmd, INFO.fence, INFO.since, INFO.linger_until,
-                  INFO.preempt_by, INFO.preempt_seen, INFO.preemptor, INFO.tick)
+                  INFO.preempt_by, INFO.preempt_seen, INFO.preemptor, INFO.tick, INFO.history)
+  history_known(v[INFO.history])
   host, pid, user, cmd = v[INFO.host], v[INFO.pid], v[INFO.user], v[INFO.cmd]
   fence, since = v[INFO.fence], v[INFO.since]
   linger, asked_by, seen, asker, tick = v[INFO.linger_until], v[INFO.preempt_by], v[INFO.preempt_seen],
@@ -94,7 +95,7 @@ end
 if kind == 'x' then
   redis.call('DEL', K.lock, K.info)
   lock_written()
-  NOTED = true
+  NOTED, INFO_CLEAN = true, true
 else
   remove_holder(id)
 end

@@ -1,0 +1,204 @@
+// What the common calls cost the server: the commands their scripts run (INFO commandstats around
+// one call), and the keys they leave with expiries, so that a call that does more than it needs
+// shows here.
+#include "protocol.hpp"
+
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace rlock::test {
+namespace {
+
+class CostTest : public ProtocolTest {
+protected:
+  // The commands the server ran since the last reset, by name, less the ones the client sends
+  // around a script (the script command itself, loading it, the statistics).
+  std::map<std::string, int64_t> commands_run() {
+    static const std::set<std::string> around = {
+        "fcall", "fcall_ro",      "evalsha",     "eval",   "info",           "config|resetstat", "hello",
+        "ping",  "function|load", "script|load", "select", "client|setname", "client|setinfo"};
+    std::map<std::string, int64_t> out;
+    std::istringstream in(call({"INFO", "commandstats"}).str);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind("cmdstat_", 0) != 0) continue;
+      std::string command = line.substr(8, line.find(':') - 8);
+      auto at = line.find("calls=");
+      if (at == std::string::npos || around.count(command) != 0) continue;
+      out[command] = std::stoll(line.substr(at + 6));
+    }
+    return out;
+  }
+
+  void reset() { ASSERT_EQ(call({"CONFIG", "RESETSTAT"}).str, "OK"); }
+
+  static int64_t total(const std::map<std::string, int64_t>& run) {
+    int64_t n = 0;
+    for (const auto& [command, calls] : run) n += calls;
+    return n;
+  }
+
+  static std::string listing(const std::map<std::string, int64_t>& run) {
+    std::string s;
+    for (const auto& [command, calls] : run) s += command + "=" + std::to_string(calls) + " ";
+    return s;
+  }
+
+  int64_t server_us() {
+    auto t = call({"TIME"});
+    return std::stoll(t.elements.at(0).str) * 1'000'000 + std::stoll(t.elements.at(1).str);
+  }
+
+  int64_t pttl(const std::string& key) { return call({"PTTL", key}).integer; }
+
+  // The history and the summary expire within (most - 50 ms, most + slack].
+  void expect_history_kept(int64_t most, int64_t slack) {
+    for (const std::string& key : {name.log_key(), name.summary_key()}) {
+      EXPECT_GT(pttl(key), most - 50) << key;
+      EXPECT_LE(pttl(key), most + slack) << key;
+    }
+  }
+};
+
+// The steady state: the lock was used before (its fence counter, summary and history exist).
+TEST_F(CostTest, UncontendedAcquireAndReleaseRunAFewCommands) {
+  // A used hold released with exit status 0: its end and the success go into the summary.
+  lock::Ending ending;
+  ending.exit_status = "0";
+  ending.holder = {"host", "101", "user", "cmd 101"};
+  ending.used = true;
+  ending.linger = 0ms;
+  Contender warm = contender("100");
+  ASSERT_EQ(acquire(warm, false).outcome, Outcome::acquired);
+  ASSERT_TRUE(lock::release(node, name, timing, warm.token, ending));
+  Contender a = contender("101");
+  reset();
+  ASSERT_EQ(acquire(a, false).outcome, Outcome::acquired);
+  auto run = commands_run();
+  // TIME, GET, EXISTS, HMGET :info; INCR :fence; SET; PEXPIRE :log and :sum (recorded in :info's
+  // hx); HSET, PEXPIRE :info; HINCRBY, HSET :sum; XADD.
+  EXPECT_LE(total(run), 13) << listing(run);
+  EXPECT_EQ(run.count("del"), 0u) << "a free lock's :info is not there to delete: " << listing(run);
+  EXPECT_EQ(run["pexpire"], 3) << "the fence counter's expiry is not set again: " << listing(run);
+
+  reset();
+  ASSERT_TRUE(lock::release(node, name, timing, a.token, ending));
+  run = commands_run();
+  // TIME, GET, HMGET :info; HINCRBY, HSET :sum; XADD; DEL; EXISTS.
+  EXPECT_LE(total(run), 8) << listing(run);
+  EXPECT_EQ(run["hset"], 1) << "one HSET of the summary: " << listing(run);
+  EXPECT_EQ(run.count("pexpire"), 0u) << "the history was kept by the acquisition: " << listing(run);
+}
+
+TEST_F(CostTest, ABusyAttemptReadsTheHolderOnce) {
+  Contender a = contender("101");
+  ASSERT_EQ(acquire(a, false).outcome, Outcome::acquired);
+  ASSERT_EQ(acquire(contender("100"), false).outcome, Outcome::busy);
+  reset();
+  Attempt b = acquire(contender("102"), false);
+  ASSERT_EQ(b.outcome, Outcome::busy);
+  auto run = commands_run();
+  // TIME, GET, PTTL, HMGET :info, EXISTS; HINCRBY :sum; XADD.
+  EXPECT_LE(total(run), 7) << listing(run);
+  EXPECT_EQ(run.count("pexpire"), 0u) << listing(run);
+  EXPECT_EQ(run["pttl"], 1) << listing(run);
+  EXPECT_EQ(run["hmget"], 1) << listing(run);
+  EXPECT_EQ(run.count("hget"), 0u) << listing(run);
+  // What it read is what it reports, and the attempt is in the summary and the history.
+  EXPECT_EQ(b.holder.pid, "101");
+  EXPECT_EQ(b.holder.command, "cmd 101");
+  ASSERT_TRUE(b.ttl_left);
+  EXPECT_GT(b.ttl_left->count(), 20'000);
+  EXPECT_EQ(call({"HGET", name.summary_key(), "n.busy"}).str, "2");
+  EXPECT_EQ(call({"XLEN", name.log_key()}).integer, 3);
+}
+
+// The history and the summary last at least the history's time after the last event, at most a
+// sixteenth of it more (an hour at most), though not every event sets their expiries.
+TEST_F(CostTest, TheHistoryOutlivesItsLastEventWithoutAnExpiryAtEachEvent) {
+  Timing t = timing;
+  t.history = 1600ms;  // kept 1600 to 1700 ms after the last event
+  Contender a = contender("101");
+  ASSERT_EQ(acquire(a, false, &t).outcome, Outcome::acquired);
+  expect_history_kept(1600, 100);
+  const int64_t hx = std::stoll(call({"HGET", name.info_key(), "hx"}).str);
+  EXPECT_GE(hx - server_us() / 1000, 1600 - 50);
+
+  // (The first event of a kind may create the summary: its expiry is set.)
+  ASSERT_EQ(acquire(contender("102"), false, &t).outcome, Outcome::busy);
+  // At once: not set again. Once less than the history's time is left: set again.
+  reset();
+  ASSERT_EQ(acquire(contender("102"), false, &t).outcome, Outcome::busy);
+  EXPECT_EQ(commands_run().count("pexpire"), 0u);
+  std::this_thread::sleep_for(250ms);
+  reset();
+  ASSERT_EQ(acquire(contender("103"), false, &t).outcome, Outcome::busy);
+  EXPECT_EQ(commands_run()["pexpire"], 2);
+  expect_history_kept(1600, 100);
+
+  // Deleted meanwhile (by hand, by eviction): the next event makes them again, with expiries.
+  call({"DEL", name.log_key(), name.summary_key()});
+  ASSERT_EQ(acquire(contender("104"), false, &t).outcome, Outcome::busy);
+  expect_history_kept(1600, 100);
+  EXPECT_EQ(call({"XLEN", name.log_key()}).integer, 1);
+  EXPECT_EQ(call({"HGET", name.summary_key(), "n.busy"}).str, "1");
+
+  // The release, then nothing: both are gone after the history's time and the slack.
+  ASSERT_TRUE(lock::release(node, name, t, a.token, lock::Ending{}));
+  EXPECT_GT(pttl(name.log_key()), 1600 - 50);
+  EXPECT_TRUE(eventually([&] { return call({"EXISTS", name.log_key(), name.summary_key()}).integer == 0; }, 3s));
+}
+
+TEST_F(CostTest, TheFenceCounterIsSetOnlyWhenMissingOldOrAheadOfTheClock) {
+  // Missing: it starts from the server's clock, with an expiry.
+  const int64_t before = server_us();
+  Contender a = contender("101");
+  Attempt first = acquire(a, false);
+  ASSERT_EQ(first.outcome, Outcome::acquired);
+  EXPECT_GT(first.fence, before);
+  EXPECT_GT(pttl(name.fence_key()), 50'000);
+  ASSERT_TRUE(release(a));
+
+  // Young: INCR alone; the expiry is left as it was.
+  ASSERT_EQ(call({"PEXPIRE", name.fence_key(), "40000"}).integer, 1);
+  Attempt second = acquire(contender("102"), false);
+  ASSERT_EQ(second.outcome, Outcome::acquired);
+  EXPECT_EQ(second.fence, first.fence + 1);
+  EXPECT_LE(pttl(name.fence_key()), 40'000);
+  EXPECT_GT(pttl(name.fence_key()), 0);
+  call({"DEL", name.lock_key()});
+
+  // Older than half the history (60s here), or set by hand: it goes on, its expiry set again.
+  const int64_t old = server_us() - 40'000'000;
+  call({"SET", name.fence_key(), std::to_string(old), "PX", "20000"});
+  Attempt third = acquire(contender("103"), false);
+  ASSERT_EQ(third.outcome, Outcome::acquired);
+  EXPECT_EQ(third.fence, old + 1);
+  EXPECT_GT(pttl(name.fence_key()), 50'000);
+  call({"DEL", name.lock_key()});
+
+  // Ahead of the clock (a Redlock merge, a clock stepped back): it goes on from there, and its
+  // expiry is set each time.
+  const int64_t ahead = server_us() + 3'600'000'000;
+  call({"SET", name.fence_key(), std::to_string(ahead), "PX", "20000"});
+  Attempt fourth = acquire(contender("104"), false);
+  ASSERT_EQ(fourth.outcome, Outcome::acquired);
+  EXPECT_EQ(fourth.fence, ahead + 1);
+  EXPECT_GT(pttl(name.fence_key()), 50'000);
+}
+
+TEST_F(CostTest, AGrantOverwritesInfoAndDeletesWhatItWouldNotOverwrite) {
+  // Leftovers without a holder (a hash written after its holder's :info was evicted, say).
+  call({"HSET", name.info_key(), "ps", "1", "pb", "someone", "tk", "5"});
+  Contender a = contender("101");
+  ASSERT_EQ(acquire(a, false).outcome, Outcome::acquired);
+  EXPECT_TRUE(call({"HGET", name.info_key(), "ps"}).is_nil());
+  EXPECT_TRUE(call({"HGET", name.info_key(), "pb"}).is_nil());
+  EXPECT_TRUE(call({"HGET", name.info_key(), "tk"}).is_nil());
+  EXPECT_EQ(call({"HGET", name.info_key(), "pid"}).str, "101");
+  EXPECT_GT(pttl(name.info_key()), 60'000) << "kept past the lease";
+}
+
+}  // namespace
+}  // namespace rlock::test
