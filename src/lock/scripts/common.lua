@@ -246,8 +246,10 @@ end
 -- kind, eh host, ex exit status, ed ms held); the last success, a release (not forced) whose exit
 -- status is 0 or that had no command (ok, okh, okx, okd); the holds lost since then (sl). Fixed
 -- fields; it expires with the history. Calls that only clean up after a failed attempt (SUMMARY
--- false) leave it alone, and so does another program's data at its key.
-local function summarize(kind, ev)
+-- false) leave it alone, and so does another program's data at its key. at: the event's time (ms),
+-- the one its history entry has (the entry's id is taken when the XADD runs, a millisecond or so
+-- after the call's clock was read).
+local function summarize(kind, ev, at)
   if not SUMMARY then return end
   local count = redis.pcall('HINCRBY', K.sum, SUM.count .. kind, 1)
   if type(count) == 'table' then return end
@@ -255,12 +257,12 @@ local function summarize(kind, ev)
   for i = 1, #ev, 2 do v[ev[i]] = ev[i + 1] or '' end
   local host, exit, held = v[EV.host] or '', v[EV.exit] or '', v[EV.held] or ''
   if kind == EVENT.acquired then
-    redis.call('HSET', K.sum, SUM.started, NOW, SUM.started_host, host)
+    redis.call('HSET', K.sum, SUM.started, at, SUM.started_host, host)
   elseif kind == EVENT.released or kind == EVENT.lost or kind == EVENT.preempted or kind == EVENT.expired then
-    local set = {K.sum, SUM.ended, NOW, SUM.ended_kind, kind, SUM.ended_host, host, SUM.ended_exit, exit,
+    local set = {K.sum, SUM.ended, at, SUM.ended_kind, kind, SUM.ended_host, host, SUM.ended_exit, exit,
                  SUM.ended_held, held}
     if kind == EVENT.released and (exit == '' or exit == '0') and (v[EV.by] or '') == '' then
-      for _, x in ipairs({SUM.success, NOW, SUM.success_host, host, SUM.success_exit, exit, SUM.success_held, held,
+      for _, x in ipairs({SUM.success, at, SUM.success_host, host, SUM.success_exit, exit, SUM.success_held, held,
                           SUM.lost_since_success, 0}) do set[#set + 1] = x end
     end
     redis.call('HSET', unpack(set))
@@ -272,8 +274,7 @@ end
 
 -- Appends one event to the lock's history (capped at LOG_LENGTH; 0: no history). ev: field list.
 local function event(kind, ev)
-  summarize(kind, ev)
-  if LOG_LENGTH == 0 then return end
+  if LOG_LENGTH == 0 then return summarize(kind, ev, NOW) end
   -- NOMKSTREAM: an XADD that would create the stream says so (nil), and is made again without it.
   local args = {K.log, 'NOMKSTREAM', 'MAXLEN', LOG_LENGTH, '*', EV.kind, kind}
   for i = 1, #ev, 2 do
@@ -288,13 +289,14 @@ local function event(kind, ev)
   end
   if not added then
     table.remove(args, 2)
-    redis.call('XADD', unpack(args))
+    added = redis.call('XADD', unpack(args))
     keep_history_key(K.log)
   elseif type(added) == 'table' and added.err then
     error(added)
   elseif not history_kept() then
     keep_history_key(K.log)
   end
+  summarize(kind, ev, tonumber(string.match(added, '^%d+')) or NOW)
 end
 
 -- The next fencing token. A missing counter (never used, idle past HISTORY, or lost to a restart)
