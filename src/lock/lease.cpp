@@ -309,13 +309,6 @@ Attempt wait_turn(Node& node, const LockName& name, const Timing& timing, const 
   }
 }
 
-Attempt wait_turn(Node& node, const LockName& name, const Timing& timing, const Contender& contender,
-                  const std::vector<std::string>& watch, util::Millis heartbeat) {
-  Attempt last;
-  last.watch = watch;
-  return wait_turn(node, name, timing, contender, last, heartbeat);
-}
-
 void cancel(Node& node, const LockName& name, const Timing& timing, const std::string& token, bool timed_out) {
   ScriptReply r = run_script(node, name, timing, scripts::k_cancel, id_of(token), {token, timed_out ? "t" : ""});
   finish_work(node, name, timing, r.more);

@@ -107,9 +107,6 @@ Attempt try_acquire(Node& node, const LockName& name, const Timing& timing, cons
 // the place (the light heartbeat) and `last` is returned again.
 Attempt wait_turn(Node& node, const LockName& name, const Timing& timing, const Contender& contender,
                   const Attempt& last, util::Millis heartbeat);
-// The same, always a full step, watching these mailboxes.
-Attempt wait_turn(Node& node, const LockName& name, const Timing& timing, const Contender& contender,
-                  const std::vector<std::string>& watch, util::Millis heartbeat);
 
 // Leaves the queue (or gives back a grant not yet claimed), waking whoever waited behind; with
 // timed_out (--wait ran out), the history records the refusal.

@@ -111,7 +111,7 @@ TEST_F(QueueTest, ReleasePushesTheNextWaitersMailbox) {
   auto waiter = std::async(std::launch::async, [&] {
     redis::Client client(redis::parse_url(shared_server().url()), redis::Timeouts{}, redis::TlsOptions{});
     lock::ClientNode own(client);
-    Attempt got = lock::wait_turn(own, name, timing, b, queued.watch, heartbeat);
+    Attempt got = lock::wait_turn(own, name, timing, b, queued, heartbeat);
     return std::make_pair(got, std::chrono::steady_clock::now());
   });
   ASSERT_TRUE(eventually([&] {
@@ -287,7 +287,7 @@ TEST_F(QueueTest, AWaitStepBehindManyDeadWaitersCallsAgainUntilItHasAnAnswer) {
   ASSERT_TRUE(eventually([&] { return state().queue_length == 1 && !state().held; }));
 
   CountingNode counting(node, name.key_of(lock::Part::queue));
-  Attempt got = lock::wait_turn(counting, name, timing, live, al.watch, 20ms);
+  Attempt got = lock::wait_turn(counting, name, timing, live, al, 20ms);
   EXPECT_EQ(got.outcome, Outcome::acquired);
   ASSERT_GE(counting.codes.size(), 3u);
   EXPECT_EQ(counting.codes.front(), 4) << "the first answer: call again";
