@@ -20,11 +20,19 @@ ClientNodeSet::ClientNodeSet(const std::vector<redis::Url>& urls, redis::Timeout
   }
 }
 
+const ServerFacts* ClientNodeSet::facts(size_t i) const {
+  const std::optional<redis::Reply>& info = m_members[i]->greeting_reply();
+  if (!info || info->type != redis::Reply::Type::string) return nullptr;
+  m_parsed.resize(m_members.size());
+  std::optional<Parsed>& p = m_parsed[i];
+  if (!p || p->greeting != info->str) p = Parsed{info->str, parse_info(info->str)};
+  return &p->facts;
+}
+
 std::optional<MasterIdentity> ClientNodeSet::identity(size_t i) const {
-  std::optional<redis::Reply> info = m_members[i]->greeting_reply();
-  if (!info || info->type != redis::Reply::Type::string) return std::nullopt;
-  ServerFacts f = parse_info(info->str);
-  return MasterIdentity{f.run_id, f.uptime_s, f.aof.value_or(false)};
+  const ServerFacts* f = facts(i);
+  if (!f) return std::nullopt;
+  return MasterIdentity{f->run_id, f->uptime_s, f->aof.value_or(false)};
 }
 
 void ClientNodeSet::set_interrupt(int fd, std::function<bool()> on_ready) {
@@ -90,7 +98,8 @@ std::vector<NodeAnswer> ClientNodeSet::eval_all(const redis::Script& script, con
       redis::Reply& r = outcomes[k].replies.back();
       std::string code = r.error_code();
       // A Cluster node: it says so in its greeting (INFO), or by redirecting a key it does not own.
-      if (is_cluster_node(round[k]->greeting_reply()) || code == "MOVED" || code == "ASK" || code == "CLUSTERDOWN") {
+      const ServerFacts* facts_i = facts(i);
+      if ((facts_i && facts_i->cluster) || code == "MOVED" || code == "ASK" || code == "CLUSTERDOWN") {
         out[i].error = cluster_member_error(name(i));
         way[i].reset();
         continue;

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "lock/quorum.hpp"
+#include "lock/server.hpp"
 #include "redis/client.hpp"
 
 #include <functional>
@@ -25,12 +26,22 @@ public:
                                    const std::vector<bool>& which) override;
 
   redis::Client& member(size_t i) { return *m_members[i]; }
+  // What member i's greeting (INFO) says, parsed once per connection; nullptr when it said nothing
+  // (not connected yet, or INFO refused by an ACL). Valid until the next request.
+  const ServerFacts* facts(size_t i) const;
   // See redis::Client; applies to every member.
   void set_interrupt(int fd, std::function<bool()> on_ready);
   void cap_waits(std::optional<redis::Clock::time_point> cap);
 
 private:
   std::vector<std::unique_ptr<redis::Client>> m_members;
+  // Each member's last greeting and its facts: a greeting is read several times a request (the
+  // Cluster check of each answer, the identity, the eviction check) and parsed only when it changed.
+  struct Parsed {
+    std::string greeting;
+    ServerFacts facts;
+  };
+  mutable std::vector<std::optional<Parsed>> m_parsed;
   int m_interrupt_fd = -1;
   std::function<bool()> m_on_interrupt;
 };

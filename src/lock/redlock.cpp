@@ -112,8 +112,7 @@ public:
   void check_eviction_after(bool strict) override {
     if (strict) return;
     for (size_t i = 0; i < m_nodes.size(); ++i) {
-      redis::Client& c = m_nodes.member(i);
-      check_eviction(c.greeting_reply(), c.url().display(), false);
+      if (const ServerFacts* f = m_nodes.facts(i)) check_eviction(*f, m_nodes.name(i), false);
     }
   }
 

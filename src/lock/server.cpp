@@ -9,13 +9,18 @@
 
 namespace rlock::lock {
 
-ServerFacts parse_info(const std::string& text) {
+ServerFacts parse_info(std::string_view text) {
   ServerFacts f;
-  for (const std::string& line : util::split(text, "\r\n")) {
+  // Line by line, in place: a Redlock member's INFO is about 5 KB, read on every connection.
+  while (!text.empty()) {
+    size_t end = text.find('\n');
+    std::string_view line = text.substr(0, end);
+    text = end == std::string_view::npos ? std::string_view() : text.substr(end + 1);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     size_t colon = line.find(':');
-    if (colon == std::string::npos) continue;
-    std::string_view name = std::string_view(line).substr(0, colon);
-    std::string value = line.substr(colon + 1);
+    if (colon == std::string_view::npos || line.front() == '#') continue;
+    std::string_view name = line.substr(0, colon);
+    std::string_view value = line.substr(colon + 1);
     long long n = 0;
     if (name == "redis_version")
       f.version = value;
@@ -86,7 +91,11 @@ void check_cached_policy(const std::string& cached, const std::string& server) {
 
 void check_eviction(const std::optional<redis::Reply>& info, const std::string& server, bool strict) {
   if (!info || info->type != redis::Reply::Type::string) return;
-  std::optional<std::string> risk = eviction_risk(parse_info(info->str));
+  check_eviction(parse_info(info->str), server, strict);
+}
+
+void check_eviction(const ServerFacts& facts, const std::string& server, bool strict) {
+  std::optional<std::string> risk = eviction_risk(facts);
   if (!risk) return;
   if (strict) {
     throw Error(exit_code::k_config,

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace rlock::lock {
 
@@ -22,7 +23,7 @@ struct ServerFacts {
 };
 
 // Parses the text of an INFO reply (any sections).
-ServerFacts parse_info(const std::string& text);
+ServerFacts parse_info(std::string_view text);
 
 // What the server's eviction policy can do to locks, or nullopt when it cannot evict them: with
 // a maxmemory limit, volatile-* policies may evict the lock keys (they have a TTL), allkeys-*
@@ -54,5 +55,7 @@ void check_cached_policy(const std::string& cached, const std::string& server);
 // Warns when the INFO reply shows a policy that can evict locks; with strict, throws rlock::Error
 // 78 instead. An error reply (an ACL without +info) checks nothing.
 void check_eviction(const std::optional<redis::Reply>& info, const std::string& server, bool strict);
+// The same from facts already parsed.
+void check_eviction(const ServerFacts& facts, const std::string& server, bool strict);
 
 }  // namespace rlock::lock

@@ -74,8 +74,9 @@ void Client::set_greeting(Command command) {
   for (auto& [name, c] : m_nodes) c->set_greeting(m_greeting);
 }
 
-std::optional<Reply> Client::greeting_reply() {
-  if (!m_current) return std::nullopt;
+const std::optional<Reply>& Client::greeting_reply() const {
+  static const std::optional<Reply> none;
+  if (!m_current) return none;
   return m_current->greeting_reply();
 }
 

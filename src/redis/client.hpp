@@ -28,8 +28,9 @@ public:
 
   // See Connection::set_greeting; applies to every node that holds data (not the sentinels).
   void set_greeting(Command command);
-  // The greeting's reply from the node that served the last command, if it was sent there.
-  std::optional<Reply> greeting_reply();
+  // The greeting's reply from the node that served the last command, if it was sent there (valid
+  // until the next command).
+  const std::optional<Reply>& greeting_reply() const;
 
   // See Connection::set_interrupt and Connection::cap_waits; applies to every node.
   void set_interrupt(int fd, std::function<bool()> on_ready);
