@@ -49,6 +49,23 @@ RLOCK_GUARD_CODE long sys_write_message(int fd, int32_t kind, int32_t value, int
   return sys::call(SYS_write, fd, reinterpret_cast<long>(&m), sizeof m);
 }
 
+// Reports gathered to go out in one write (a few messages: far below PIPE_BUF, so the write is
+// whole or nothing, as a single message's).
+struct Reports {
+  Message batch[8];
+  int count = 0;
+  RLOCK_GUARD_CODE void add(int fd, int32_t kind, int32_t value) {
+    if (count == 8) flush(fd);
+    batch[count++] = Message{kind, value, 0};
+  }
+  RLOCK_GUARD_CODE void flush(int fd) {
+    if (count > 0) {
+      sys::call(SYS_write, fd, reinterpret_cast<long>(batch), static_cast<long>(sizeof(Message)) * count);
+    }
+    count = 0;
+  }
+};
+
 RLOCK_GUARD_CODE __attribute__((noreturn)) void sys_exit(int code) {
   for (;;) sys::call(SYS_exit, code);
 }
@@ -470,28 +487,34 @@ RLOCK_GUARD_CODE int guard_main(void*) {
       while (sys::call(SYS_read, sigchld, reinterpret_cast<long>(info), sizeof info) > 0) {
       }
     }
-    // Reap what changed, every round (a SIGCHLD may have merged with another).
+    // Reap what changed, every round (a SIGCHLD may have merged with another). The reports of
+    // one round go out in one write: the command's exit and the tree's end (the usual pair)
+    // wake rlock once, not twice, and rlock is not woken by the first only to preempt the guard
+    // before it can say the second.
+    Reports out;
     for (;;) {
       int status = 0;
       long r = sys::call(SYS_wait4, -1, reinterpret_cast<long>(&status), WNOHANG | WUNTRACED | WCONTINUED, 0);
       if (r == -ECHILD) {
         // The tree is gone: said first, so that rlock releases the lock while the cgroup is
         // removed (an rmdir can take a while); rlock reaps the guard after the release.
-        sys_write_message(s.reports, k_report_empty, 0, 0);
+        out.add(s.reports, k_report_empty, 0);
+        out.flush(s.reports);
         drop_cgroup(s);
         sys_exit(0);
       }
       if (r <= 0) break;
       if (r != child) continue;  // an adopted orphan: only its end matters, and ECHILD tells it
       if (WIFSTOPPED(status)) {
-        sys_write_message(s.reports, k_report_stopped, WSTOPSIG(status), 0);
+        out.add(s.reports, k_report_stopped, WSTOPSIG(status));
       } else if (WIFCONTINUED(status)) {
-        sys_write_message(s.reports, k_report_continued, 0, 0);
+        out.add(s.reports, k_report_continued, 0);
       } else {
         s.child_reaped = true;
-        sys_write_message(s.reports, k_report_exited, status, 0);
+        out.add(s.reports, k_report_exited, status);
       }
     }
+    out.flush(s.reports);
   }
 }
 
