@@ -45,9 +45,52 @@ void ClientNodeSet::cap_waits(std::optional<redis::Clock::time_point> cap) {
   for (auto& m : m_members) m->cap_waits(cap);
 }
 
+ClientNodeSet::~ClientNodeSet() {
+  // The interrupt's descriptor (a command's signalfd) may be closed by now: not watched.
+  m_interrupt_fd = -1;
+  try {
+    settle();
+  } catch (const std::exception&) {
+  }
+}
+
+void ClientNodeSet::settle() {
+  if (m_unsettled.empty()) return;
+  std::vector<redis::Connection*> under_way;
+  under_way.swap(m_unsettled);
+  for (redis::Connection* c : under_way) c->renew_deadline();
+  std::vector<redis::Outcome> outcomes = redis::finish_all(under_way, m_interrupt_fd, m_on_interrupt);
+  for (size_t k = 0; k < outcomes.size(); ++k) {
+    if (outcomes[k].error) log::verbose("{}", outcomes[k].error->what());
+  }
+}
+
+void ClientNodeSet::send_all(const redis::Script& script, const std::vector<std::string>& keys,
+                             const std::vector<std::vector<std::string>>& args, const std::vector<bool>& which) {
+  settle();
+  const size_t n = m_members.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (which[i] && (!m_members[i]->functions() || script.function.empty())) {
+      eval_all(script, keys, args, which);
+      return;
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (!which[i]) continue;
+    try {
+      redis::Connection& c = m_members[i]->connection();
+      c.start(redis::script_commands(script, redis::ScriptWay::fcall, keys, args[i]));
+      m_unsettled.push_back(&c);
+    } catch (const Error& e) {
+      log::verbose("{}", e.what());
+    }
+  }
+}
+
 std::vector<NodeAnswer> ClientNodeSet::eval_all(const redis::Script& script, const std::vector<std::string>& keys,
                                                 const std::vector<std::vector<std::string>>& args,
                                                 const std::vector<bool>& which) {
+  settle();
   const size_t n = m_members.size();
   std::vector<NodeAnswer> out(n);
   // The connection of each member asked (a Sentinel member's master is looked up now, bounded

@@ -24,8 +24,19 @@ public:
   std::vector<NodeAnswer> eval_all(const redis::Script& script, const std::vector<std::string>& keys,
                                    const std::vector<std::vector<std::string>>& args,
                                    const std::vector<bool>& which) override;
+  // The script goes out by FCALL where every member asked runs scripts as functions (the library
+  // is loaded where phase 1 ran); else eval_all, which falls back on a missing script.
+  void send_all(const redis::Script& script, const std::vector<std::string>& keys,
+                const std::vector<std::vector<std::string>>& args, const std::vector<bool>& which) override;
+  // Reads the answers of send_all's requests, if any are under way (each within its timeouts).
+  void settle();
+  ~ClientNodeSet() override;
 
-  redis::Client& member(size_t i) { return *m_members[i]; }
+  // Member i, with nothing of send_all under way on it.
+  redis::Client& member(size_t i) {
+    settle();
+    return *m_members[i];
+  }
   // What member i's greeting (INFO) says, parsed once per connection; nullptr when it said nothing
   // (not connected yet, or INFO refused by an ACL). Valid until the next request.
   const ServerFacts* facts(size_t i) const;
@@ -42,6 +53,7 @@ private:
     ServerFacts facts;
   };
   mutable std::vector<std::optional<Parsed>> m_parsed;
+  std::vector<redis::Connection*> m_unsettled;  // send_all's requests, answers not read yet
   int m_interrupt_fd = -1;
   std::function<bool()> m_on_interrupt;
 };

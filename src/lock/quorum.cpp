@@ -109,6 +109,7 @@ struct Quorum::Votes {
   std::vector<unsigned char> took;  // the masters that granted (std::vector<bool>'s [] trips -Wnull-dereference)
   size_t answered = 0, granted = 0, young = 0;
   int64_t highest = 0;                    // the largest fence a granting master handed out
+  int64_t lowest = INT64_MAX;             // and the smallest
   std::map<std::string, size_t> holders;  // who holds it where we were refused: host, pid, command
   std::map<int64_t, size_t> reentered;    // re-entry: fence -> masters
   size_t reentered_index = 0;
@@ -139,7 +140,8 @@ Quorum::Acquisition Quorum::acquire(const LockName& name, const Contender& conte
       return out;
     }
   }
-  if (votes.granted >= majority() && merge_fence(name, keys, contender, votes.highest, sent_at, out)) {
+  if (votes.granted >= majority() &&
+      merge_fence(name, keys, contender, votes.highest, votes.lowest == votes.highest, sent_at, out)) {
     m_run_ids.assign(n, std::string());
     for (size_t i = 0; i < n; ++i) {
       if (ids[i]) m_run_ids[i] = ids[i]->run_id;
@@ -188,6 +190,7 @@ Quorum::Votes Quorum::count(const std::vector<NodeAnswer>& answers,
       case reply::taken::code:
         votes.took[i] = 1;
         votes.highest = std::max(votes.highest, e.size() > reply::taken::fence ? e[reply::taken::fence].number() : 0);
+        votes.lowest = std::min(votes.lowest, e.size() > reply::taken::fence ? e[reply::taken::fence].number() : 0);
         if (std::optional<std::string> why = discount_young(i, ids[i], ttl)) {
           out.failures.push_back(*why);
           ++votes.young;
@@ -226,20 +229,27 @@ void Quorum::refused(const std::vector<Reply>& e, Votes& votes, Attempt& attempt
 }
 
 bool Quorum::merge_fence(const LockName& name, const std::vector<std::string>& keys, const Contender& contender,
-                         int64_t highest, util::BootClock::time_point sent_at, Acquisition& out) {
+                         int64_t highest, bool unanimous, util::BootClock::time_point sent_at, Acquisition& out) {
   const size_t n = m_nodes.size();
   if (validity(sent_at, contender.ttl) <= util::Millis(0)) {
     out.failures.push_back("a majority granted the lock too late: its validity was used up");
     return false;
   }
   // Phase 2: the fence the quorum agreed on, written back to the masters that granted.
-  std::vector<NodeAnswer> acks =
-      m_nodes.eval_all(scripts::k_merge, keys,
-                       with_config(m_timing,
-                                   {contender.token, std::to_string(highest), std::to_string(contender.ttl.count()),
-                                    "0", std::to_string(contender.min_hold.count())},
-                                   n),
-                       out.granted);
+  std::vector<std::vector<std::string>> args =
+      with_config(m_timing,
+                  {contender.token, std::to_string(highest), std::to_string(contender.ttl.count()), "0",
+                   std::to_string(contender.min_hold.count())},
+                  n);
+  if (unanimous && contender.min_hold.count() <= 0) {
+    // Every granting master handed out T itself: its counter is T already, on a majority, set
+    // while it held the lock, which is all that the fence's proof asks of phase 2. The write-back
+    // then changes no counter; it still records the acquisition in each master's history, but
+    // nothing waits for it (its answers are read before the next request).
+    m_nodes.send_all(scripts::k_merge, keys, args, out.granted);
+    return true;
+  }
+  std::vector<NodeAnswer> acks = m_nodes.eval_all(scripts::k_merge, keys, args, out.granted);
   size_t merged = 0;
   for (size_t i = 0; i < n; ++i) {
     if (!out.granted[i] || !acks[i].reply) continue;

@@ -48,6 +48,13 @@ public:
   virtual std::vector<NodeAnswer> eval_all(const redis::Script& script, const std::vector<std::string>& keys,
                                            const std::vector<std::vector<std::string>>& args,
                                            const std::vector<bool>& which) = 0;
+  // Runs script as eval_all does, without waiting for the answers: they are read, and dropped,
+  // before the next request to the same nodes. For a write that nothing depends on. By default
+  // (a node set that cannot leave a request under way), eval_all.
+  virtual void send_all(const redis::Script& script, const std::vector<std::string>& keys,
+                        const std::vector<std::vector<std::string>>& args, const std::vector<bool>& which) {
+    eval_all(script, keys, args, which);
+  }
 };
 
 // Redlock over independent masters (see rlock(7), which states its guarantees and assumptions), with
@@ -60,13 +67,16 @@ public:
 //  2. T = the largest fence any granting master handed out.
 //  3. Phase 2, on the masters that granted: if the lock there is still ours, fence = max(fence, T).
 //  4. T is valid only if a majority acknowledged phase 2 within the validity; else the attempt
-//     failed.
+//     failed. When every granting master handed out T itself (the usual case: the counters move
+//     together), its counter is T already, set while it held the lock: phase 2 is sent (it
+//     records the acquisition in the histories) but not waited for, unless a minimum hold
+//     (--min-hold) must start there.
 // On failure the lock is released on every master, those that did not answer included.
 //
 // Why T grows: a later holder B took a majority M_B. The earlier holder A wrote T_A back to a
-// majority W_A while it held the lock there. Two majorities share a master m; B's acquire ran
-// there only after A's lock there ended, so after A's write-back: B's INCR on m gives more than
-// T_A, and T_B, the largest of B's INCRs, is more than T_A.
+// majority W_A while it held the lock there (or handed T_A out itself, on a majority, in phase 1). Two majorities share
+// a master m; B's acquire ran there only after A's lock there ended, so after A's write-back: B's INCR on m gives more
+// than T_A, and T_B, the largest of B's INCRs, is more than T_A.
 //
 // Masters are told apart by their run_id: one server named twice (two URLs, one server) is
 // refused, as it would count twice. A master counts towards a majority only if it kept its
@@ -144,8 +154,9 @@ private:
   Votes count(const std::vector<NodeAnswer>& answers, const std::vector<std::optional<MasterIdentity>>& ids,
               const LockName& name, util::Millis ttl, Acquisition& out) const;
   static void refused(const std::vector<redis::Reply>& e, Votes& votes, Attempt& attempt);
+  // Phase 2; `unanimous`: every granting master handed out `highest` itself.
   bool merge_fence(const LockName& name, const std::vector<std::string>& keys, const Contender& contender,
-                   int64_t highest, util::BootClock::time_point sent_at, Acquisition& out);
+                   int64_t highest, bool unanimous, util::BootClock::time_point sent_at, Acquisition& out);
   void give_back(const LockName& name, const std::string& token, const Votes& votes, Acquisition& out);
   // Throws Error 78 when two answering masters are one server.
   void refuse_duplicates(const std::vector<std::optional<MasterIdentity>>& ids, const LockName& name,

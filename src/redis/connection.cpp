@@ -493,6 +493,12 @@ void Connection::abandon() {
 std::vector<Outcome> exchange_all(const std::vector<Connection*>& connections,
                                   const std::vector<std::vector<Command>>& commands, int interrupt_fd,
                                   const std::function<bool()>& on_interrupt, const Enough& enough) {
+  for (size_t i = 0; i < connections.size(); ++i) connections[i]->start(commands[i]);
+  return finish_all(connections, interrupt_fd, on_interrupt, enough);
+}
+
+std::vector<Outcome> finish_all(const std::vector<Connection*>& connections, int interrupt_fd,
+                                const std::function<bool()>& on_interrupt, const Enough& enough) {
   std::vector<Outcome> outcomes(connections.size());
   std::vector<std::optional<Outcome>> so_far(connections.size());
   auto collect = [&](size_t i) {
@@ -506,7 +512,6 @@ std::vector<Outcome> exchange_all(const std::vector<Connection*>& connections,
     so_far[i] = std::move(o);
     return true;
   };
-  for (size_t i = 0; i < connections.size(); ++i) connections[i]->start(commands[i]);
   for (;;) {
     bool changed = false;
     for (size_t i = 0; i < connections.size(); ++i) changed = collect(i) || changed;

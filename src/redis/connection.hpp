@@ -114,6 +114,11 @@ public:
   // when the deadline has passed.
   void advance();
   bool finished() const { return m_state == State::idle || m_state == State::failed; }
+  // An exchange left under way (its answers read later): its deadline counts again from now, as
+  // if it had just been sent, so that an answer that came meanwhile is read, not timed out.
+  void renew_deadline() {
+    if (!finished()) m_deadline = capped(Clock::now() + m_timeouts.command + m_budget);
+  }
   // The replies of the finished exchange; throws its failure.
   std::vector<Reply> result();
 
@@ -205,5 +210,9 @@ using Enough = std::function<bool(const std::vector<std::optional<Outcome>>&)>;
 std::vector<Outcome> exchange_all(const std::vector<Connection*>& connections,
                                   const std::vector<std::vector<Command>>& commands, int interrupt_fd = -1,
                                   const std::function<bool()>& on_interrupt = {}, const Enough& enough = {});
+// Drives exchanges already started (Connection::start) to their end from one poll, as
+// exchange_all does once it has started its own: for requests whose answers are read later.
+std::vector<Outcome> finish_all(const std::vector<Connection*>& connections, int interrupt_fd = -1,
+                                const std::function<bool()>& on_interrupt = {}, const Enough& enough = {});
 
 }  // namespace rlock::redis

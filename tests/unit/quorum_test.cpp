@@ -77,8 +77,17 @@ public:
     return out;
   }
 
+  // Sent without waiting for an answer: recorded, never answered.
+  void send_all(const Script& script, const std::vector<std::string>&,
+                const std::vector<std::vector<std::string>>& args, const std::vector<bool>& which) override {
+    for (size_t i = 0; i < m_n; ++i) {
+      if (which[i]) sent[std::string(script.name)].push_back({i, args[i]});
+    }
+  }
+
   std::map<std::string, std::vector<Behaviour>> behaviours;
   std::map<std::string, std::vector<std::pair<size_t, std::vector<std::string>>>> calls;
+  std::map<std::string, std::vector<std::pair<size_t, std::vector<std::string>>>> sent;
   std::vector<std::optional<MasterIdentity>> identities;
 
 private:
@@ -233,6 +242,35 @@ TEST(Quorum, AFenceNotTakenByAMajorityFailsTheAttempt) {
   EXPECT_EQ(nodes_called(nodes, "release").size(), 3u);
 }
 
+TEST(Quorum, AFenceEveryGrantingMasterHandedOutIsWrittenBackWithoutWaiting) {
+  // Each counter is T already: phase 2 only records the acquisition, and nothing waits for it
+  // (its answers, here none at all, are read before the next request).
+  FakeClock clock;
+  ScriptedNodes nodes(3, clock);
+  nodes.behaviours["acquire"] = {{granted(7)}, {std::nullopt}, {granted(7)}};
+  nodes.behaviours["merge"] = {{std::nullopt}, {std::nullopt}, {std::nullopt}};
+  Quorum q(nodes, rlock::lock::Timing{}, [&] { return clock.now; });
+  Quorum::Acquisition a = q.acquire(k_name, contender(), {});
+  ASSERT_EQ(a.attempt.outcome, Attempt::Outcome::acquired);
+  EXPECT_EQ(a.attempt.fence, 7);
+  EXPECT_TRUE(nodes_called(nodes, "merge").empty());
+  ASSERT_EQ(nodes.sent["merge"].size(), 2u);
+  for (const auto& [i, args] : nodes.sent["merge"]) {
+    EXPECT_NE(i, 1u);
+    EXPECT_EQ(args[2], "7");
+  }
+  // With a minimum hold, which starts in phase 2, it is waited for: here it fails.
+  FakeClock clock2;
+  ScriptedNodes held(3, clock2);
+  held.behaviours = nodes.behaviours;
+  Quorum q2(held, rlock::lock::Timing{}, [&] { return clock2.now; });
+  Contender c = contender();
+  c.min_hold = 5s;
+  EXPECT_EQ(q2.acquire(k_name, c, {}).attempt.outcome, Attempt::Outcome::busy);
+  EXPECT_EQ(nodes_called(held, "merge"), (std::set<size_t>{0, 2}));
+  EXPECT_TRUE(held.sent["merge"].empty());
+}
+
 TEST(Quorum, RenewalCountsOnlyAMajorityWithinTheValidity) {
   Reply extended = answer(1, {integer(5000), integer(10000), text("")});
   {
@@ -330,8 +368,16 @@ public:
     return out;
   }
 
+  // A phase 2 sent without waiting may never land (the master went down, the lease ran out
+  // first): with `lose_sent`, it never does.
+  void send_all(const Script& script, const std::vector<std::string>& keys,
+                const std::vector<std::vector<std::string>>& args, const std::vector<bool>& which) override {
+    if (!lose_sent) eval_all(script, keys, args, which);
+  }
+
   std::vector<Master> masters;
   int64_t clock_us = 1'700'000'000'000'000;
+  bool lose_sent = false;
 };
 
 }  // namespace
@@ -339,8 +385,11 @@ public:
 TEST(Quorum, FencesIncreaseStrictlyAcrossFailuresAndRestarts) {
   // Holders one after another; before each attempt, masters go down, come back and restart
   // (losing their lock and counter) at random. Every acquisition's fence must exceed the last.
-  for (size_t n : {3u, 5u}) {
+  // A lease also runs out on a master now and then (its counter stays); and with lose_sent, no
+  // phase 2 sent without waiting ever lands.
+  for (auto [n, lose_sent] : {std::pair{3u, false}, {5u, false}, {3u, true}, {5u, true}}) {
     ModelNodes nodes(n);
+    nodes.lose_sent = lose_sent;
     FakeClock clock;
     Quorum q(nodes, rlock::lock::Timing{}, [&] { return clock.now; });
     int64_t last = 0;
@@ -350,6 +399,7 @@ TEST(Quorum, FencesIncreaseStrictlyAcrossFailuresAndRestarts) {
         uint64_t dice = rlock::util::random_below(20);
         if (dice == 0) m.up = !m.up;
         if (dice == 1) m = ModelNodes::Master{};  // a restart without persistence
+        if (dice == 2) m.owner.reset();           // the lease ran out there
       }
       Contender c = contender();
       c.token = rlock::util::random_hex(24);
