@@ -138,6 +138,35 @@ TEST_F(RedlockTest, PhaseTwoRaisesEveryMastersFenceToTheHighest) {
   EXPECT_GT(lock::try_acquire(node1, name, timing, next, false, {}).fence, got.fence);
 }
 
+TEST_F(RedlockTest, AFenceEveryMasterHandedOutIsWrittenBackWithoutWaitingYetLandsBeforeTheNextRequest) {
+  // After a first hold, whose phase 2 brought the counters (seeded from each master's clock)
+  // together, every master hands out the same fence: phase 2 is sent, not waited for.
+  auto q = quorum();
+  Contender first = contender("100");
+  ASSERT_EQ(q->try_acquire(name, first, false, {}).outcome, Outcome::acquired);
+  ASSERT_EQ(q->release(name, first.token, lock::Ending{}), lock::Released::released);
+  std::set<std::string> counters;
+  for (int i = 0; i < k_masters; ++i) counters.insert(get(i, name.fence_key()));
+  ASSERT_EQ(counters.size(), 1u);
+
+  Contender c = contender("101");
+  Attempt got = q->try_acquire(name, c, false, {});
+  ASSERT_EQ(got.outcome, Outcome::acquired);
+  EXPECT_EQ(got.fence, std::stoll(*counters.begin()) + 1);
+  // The next request on the same connections reads phase 2's answers first, then runs: the
+  // release finds every master's lock, and each master's history has the acquisition, before it.
+  EXPECT_EQ(q->release(name, c.token, lock::Ending{}), lock::Released::released);
+  for (int i = 0; i < k_masters; ++i) {
+    redis::Reply log = master(i).call({"XREVRANGE", name.log_key(), "+", "-", "COUNT", "2"});
+    ASSERT_EQ(log.elements.size(), 2u) << "master " << i;
+    auto kind = [](const redis::Reply& entry) { return entry.elements.at(1).elements.at(1).str; };
+    EXPECT_EQ(kind(log.elements[0]), "returned") << "master " << i;  // an unused hold given back
+    EXPECT_EQ(kind(log.elements[1]), "acquired") << "master " << i;
+    EXPECT_EQ(std::stoll(get(i, name.fence_key())), got.fence) << "master " << i;
+  }
+  EXPECT_EQ(q->try_acquire(name, contender("102"), false, {}).fence, got.fence + 1);
+}
+
 TEST_F(RedlockTest, AMasterThatLostTheKeyGetsItBackWithTheFenceAtRenewal) {
   auto q = quorum();
   Contender c = contender("100");
