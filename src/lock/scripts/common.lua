@@ -253,19 +253,30 @@ local function summarize(kind, ev, at)
   if not SUMMARY then return end
   local count = redis.pcall('HINCRBY', K.sum, SUM.count .. kind, 1)
   if type(count) == 'table' then return end
-  local v = {}
-  for i = 1, #ev, 2 do v[ev[i]] = ev[i + 1] or '' end
-  local host, exit, held = v[EV.host] or '', v[EV.exit] or '', v[EV.held] or ''
   if kind == EVENT.acquired then
+    local host = ''
+    for i = 1, #ev, 2 do
+      if ev[i] == EV.host then host = ev[i + 1] or '' break end
+    end
     redis.call('HSET', K.sum, SUM.started, at, SUM.started_host, host)
   elseif kind == EVENT.released or kind == EVENT.lost or kind == EVENT.preempted or kind == EVENT.expired then
-    local set = {K.sum, SUM.ended, at, SUM.ended_kind, kind, SUM.ended_host, host, SUM.ended_exit, exit,
-                 SUM.ended_held, held}
-    if kind == EVENT.released and (exit == '' or exit == '0') and (v[EV.by] or '') == '' then
-      for _, x in ipairs({SUM.success, at, SUM.success_host, host, SUM.success_exit, exit, SUM.success_held, held,
-                          SUM.lost_since_success, 0}) do set[#set + 1] = x end
+    -- (The fields it reads, without a table of them: an event has a few.)
+    local host, exit, held, by = '', '', '', ''
+    for i = 1, #ev, 2 do
+      local f = ev[i]
+      if f == EV.host then host = ev[i + 1] or ''
+      elseif f == EV.exit then exit = ev[i + 1] or ''
+      elseif f == EV.held then held = ev[i + 1] or ''
+      elseif f == EV.by then by = ev[i + 1] or '' end
     end
-    redis.call('HSET', unpack(set))
+    if kind == EVENT.released and (exit == '' or exit == '0') and by == '' then
+      redis.call('HSET', K.sum, SUM.ended, at, SUM.ended_kind, kind, SUM.ended_host, host, SUM.ended_exit, exit,
+                 SUM.ended_held, held, SUM.success, at, SUM.success_host, host, SUM.success_exit, exit,
+                 SUM.success_held, held, SUM.lost_since_success, 0)
+    else
+      redis.call('HSET', K.sum, SUM.ended, at, SUM.ended_kind, kind, SUM.ended_host, host, SUM.ended_exit, exit,
+                 SUM.ended_held, held)
+    end
     if kind == EVENT.lost then redis.pcall('HINCRBY', K.sum, SUM.lost_since_success, 1) end
   end
   -- (A count of 1: the key may be new.)
@@ -279,22 +290,26 @@ local function event(kind, ev)
   if LOG_LENGTH == 0 then return summarize(kind, ev, NOW) end
   -- NOMKSTREAM: an XADD that would create the stream says so (nil), and is made again without it.
   local args = {K.log, 'NOMKSTREAM', 'MAXLEN', '~', LOG_LENGTH, '*', EV.kind, kind}
+  local n = 8
   for i = 1, #ev, 2 do
-    if ev[i + 1] and ev[i + 1] ~= '' then
-      args[#args + 1] = ev[i]
-      args[#args + 1] = ev[i + 1]
+    local x = ev[i + 1]
+    if x and x ~= '' then
+      args[n + 1], args[n + 2] = ev[i], x
+      n = n + 2
     end
   end
   local added = redis.pcall('XADD', unpack(args))
-  if type(added) == 'table' and added.err and not string.find(added.err, 'WRONGTYPE', 1, true) then
-    added = false  -- a server without NOMKSTREAM (before 6.2)
+  if type(added) == 'table' then
+    if added.err and not string.find(added.err, 'WRONGTYPE', 1, true) then
+      added = false  -- a server without NOMKSTREAM (before 6.2)
+    elseif added.err then
+      error(added)
+    end
   end
   if not added then
     table.remove(args, 2)
     added = redis.call('XADD', unpack(args))
     keep_history_key(K.log)
-  elseif type(added) == 'table' and added.err then
-    error(added)
   elseif not history_kept() then
     keep_history_key(K.log)
   end
