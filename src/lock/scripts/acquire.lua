@@ -18,36 +18,40 @@ if #ARGV == 12 and ARGV[8] == 'x' and ARGV[12] == '' and (ARGV[10] == '' or ARGV
   local value = redis.pcall('GET', K.lock)
   if value == false then
     LOCK_READ, LOCK_VALUE = true, false
-    if redis.call('EXISTS', K.q, K.wl, K.h, K.gone, K.sem, K.free, K.info) == 0 then
+    if redis.call('EXISTS', KEYS[KEY.q], KEYS[KEY.wl], KEYS[KEY.h], KEYS[KEY.gone], KEYS[KEY.sem], KEYS[KEY.free],
+                  KEYS[KEY.info]) == 0 then
       QUIET = true
-      local id = id_of(token)
+      local id = string.sub(token, 1, 16)
       CALLER = id
       local fence = next_fence()
       local ttl = ARGV[3]
       local px = tonumber(ttl)
-      redis.call('SET', K.lock, token, 'PX', px)
-      redis.call('HSET', K.info, INFO.id, id, INFO.host, ARGV[4], INFO.pid, ARGV[5], INFO.user, ARGV[6], INFO.cmd,
-                 ARGV[7], INFO.since, NOW, INFO.fence, fence, INFO.ttl, ttl, INFO.claimed, 1, INFO.expires, NOW + px,
-                 INFO.linger_until, '', INFO.preemptible, '0', INFO.joined, NOW, INFO.history, keep_history())
-      redis.call('PEXPIRE', K.info, px + HISTORY)
+      local info = KEYS[KEY.info]
+      redis.call('SET', K.lock, token, 'PX', ttl)
+      redis.call('HSET', info, INFO.id, id, INFO.host, ARGV[4], INFO.pid, ARGV[5], INFO.user, ARGV[6], INFO.cmd,
+                 ARGV[7], INFO.since, NOW_ARG, INFO.fence, fence, INFO.ttl, ttl, INFO.claimed, '1', INFO.expires,
+                 NOW + px, INFO.linger_until, '', INFO.preemptible, '0', INFO.joined, NOW_ARG, INFO.history,
+                 keep_history())
+      redis.call('PEXPIRE', info, px + HISTORY)
       event(EVENT.acquired, {EV.host, ARGV[4], EV.pid, ARGV[5], EV.user, ARGV[6], EV.cmd, ARGV[7], EV.fence, fence,
-                             EV.waited, '0', EV.id, token:sub(1, 16)})
+                             EV.waited, '0', EV.id, id})
       return {CODE.taken, 0, PUSH, fence, ''}
     end
   elseif ARGV[10] == '' and type(value) == 'string' and value ~= token and lock_value_ours(value) then
     LOCK_READ, LOCK_VALUE = true, value
-    if redis.call('EXISTS', K.q, K.wl, K.h, K.gone, K.sem, K.free) == 0 then
-      QUIET = true
-      local id = id_of(token)
+    QUIET = redis.call('EXISTS', KEYS[KEY.q], KEYS[KEY.wl], KEYS[KEY.h], KEYS[KEY.gone], KEYS[KEY.sem],
+                       KEYS[KEY.free]) == 0
+    if QUIET then
+      local id = string.sub(token, 1, 16)
       CALLER = id
       local v = VIEW.info
       local host, pid, cmd = v[INFO.host] or '', v[INFO.pid] or '', v[INFO.cmd] or ''
-      local lingering = v[INFO.lingering] == '1' and 1 or 0
+      local lingering = v[INFO.lingering] == '1'
       event(EVENT.busy, {EV.host, ARGV[4], EV.pid, ARGV[5], EV.user, ARGV[6], EV.cmd, ARGV[7], EV.id, id,
-                         EV.holder_host, host, EV.holder_pid, pid, EV.holder_cmd, cmd, EV.lingering, lingering})
-      return {CODE.busy, 0, PUSH, VIEW.pttl, host, pid, cmd, v[INFO.since] or '', NOW, 0, lingering}
+                         EV.holder_host, host, EV.holder_pid, pid, EV.holder_cmd, cmd, EV.lingering,
+                         lingering and '1' or '0'})
+      return {CODE.busy, 0, PUSH, VIEW.pttl, host, pid, cmd, v[INFO.since] or '', NOW, 0, lingering and 1 or 0}
     end
-    QUIET = false
   end
 end
 

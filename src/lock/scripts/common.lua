@@ -51,6 +51,10 @@ end
 local BUDGET = 20
 
 local LEASE, CLAIM, MAILBOX, HISTORY, LOG_LENGTH
+-- (As the arguments of commands, strings: a number given to redis.call is formatted at each call,
+-- which costs more than the command it is for. LOG_LENGTH's, and the history's expiry: see
+-- keep_history_key.)
+local LOG_LENGTH_ARG, HISTORY_KEEP_ARG
 local SUMMARY         -- the lock's summary is kept (ARGV[1]'s sixth number: 0 for a clean-up)
 
 -- ('mh', written by earlier versions, is deleted with the rest.)
@@ -62,6 +66,7 @@ local HOLDER_FIELDS = {HOLDER.token, HOLDER.mode, HOLDER.host, HOLDER.pid, HOLDE
                        HOLDER.joined, HOLDER.linger_until, HOLDER.lingering, 'x'}
 
 local NOW, NOW_US     -- the server's clock: ms, and us as a string
+local NOW_ARG         -- NOW as a string
 local WORK            -- entries removed, granted or reported so far
 local MORE            -- the budget ran out with work left: the caller calls again
 local PUSH            -- ids whose mailboxes the caller pushes after the script
@@ -88,13 +93,18 @@ local function begin(keys, argv)
   if argv[1] ~= CFG_TEXT then
     cfg = {}
     for n in string.gmatch(argv[1], '%d+') do cfg[#cfg + 1] = tonumber(n) end
+    -- (The history's expiry: HISTORY and its slack, see history_slack.)
+    cfg.log_length, cfg.keep = string.format('%d', cfg[5]),
+                               string.format('%d', cfg[4] + math.min(math.floor(cfg[4] / 16), 3600000))
     CFG_TEXT, CFG = argv[1], cfg
   end
   LEASE, CLAIM, MAILBOX, HISTORY, LOG_LENGTH = cfg[1], cfg[2], cfg[3], cfg[4], cfg[5]
+  LOG_LENGTH_ARG, HISTORY_KEEP_ARG = cfg.log_length, cfg.keep
   SUMMARY = cfg[6] ~= 0
   local t = redis.call('TIME')
   NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   NOW_US = t[1] .. string.format('%06d', tonumber(t[2]))
+  NOW_ARG = string.sub(NOW_US, 1, -4)
   WORK, MORE, PUSH, CALLER = 0, false, {}, ''
   QUIET, REAPED, NOTED = nil, false, false
   LOCK_READ, LOCK_VALUE = false, false
@@ -228,7 +238,7 @@ local function history_kept()
 end
 
 local function keep_history_key(key)
-  redis.call('PEXPIRE', key, HISTORY + history_slack())
+  redis.call('PEXPIRE', key, HISTORY_KEEP_ARG)  -- HISTORY + history_slack()
 end
 
 -- Makes the history and the summary last at least HISTORY from now; returns until when (for hx).
@@ -246,12 +256,12 @@ end
 -- kind, eh host, ex exit status, ed ms held); the last success, a release (not forced) whose exit
 -- status is 0 or that had no command (ok, okh, okx, okd); the holds lost since then (sl). Fixed
 -- fields; it expires with the history. Calls that only clean up after a failed attempt (SUMMARY
--- false) leave it alone, and so does another program's data at its key. at: the event's time (ms),
--- the one its history entry has (the entry's id is taken when the XADD runs, a millisecond or so
+-- false) leave it alone, and so does another program's data at its key. at: the event's time (ms,
+-- a string), the one its history entry has (the entry's id is taken when the XADD runs, a millisecond or so
 -- after the call's clock was read).
 local function summarize(kind, ev, at)
   if not SUMMARY then return end
-  local count = redis.pcall('HINCRBY', K.sum, SUM.count .. kind, 1)
+  local count = redis.pcall('HINCRBY', K.sum, SUM.count .. kind, '1')
   if type(count) == 'table' then return end
   if kind == EVENT.acquired then
     local host = ''
@@ -272,12 +282,12 @@ local function summarize(kind, ev, at)
     if kind == EVENT.released and (exit == '' or exit == '0') and by == '' then
       redis.call('HSET', K.sum, SUM.ended, at, SUM.ended_kind, kind, SUM.ended_host, host, SUM.ended_exit, exit,
                  SUM.ended_held, held, SUM.success, at, SUM.success_host, host, SUM.success_exit, exit,
-                 SUM.success_held, held, SUM.lost_since_success, 0)
+                 SUM.success_held, held, SUM.lost_since_success, '0')
     else
       redis.call('HSET', K.sum, SUM.ended, at, SUM.ended_kind, kind, SUM.ended_host, host, SUM.ended_exit, exit,
                  SUM.ended_held, held)
     end
-    if kind == EVENT.lost then redis.pcall('HINCRBY', K.sum, SUM.lost_since_success, 1) end
+    if kind == EVENT.lost then redis.pcall('HINCRBY', K.sum, SUM.lost_since_success, '1') end
   end
   -- (A count of 1: the key may be new.)
   if count == 1 or not history_kept() then keep_history_key(K.sum) end
@@ -287,9 +297,9 @@ end
 -- least LOG_LENGTH events: MAXLEN ~ trims whole nodes of the stream (up to about 100 events more),
 -- where an exact MAXLEN would cut inside a node on every append, at several times the cost.
 local function event(kind, ev)
-  if LOG_LENGTH == 0 then return summarize(kind, ev, NOW) end
+  if LOG_LENGTH == 0 then return summarize(kind, ev, NOW_ARG) end
   -- NOMKSTREAM: an XADD that would create the stream says so (nil), and is made again without it.
-  local args = {K.log, 'NOMKSTREAM', 'MAXLEN', '~', LOG_LENGTH, '*', EV.kind, kind}
+  local args = {K.log, 'NOMKSTREAM', 'MAXLEN', '~', LOG_LENGTH_ARG, '*', EV.kind, kind}
   local n = 8
   for i = 1, #ev, 2 do
     local x = ev[i + 1]
@@ -313,7 +323,7 @@ local function event(kind, ev)
   elseif not history_kept() then
     keep_history_key(K.log)
   end
-  summarize(kind, ev, tonumber(string.match(added, '^%d+')) or NOW)
+  summarize(kind, ev, string.match(added, '^%d+') or NOW_ARG)
 end
 
 -- The next fencing token. A missing counter (never used, idle past HISTORY, or lost to a restart)
