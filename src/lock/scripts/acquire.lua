@@ -16,8 +16,8 @@ if #ARGV == 12 and ARGV[8] == 'x' and ARGV[12] == '' and (ARGV[10] == '' or ARGV
    (ARGV[11] == '0' or ARGV[11] == '') then
   local token = ARGV[2]
   local value = redis.pcall('GET', K.lock)
+  if type(value) ~= 'table' then LOCK_READ, LOCK_VALUE = true, value end
   if value == false then
-    LOCK_READ, LOCK_VALUE = true, false
     if redis.call('EXISTS', KEYS[KEY.q], KEYS[KEY.wl], KEYS[KEY.h], KEYS[KEY.gone], KEYS[KEY.sem], KEYS[KEY.free],
                   KEYS[KEY.info]) == 0 then
       QUIET = true
@@ -38,7 +38,6 @@ if #ARGV == 12 and ARGV[8] == 'x' and ARGV[12] == '' and (ARGV[10] == '' or ARGV
       return {CODE.taken, 0, PUSH, fence, ''}
     end
   elseif ARGV[10] == '' and type(value) == 'string' and value ~= token and lock_value_ours(value) then
-    LOCK_READ, LOCK_VALUE = true, value
     QUIET = redis.call('EXISTS', KEYS[KEY.q], KEYS[KEY.wl], KEYS[KEY.h], KEYS[KEY.gone], KEYS[KEY.sem],
                        KEYS[KEY.free]) == 0
     if QUIET then

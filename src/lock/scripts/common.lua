@@ -102,9 +102,12 @@ local function begin(keys, argv)
   LOG_LENGTH_ARG, HISTORY_KEEP_ARG = cfg.log_length, cfg.keep
   SUMMARY = cfg[6] ~= 0
   local t = redis.call('TIME')
-  NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  NOW_US = t[1] .. string.format('%06d', tonumber(t[2]))
+  -- (No arithmetic and no formatting of numbers: the microseconds padded to 6 digits, and the
+  -- milliseconds are the digits before the last 3.)
+  local us = t[2]
+  NOW_US = t[1] .. string.sub('00000', #us) .. us
   NOW_ARG = string.sub(NOW_US, 1, -4)
+  NOW = tonumber(NOW_ARG)
   WORK, MORE, PUSH, CALLER = 0, false, {}, ''
   QUIET, REAPED, NOTED = nil, false, false
   LOCK_READ, LOCK_VALUE = false, false
@@ -207,14 +210,23 @@ local function lock_value_ours(value)
   return true
 end
 
--- token: the caller's, if it has one (a GET that returns it proves the value rlock's).
+-- token: the caller's, if it has one (a GET that returns it proves the value rlock's). What the
+-- call already read of the lock's key (a string or none: LOCK_READ), and found rlock's (VIEW), is
+-- not read again.
 local function check_types(token)
-  local value = redis.pcall('GET', K.lock)
-  if type(value) == 'table' and value.err then
-    local kind = redis.call('TYPE', K.lock)['ok']
-    return redis.error_reply('WRONGTYPE ' .. K.lock .. ' holds a ' .. kind .. ', not an rlock lock')
+  local value
+  if LOCK_READ then
+    value = LOCK_VALUE
+  else
+    value = redis.pcall('GET', K.lock)
+    if type(value) == 'table' and value.err then
+      local kind = redis.call('TYPE', K.lock)['ok']
+      return redis.error_reply('WRONGTYPE ' .. K.lock .. ' holds a ' .. kind .. ', not an rlock lock')
+    end
   end
-  if value and value ~= token and not lock_value_ours(value) then return redis.error_reply('RLOCKFOREIGN lock') end
+  if value and value ~= token and not (VIEW and VIEW.value == value) and not lock_value_ours(value) then
+    return redis.error_reply('RLOCKFOREIGN lock')
+  end
   LOCK_READ, LOCK_VALUE = true, value
   return nil
 end
