@@ -115,6 +115,21 @@ TEST_F(CostTest, ABusyAttemptReadsTheHolderOnce) {
   EXPECT_EQ(call({"XLEN", name.log_key()}).integer, 3);
 }
 
+// An attempt that joins the queue goes past the lean path of the uncontended and busy cases: what
+// that path read of the lock's key is not read again.
+TEST_F(CostTest, AQueuedAttemptReadsTheLockOnce) {
+  Contender a = contender("101");
+  ASSERT_EQ(acquire(a, false).outcome, Outcome::acquired);
+  reset();
+  Attempt b = acquire(contender("102"), true);
+  ASSERT_EQ(b.outcome, Outcome::queued);
+  auto run = commands_run();
+  // GET of the lock's key, and of what waiters see (:ep).
+  EXPECT_EQ(run["get"], 2) << listing(run);
+  EXPECT_EQ(b.holder.pid, "101");
+  EXPECT_EQ(b.position, 1);
+}
+
 // The history and the summary last at least the history's time after the last event, at most a
 // sixteenth of it more (an hour at most), though not every event sets their expiries.
 TEST_F(CostTest, TheHistoryOutlivesItsLastEventWithoutAnExpiryAtEachEvent) {
