@@ -346,8 +346,9 @@ end
 -- clock. Its expiry is set again only when it is older than HISTORY / 2 by that measure, or ahead
 -- of the clock (a Redlock merge from a master whose clock is ahead, a clock stepped back), or set
 -- by hand: it is kept at least HISTORY / 2 past its last use (a missing one resumes above anyway).
-local function next_fence()
-  local fence = redis.pcall('INCR', K.fence)
+-- counted: what the caller's INCR gave (a number), if it sent it.
+local function next_fence(counted)
+  local fence = counted or redis.pcall('INCR', K.fence)
   -- Another program's data (a hash, a word): say which of the lock's keys it is.
   if type(fence) == 'table' and fence.err then error(redis.error_reply('RLOCKFOREIGN fence')) end
   local now_us = tonumber(NOW_US)
