@@ -117,6 +117,23 @@ TEST_F(CostTest, ABusyAttemptReadsTheHolderOnce) {
   EXPECT_EQ(call({"XLEN", name.log_key()}).integer, 3);
 }
 
+// A renewal: the lease and the holder's fields, a keeper's with them, in one HSET of :info.
+TEST_F(CostTest, ARenewalRunsAFewCommands) {
+  Contender a = contender("101");
+  ASSERT_EQ(acquire(a, false).outcome, Outcome::acquired);
+  reset();
+  lock::KeeperInfo keeper{4242, 101};
+  ASSERT_TRUE(lock::extend(node, name, timing, a.token, Millis(60'000), keeper));
+  auto run = commands_run();
+  // TIME, GET, HMGET, PTTL; PEXPIRE the lock's key; HSET, PEXPIRE :info.
+  EXPECT_LE(total(run), 7) << listing(run);
+  EXPECT_EQ(run["hset"], 1) << listing(run);
+  EXPECT_EQ(call({"HGET", name.info_key(), "keeper"}).str, "4242");
+  EXPECT_EQ(call({"HGET", name.info_key(), "watch"}).str, "101");
+  EXPECT_EQ(call({"HGET", name.info_key(), "ttl"}).str, "60000");
+  EXPECT_GT(call({"PTTL", name.lock_key()}).integer, 30'000);
+}
+
 // An attempt that joins the queue goes past the lean path of the uncontended and busy cases: what
 // that path read of the lock's key is not read again.
 TEST_F(CostTest, AQueuedAttemptReadsTheLockOnce) {
