@@ -301,7 +301,7 @@ _rlock()
                 _rlock_reply -W '1m 5m 10m 15m 30m 1h 1d' -- "$vcur"
                 ;;
             log-length:*)
-                # Events kept per lock; 0 turns the history off.
+                # Events kept per lock (at least); 0 turns the history off.
                 _rlock_reply -W '0 100 1000 10000' -- "$vcur"
                 ;;
             lines:*)

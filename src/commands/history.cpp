@@ -27,7 +27,7 @@ namespace {
 
 using Clock = util::BootClock;
 
-// The most events read of one lock (a history holds at most --log-length events).
+// The most events read of one lock (a history holds --log-length events, and up to about 100 more).
 constexpr size_t k_all = 100'000;
 // -f: how often the KEYs of a pattern (or of every key) are looked up again, so that a history
 // created meanwhile is followed too: the longest a new history's first events wait to be shown.

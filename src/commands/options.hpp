@@ -339,7 +339,7 @@ inline constexpr auto k_options = [] {
        "also log to syslog: acquired, busy, lost, released, with key, holder and durations", "",
        field<&OutputOptions::syslog>()},
       {"--log-length",                on::global,  value, "N",   "log-length",             "RLOCK_LOG_LENGTH",
-       "events of history kept per lock in Redis, for rlock log (default {}; 0: none)", "",
+       "events of history kept per lock, at least (up to ~100 more), for rlock log (default {}; 0: none)", "",
        field<&lock::Servers::log_length>(), {.min = 0, .max = 100'000, .words = "a number of events"}},
   });
   // clang-format on

@@ -76,16 +76,19 @@ TEST_F(CostTest, UncontendedAcquireAndReleaseRunAFewCommands) {
   reset();
   ASSERT_EQ(acquire(a, false).outcome, Outcome::acquired);
   auto run = commands_run();
-  // TIME, GET, EXISTS, HMGET :info; INCR :fence; SET; PEXPIRE :log and :sum (recorded in :info's
-  // hx); HSET, PEXPIRE :info; HINCRBY, HSET :sum; XADD.
-  EXPECT_LE(total(run), 13) << listing(run);
+  // TIME, EXISTS (of :info too), SET NX (no GET: the SET says whether the key was free); INCR
+  // :fence; PEXPIRE :log and :sum (recorded in :info's hx); HSET, PEXPIRE :info; HINCRBY, HSET
+  // :sum; XADD.
+  EXPECT_LE(total(run), 11) << listing(run);
+  EXPECT_EQ(run.count("get"), 0u) << listing(run);
   EXPECT_EQ(run.count("del"), 0u) << "a free lock's :info is not there to delete: " << listing(run);
+  EXPECT_EQ(run.count("hmget"), 0u) << "no :info, no holder to read: " << listing(run);
   EXPECT_EQ(run["pexpire"], 3) << "the fence counter's expiry is not set again: " << listing(run);
 
   reset();
   ASSERT_TRUE(lock::release(node, name, timing, a.token, ending));
   run = commands_run();
-  // TIME, GET, HMGET :info; HINCRBY, HSET :sum; XADD; DEL; EXISTS.
+  // TIME, GET, HMGET :info, EXISTS; DEL; HINCRBY, HSET :sum; XADD.
   EXPECT_LE(total(run), 8) << listing(run);
   EXPECT_EQ(run["hset"], 1) << "one HSET of the summary: " << listing(run);
   EXPECT_EQ(run.count("pexpire"), 0u) << "the history was kept by the acquisition: " << listing(run);
@@ -99,7 +102,7 @@ TEST_F(CostTest, ABusyAttemptReadsTheHolderOnce) {
   Attempt b = acquire(contender("102"), false);
   ASSERT_EQ(b.outcome, Outcome::busy);
   auto run = commands_run();
-  // TIME, GET, PTTL, HMGET :info, EXISTS; HINCRBY :sum; XADD.
+  // TIME, EXISTS, GET, PTTL, HMGET :info; HINCRBY :sum; XADD.
   EXPECT_LE(total(run), 7) << listing(run);
   EXPECT_EQ(run.count("pexpire"), 0u) << listing(run);
   EXPECT_EQ(run["pttl"], 1) << listing(run);
@@ -112,6 +115,38 @@ TEST_F(CostTest, ABusyAttemptReadsTheHolderOnce) {
   EXPECT_GT(b.ttl_left->count(), 20'000);
   EXPECT_EQ(call({"HGET", name.summary_key(), "n.busy"}).str, "2");
   EXPECT_EQ(call({"XLEN", name.log_key()}).integer, 3);
+}
+
+// A renewal: the lease and the holder's fields, a keeper's with them, in one HSET of :info.
+TEST_F(CostTest, ARenewalRunsAFewCommands) {
+  Contender a = contender("101");
+  ASSERT_EQ(acquire(a, false).outcome, Outcome::acquired);
+  reset();
+  lock::KeeperInfo keeper{4242, 101};
+  ASSERT_TRUE(lock::extend(node, name, timing, a.token, Millis(60'000), keeper));
+  auto run = commands_run();
+  // TIME, GET, HMGET, PTTL; PEXPIRE the lock's key; HSET, PEXPIRE :info.
+  EXPECT_LE(total(run), 7) << listing(run);
+  EXPECT_EQ(run["hset"], 1) << listing(run);
+  EXPECT_EQ(call({"HGET", name.info_key(), "keeper"}).str, "4242");
+  EXPECT_EQ(call({"HGET", name.info_key(), "watch"}).str, "101");
+  EXPECT_EQ(call({"HGET", name.info_key(), "ttl"}).str, "60000");
+  EXPECT_GT(call({"PTTL", name.lock_key()}).integer, 30'000);
+}
+
+// An attempt that joins the queue goes past the lean path of the uncontended and busy cases: what
+// that path read of the lock's key is not read again.
+TEST_F(CostTest, AQueuedAttemptReadsTheLockOnce) {
+  Contender a = contender("101");
+  ASSERT_EQ(acquire(a, false).outcome, Outcome::acquired);
+  reset();
+  Attempt b = acquire(contender("102"), true);
+  ASSERT_EQ(b.outcome, Outcome::queued);
+  auto run = commands_run();
+  // GET of the lock's key, and of what waiters see (:ep).
+  EXPECT_EQ(run["get"], 2) << listing(run);
+  EXPECT_EQ(b.holder.pid, "101");
+  EXPECT_EQ(b.position, 1);
 }
 
 // The history and the summary last at least the history's time after the last event, at most a

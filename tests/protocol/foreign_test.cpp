@@ -102,5 +102,16 @@ TEST_F(ForeignTest, AnotherTypeAtTheLockIsRefusedByEveryCall) {
   expect_every_call_refused();
 }
 
+// Another program's data at the fence counter: the attempt is refused, and takes nothing (the
+// lean path took the free key before it counted: it gives it back).
+TEST_F(ForeignTest, AnotherTypeAtTheFenceCounterIsRefusedAndTakesNothing) {
+  call({"HSET", name.fence_key(), "a", "b"});
+  Contender c = contender("101");
+  EXPECT_EQ(code_of([&] { acquire(c, false); }), 65) << "try_acquire -n";
+  EXPECT_EQ(code_of([&] { acquire(c, true); }), 65) << "try_acquire";
+  EXPECT_EQ(call({"EXISTS", name.lock_key(), name.info_key(), name.log_key()}).integer, 0) << "nothing taken";
+  EXPECT_EQ(call({"HGET", name.fence_key(), "a"}).str, "b") << "left as it was";
+}
+
 }  // namespace
 }  // namespace rlock::test

@@ -6,6 +6,64 @@
 -- now, queue length, lingering} when busy (not queued); {4, more, push} when dead entries were
 -- removed and the budget ran out before a decision (call again); {6, more, push, tick, host, at,
 -- now} when its --once-per tick was done (see tick_refusal); or the waiting reply.
+-- The common cases first, in the fewest commands and with little Lua: an exclusive contender
+-- (no enclosing holds, no --once-per, no --min-hold, options none or q) that finds the lock free
+-- with nothing else there (no queue, shared holder, semaphore, notice, nor :info: a holder to
+-- record as expired, a lingering one), or, without q, finds another holder and nothing else. What
+-- they do is what the full path below does in those cases; anything else goes there, having
+-- written nothing (what it read of the lock's key is kept: LOCK_READ).
+if #ARGV == 12 and ARGV[8] == 'x' and ARGV[12] == '' and (ARGV[10] == '' or ARGV[10] == 'q') and
+   (ARGV[11] == '0' or ARGV[11] == '') then
+  local token = ARGV[2]
+  local info = KEYS[KEY.info]
+  -- (How many of the queue's, the shared holders', the semaphore's and the notices' keys, and
+  -- :info, exist.)
+  local others = redis.call('EXISTS', KEYS[KEY.q], KEYS[KEY.wl], KEYS[KEY.h], KEYS[KEY.gone], KEYS[KEY.sem],
+                            KEYS[KEY.free], info)
+  -- Nothing there: SET NX takes the lock if its key is free too (any key there, of any type, is
+  -- left as it was).
+  if others == 0 and redis.call('SET', K.lock, token, 'NX', 'PX', ARGV[3]) then
+    QUIET = true
+    local id = string.sub(token, 1, 16)
+    CALLER = id
+    -- (Another program's data at :fence: the lock is given back, free as it was, and the error
+    -- returned, as the full path returns it before it takes anything.)
+    local counted = redis.pcall('INCR', K.fence)
+    if type(counted) == 'table' then
+      redis.call('DEL', K.lock)
+      return redis.error_reply('RLOCKFOREIGN fence')
+    end
+    local fence = next_fence(counted)
+    local ttl = ARGV[3]
+    local px = tonumber(ttl)
+    redis.call('HSET', info, INFO.id, id, INFO.host, ARGV[4], INFO.pid, ARGV[5], INFO.user, ARGV[6], INFO.cmd,
+               ARGV[7], INFO.since, NOW_ARG, INFO.fence, fence, INFO.ttl, ttl, INFO.claimed, '1', INFO.expires,
+               NOW + px, INFO.linger_until, '', INFO.preemptible, '0', INFO.joined, NOW_ARG, INFO.history,
+               keep_history())
+    redis.call('PEXPIRE', info, px + HISTORY)
+    event(EVENT.acquired, {EV.host, ARGV[4], EV.pid, ARGV[5], EV.user, ARGV[6], EV.cmd, ARGV[7], EV.fence, fence,
+                           EV.waited, '0', EV.id, id})
+    return {CODE.taken, 0, PUSH, fence, ''}
+  end
+  local value = redis.pcall('GET', K.lock)
+  if type(value) ~= 'table' then LOCK_READ, LOCK_VALUE = true, value end
+  if others == 0 then QUIET = true end
+  -- Another holder, and nothing else but its :info (the one key counted, if HMGET found it).
+  if ARGV[10] == '' and type(value) == 'string' and value ~= token and lock_value_ours(value) and
+     (others == 0 or (others == 1 and VIEW.info[INFO.id])) then
+    QUIET = true
+    local id = string.sub(token, 1, 16)
+    CALLER = id
+    local v = VIEW.info
+    local host, pid, cmd = v[INFO.host] or '', v[INFO.pid] or '', v[INFO.cmd] or ''
+    local lingering = v[INFO.lingering] == '1'
+    event(EVENT.busy, {EV.host, ARGV[4], EV.pid, ARGV[5], EV.user, ARGV[6], EV.cmd, ARGV[7], EV.id, id,
+                       EV.holder_host, host, EV.holder_pid, pid, EV.holder_cmd, cmd, EV.lingering,
+                       lingering and '1' or '0'})
+    return {CODE.busy, 0, PUSH, VIEW.pttl, host, pid, cmd, v[INFO.since] or '', NOW, 0, lingering and 1 or 0}
+  end
+end
+
 local d, id, limit, bad = prologue()
 if bad then return bad end
 

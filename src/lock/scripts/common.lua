@@ -51,6 +51,10 @@ end
 local BUDGET = 20
 
 local LEASE, CLAIM, MAILBOX, HISTORY, LOG_LENGTH
+-- (As the arguments of commands, strings: a number given to redis.call is formatted at each call,
+-- which costs more than the command it is for. LOG_LENGTH's, and the history's expiry: see
+-- keep_history_key.)
+local LOG_LENGTH_ARG, HISTORY_KEEP_ARG
 local SUMMARY         -- the lock's summary is kept (ARGV[1]'s sixth number: 0 for a clean-up)
 
 -- ('mh', written by earlier versions, is deleted with the rest.)
@@ -62,6 +66,7 @@ local HOLDER_FIELDS = {HOLDER.token, HOLDER.mode, HOLDER.host, HOLDER.pid, HOLDE
                        HOLDER.joined, HOLDER.linger_until, HOLDER.lingering, 'x'}
 
 local NOW, NOW_US     -- the server's clock: ms, and us as a string
+local NOW_ARG         -- NOW as a string
 local WORK            -- entries removed, granted or reported so far
 local MORE            -- the budget ran out with work left: the caller calls again
 local PUSH            -- ids whose mailboxes the caller pushes after the script
@@ -88,13 +93,21 @@ local function begin(keys, argv)
   if argv[1] ~= CFG_TEXT then
     cfg = {}
     for n in string.gmatch(argv[1], '%d+') do cfg[#cfg + 1] = tonumber(n) end
+    -- (The history's expiry: HISTORY and its slack, see history_slack.)
+    cfg.log_length, cfg.keep = string.format('%d', cfg[5]),
+                               string.format('%d', cfg[4] + math.min(math.floor(cfg[4] / 16), 3600000))
     CFG_TEXT, CFG = argv[1], cfg
   end
   LEASE, CLAIM, MAILBOX, HISTORY, LOG_LENGTH = cfg[1], cfg[2], cfg[3], cfg[4], cfg[5]
+  LOG_LENGTH_ARG, HISTORY_KEEP_ARG = cfg.log_length, cfg.keep
   SUMMARY = cfg[6] ~= 0
   local t = redis.call('TIME')
-  NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  NOW_US = t[1] .. string.format('%06d', tonumber(t[2]))
+  -- (No arithmetic and no formatting of numbers: the microseconds padded to 6 digits, and the
+  -- milliseconds are the digits before the last 3.)
+  local us = t[2]
+  NOW_US = t[1] .. string.sub('00000', #us) .. us
+  NOW_ARG = string.sub(NOW_US, 1, -4)
+  NOW = tonumber(NOW_ARG)
   WORK, MORE, PUSH, CALLER = 0, false, {}, ''
   QUIET, REAPED, NOTED = nil, false, false
   LOCK_READ, LOCK_VALUE = false, false
@@ -197,14 +210,23 @@ local function lock_value_ours(value)
   return true
 end
 
--- token: the caller's, if it has one (a GET that returns it proves the value rlock's).
+-- token: the caller's, if it has one (a GET that returns it proves the value rlock's). What the
+-- call already read of the lock's key (a string or none: LOCK_READ), and found rlock's (VIEW), is
+-- not read again.
 local function check_types(token)
-  local value = redis.pcall('GET', K.lock)
-  if type(value) == 'table' and value.err then
-    local kind = redis.call('TYPE', K.lock)['ok']
-    return redis.error_reply('WRONGTYPE ' .. K.lock .. ' holds a ' .. kind .. ', not an rlock lock')
+  local value
+  if LOCK_READ then
+    value = LOCK_VALUE
+  else
+    value = redis.pcall('GET', K.lock)
+    if type(value) == 'table' and value.err then
+      local kind = redis.call('TYPE', K.lock)['ok']
+      return redis.error_reply('WRONGTYPE ' .. K.lock .. ' holds a ' .. kind .. ', not an rlock lock')
+    end
   end
-  if value and value ~= token and not lock_value_ours(value) then return redis.error_reply('RLOCKFOREIGN lock') end
+  if value and value ~= token and not (VIEW and VIEW.value == value) and not lock_value_ours(value) then
+    return redis.error_reply('RLOCKFOREIGN lock')
+  end
   LOCK_READ, LOCK_VALUE = true, value
   return nil
 end
@@ -228,7 +250,7 @@ local function history_kept()
 end
 
 local function keep_history_key(key)
-  redis.call('PEXPIRE', key, HISTORY + history_slack())
+  redis.call('PEXPIRE', key, HISTORY_KEEP_ARG)  -- HISTORY + history_slack()
 end
 
 -- Makes the history and the summary last at least HISTORY from now; returns until when (for hx).
@@ -246,57 +268,74 @@ end
 -- kind, eh host, ex exit status, ed ms held); the last success, a release (not forced) whose exit
 -- status is 0 or that had no command (ok, okh, okx, okd); the holds lost since then (sl). Fixed
 -- fields; it expires with the history. Calls that only clean up after a failed attempt (SUMMARY
--- false) leave it alone, and so does another program's data at its key. at: the event's time (ms),
--- the one its history entry has (the entry's id is taken when the XADD runs, a millisecond or so
+-- false) leave it alone, and so does another program's data at its key. at: the event's time (ms,
+-- a string), the one its history entry has (the entry's id is taken when the XADD runs, a millisecond or so
 -- after the call's clock was read).
 local function summarize(kind, ev, at)
   if not SUMMARY then return end
-  local count = redis.pcall('HINCRBY', K.sum, SUM.count .. kind, 1)
+  local count = redis.pcall('HINCRBY', K.sum, SUM.count .. kind, '1')
   if type(count) == 'table' then return end
-  local v = {}
-  for i = 1, #ev, 2 do v[ev[i]] = ev[i + 1] or '' end
-  local host, exit, held = v[EV.host] or '', v[EV.exit] or '', v[EV.held] or ''
   if kind == EVENT.acquired then
+    local host = ''
+    for i = 1, #ev, 2 do
+      if ev[i] == EV.host then host = ev[i + 1] or '' break end
+    end
     redis.call('HSET', K.sum, SUM.started, at, SUM.started_host, host)
   elseif kind == EVENT.released or kind == EVENT.lost or kind == EVENT.preempted or kind == EVENT.expired then
-    local set = {K.sum, SUM.ended, at, SUM.ended_kind, kind, SUM.ended_host, host, SUM.ended_exit, exit,
-                 SUM.ended_held, held}
-    if kind == EVENT.released and (exit == '' or exit == '0') and (v[EV.by] or '') == '' then
-      for _, x in ipairs({SUM.success, at, SUM.success_host, host, SUM.success_exit, exit, SUM.success_held, held,
-                          SUM.lost_since_success, 0}) do set[#set + 1] = x end
+    -- (The fields it reads, without a table of them: an event has a few.)
+    local host, exit, held, by = '', '', '', ''
+    for i = 1, #ev, 2 do
+      local f = ev[i]
+      if f == EV.host then host = ev[i + 1] or ''
+      elseif f == EV.exit then exit = ev[i + 1] or ''
+      elseif f == EV.held then held = ev[i + 1] or ''
+      elseif f == EV.by then by = ev[i + 1] or '' end
     end
-    redis.call('HSET', unpack(set))
-    if kind == EVENT.lost then redis.pcall('HINCRBY', K.sum, SUM.lost_since_success, 1) end
+    if kind == EVENT.released and (exit == '' or exit == '0') and by == '' then
+      redis.call('HSET', K.sum, SUM.ended, at, SUM.ended_kind, kind, SUM.ended_host, host, SUM.ended_exit, exit,
+                 SUM.ended_held, held, SUM.success, at, SUM.success_host, host, SUM.success_exit, exit,
+                 SUM.success_held, held, SUM.lost_since_success, '0')
+    else
+      redis.call('HSET', K.sum, SUM.ended, at, SUM.ended_kind, kind, SUM.ended_host, host, SUM.ended_exit, exit,
+                 SUM.ended_held, held)
+    end
+    if kind == EVENT.lost then redis.pcall('HINCRBY', K.sum, SUM.lost_since_success, '1') end
   end
   -- (A count of 1: the key may be new.)
   if count == 1 or not history_kept() then keep_history_key(K.sum) end
 end
 
--- Appends one event to the lock's history (capped at LOG_LENGTH; 0: no history). ev: field list.
+-- Appends one event to the lock's history (0: no history). ev: field list. The stream keeps at
+-- least LOG_LENGTH events: MAXLEN ~ trims whole nodes of the stream (up to about 100 events more),
+-- where an exact MAXLEN would cut inside a node on every append, at several times the cost.
 local function event(kind, ev)
-  if LOG_LENGTH == 0 then return summarize(kind, ev, NOW) end
+  if LOG_LENGTH == 0 then return summarize(kind, ev, NOW_ARG) end
   -- NOMKSTREAM: an XADD that would create the stream says so (nil), and is made again without it.
-  local args = {K.log, 'NOMKSTREAM', 'MAXLEN', LOG_LENGTH, '*', EV.kind, kind}
+  local args = {K.log, 'NOMKSTREAM', 'MAXLEN', '~', LOG_LENGTH_ARG, '*', EV.kind, kind}
+  local n = 8
   for i = 1, #ev, 2 do
-    if ev[i + 1] and ev[i + 1] ~= '' then
-      args[#args + 1] = ev[i]
-      args[#args + 1] = ev[i + 1]
+    local x = ev[i + 1]
+    if x and x ~= '' then
+      args[n + 1], args[n + 2] = ev[i], x
+      n = n + 2
     end
   end
   local added = redis.pcall('XADD', unpack(args))
-  if type(added) == 'table' and added.err and not string.find(added.err, 'WRONGTYPE', 1, true) then
-    added = false  -- a server without NOMKSTREAM (before 6.2)
+  if type(added) == 'table' then
+    if added.err and not string.find(added.err, 'WRONGTYPE', 1, true) then
+      added = false  -- a server without NOMKSTREAM (before 6.2)
+    elseif added.err then
+      error(added)
+    end
   end
   if not added then
     table.remove(args, 2)
     added = redis.call('XADD', unpack(args))
     keep_history_key(K.log)
-  elseif type(added) == 'table' and added.err then
-    error(added)
   elseif not history_kept() then
     keep_history_key(K.log)
   end
-  summarize(kind, ev, tonumber(string.match(added, '^%d+')) or NOW)
+  summarize(kind, ev, string.match(added, '^%d+') or NOW_ARG)
 end
 
 -- The next fencing token. A missing counter (never used, idle past HISTORY, or lost to a restart)
@@ -307,8 +346,9 @@ end
 -- clock. Its expiry is set again only when it is older than HISTORY / 2 by that measure, or ahead
 -- of the clock (a Redlock merge from a master whose clock is ahead, a clock stepped back), or set
 -- by hand: it is kept at least HISTORY / 2 past its last use (a missing one resumes above anyway).
-local function next_fence()
-  local fence = redis.pcall('INCR', K.fence)
+-- counted: what the caller's INCR gave (a number), if it sent it.
+local function next_fence(counted)
+  local fence = counted or redis.pcall('INCR', K.fence)
   -- Another program's data (a hash, a word): say which of the lock's keys it is.
   if type(fence) == 'table' and fence.err then error(redis.error_reply('RLOCKFOREIGN fence')) end
   local now_us = tonumber(NOW_US)

@@ -10,16 +10,22 @@ local token, ttl = ARGV[2], ARGV[3]
 local id = id_of(token)
 CALLER = id
 if redis.call('GET', K.lock) == token then
-  local v = hmget(K.info, INFO.ttl, INFO.linger_until, INFO.preempt_by)
-  if ttl == '' then ttl = v[INFO.ttl] or ARGV[4] end
+  -- (The fields as HMGET gives them, in this order: ttl, linger_until, preempt_by.)
+  local v = redis.call('HMGET', K.info, INFO.ttl, INFO.linger_until, INFO.preempt_by)
+  if ttl == '' then ttl = v[1] or ARGV[4] end
   local before = redis.call('PTTL', K.lock)
-  local px = lease_ms(ttl, v[INFO.linger_until])
-  redis.call('PEXPIRE', K.lock, px)
+  local px = lease_ms(ttl, v[2])
+  -- (The TTL as given when it is the lease: a string, not formatted again.)
+  redis.call('PEXPIRE', K.lock, px == tonumber(ttl) and ttl or px)
   -- A lease cut short ends before the time the waiters' light heartbeats count on.
   if before < 0 or px < before then bump() end
-  redis.call('HSET', K.info, INFO.ttl, ttl, INFO.claimed, 1, INFO.expires, NOW + px)
-  if ARGV[5] then redis.call('HSET', K.info, INFO.keeper, ARGV[5], INFO.watched, ARGV[6]) end
-  local by = v[INFO.preempt_by] or ''
+  if ARGV[5] then
+    redis.call('HSET', K.info, INFO.ttl, ttl, INFO.claimed, '1', INFO.expires, NOW + px, INFO.keeper, ARGV[5],
+               INFO.watched, ARGV[6])
+  else
+    redis.call('HSET', K.info, INFO.ttl, ttl, INFO.claimed, '1', INFO.expires, NOW + px)
+  end
+  local by = v[3] or ''
   if by ~= '' and redis.call('HGET', K.info, INFO.preempt_seen) ~= '1' then
     local asker = redis.call('HGET', K.info, INFO.preemptor)
     if asker and still_waiting(asker) then

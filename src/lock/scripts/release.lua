@@ -13,6 +13,30 @@
 local token, status, used, retry = ARGV[2], ARGV[3], ARGV[9] or '', ARGV[10] == '1'
 local id = id_of(token)
 CALLER = id
+-- The common case first, in the fewest commands and with little Lua: the exclusive holder's
+-- release, used or not, with nobody else there (no queue, shared holder, semaphore or notice),
+-- no preempt request, no --once-per tick and nothing to linger. What it does is what the full
+-- path below does in that case; anything else goes there, having written nothing.
+if redis.call('GET', K.lock) == token then
+  LOCK_READ, LOCK_VALUE = true, token
+  local v = redis.call('HMGET', K.info, INFO.host, INFO.pid, INFO.user, INFO.cmd, INFO.fence, INFO.since,
+                       INFO.linger_until, INFO.preempt_by, INFO.tick, INFO.history)
+  local linger_until = nil
+  if used == 'h' then
+    linger_until = tonumber(v[7] or '')
+  elseif used ~= '' then
+    linger_until = NOW + (tonumber(used) or 0)
+  end
+  if not (v[8] and v[8] ~= '') and not v[9] and not (linger_until and linger_until > NOW) and quiet() then
+    history_known(v[10])
+    redis.call('DEL', K.lock, K.info)
+    local since = v[6]
+    event(used == '' and EVENT.returned or EVENT.released,
+          {EV.host, v[1], EV.pid, v[2], EV.user, v[3], EV.cmd, v[4], EV.fence, v[5], EV.held,
+           since and tostring(NOW - tonumber(since)) or '', EV.exit, status, EV.id, id})
+    return {CODE.released, 0, PUSH}
+  end
+end
 local kind = hold_kind(token, id)
 if not kind then
   local bad = check_types(token)
