@@ -102,9 +102,9 @@ Attempt try_acquire(Node& node, const LockName& name, const Timing& timing, cons
 // contender's own, is pushed or `heartbeat` passes, then claims the lock if it was granted, else
 // renews the place in the queue (joining it again if it was lost). Returns acquired, queued, or
 // superseded (a newer --supersede request took the place). `last` is the previous answer: its
-// watch list, and, for a waiter behind others that is no preemptor, the epoch of its view; a step
-// after a BLPOP that timed out sends that epoch, and while nothing changed the script only renews
-// the place (the light heartbeat) and `last` is returned again.
+// watch list, and, for a waiter behind others that is no preemptor, the epoch of its view; after
+// a BLPOP that timed out, the light heartbeat (beat.lua) sends that epoch, and while nothing
+// changed it only renews the place and `last` is returned again; else the full step follows.
 Attempt wait_turn(Node& node, const LockName& name, const Timing& timing, const Contender& contender,
                   const Attempt& last, util::Millis heartbeat);
 

@@ -3,6 +3,7 @@
 // that comes due, makes its next step a full one.
 #include "protocol.hpp"
 
+#include "lock/scripts.hpp"
 #include "util/text.hpp"
 
 #include <algorithm>
@@ -21,7 +22,12 @@ public:
   redis::Reply eval(const redis::Script& script, const std::vector<std::string>& keys,
                     const std::vector<std::string>& args, const std::vector<redis::Command>& undo = {}) override {
     redis::Reply r = m_inner.eval(script, keys, args, undo);
-    codes.push_back(r.elements.empty() ? -1 : r.elements[0].integer);
+    // (The light step, beat.lua, replies with its code alone.)
+    if (r.type == redis::Reply::Type::integer) {
+      codes.push_back(r.integer);
+    } else {
+      codes.push_back(r.elements.empty() ? -1 : r.elements[0].integer);
+    }
     return r;
   }
   std::vector<redis::Reply> pipeline(const std::vector<redis::Command>& commands, util::Millis budget = {}) override {
@@ -93,6 +99,42 @@ TEST_F(HeartbeatTest, AnIdleWaiterBehindOthersRenewsItsPlaceInALightStep) {
     next = lock::wait_turn(counting, name, timing, c, next, 20ms);
     EXPECT_EQ(counting.last(), k_unchanged) << "step " << i;
   }
+}
+
+// beat.lua alone: it renews the caller's lease only while the epoch it sends is current and no
+// lease can have run out (a longer lease than the standard one only as far before the due time),
+// and never adds a place.
+TEST_F(HeartbeatTest, TheLightStepRenewsOnlyWhileTheViewHolds) {
+  Contender a = contender("100"), b = contender("101"), c = contender("102");
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  ASSERT_EQ(acquire(b).outcome, Outcome::queued);
+  Attempt at = acquire(c);
+  ASSERT_EQ(at.position, 2);
+  const std::string wl = name.lock_key() + ":wl";
+  auto beat = [&](const std::string& id, const std::string& epoch, Millis lease) {
+    redis::Reply r = node.eval(lock::scripts::k_beat, {wl, name.lock_key() + ":ep"},
+                               {id, epoch, std::to_string(lease.count()), std::to_string(timing.lease.count())});
+    EXPECT_EQ(r.type, redis::Reply::Type::integer) << r.str;
+    return r.integer;
+  };
+  auto lease_of = [&](const std::string& id) { return call({"ZSCORE", wl, id}).str; };
+  constexpr int64_t k_stale = static_cast<int64_t>(protocol::reply::stale::code);
+  std::string before = lease_of(c.id());
+  std::this_thread::sleep_for(5ms);
+  EXPECT_EQ(beat(c.id(), at.epoch, timing.lease), k_unchanged);
+  std::string renewed = lease_of(c.id());
+  EXPECT_GT(std::stoll(renewed), std::stoll(before));
+  std::this_thread::sleep_for(5ms);
+  EXPECT_EQ(beat(c.id(), at.epoch + "1", timing.lease), k_stale) << "another epoch";
+  EXPECT_EQ(beat(c.id(), "", timing.lease), k_stale);
+  // Due: the earliest lease (b's and c's, 10s) ends before a lease 20s longer than the standard.
+  EXPECT_EQ(beat(c.id(), at.epoch, timing.lease + 20s), k_stale) << "longer than the due time allows";
+  EXPECT_EQ(lease_of(c.id()), renewed) << "no stale step renews";
+  EXPECT_EQ(beat("0123456789abcdef", at.epoch, timing.lease), k_stale) << "no place";
+  EXPECT_TRUE(call({"ZSCORE", wl, "0123456789abcdef"}).is_nil()) << "no place added";
+  ASSERT_EQ(call({"DEL", name.lock_key() + ":ep"}).integer, 1);
+  EXPECT_EQ(beat(c.id(), at.epoch, timing.lease), k_stale) << "no epoch";
+  EXPECT_EQ(lease_of(c.id()), renewed);
 }
 
 TEST_F(HeartbeatTest, SomeoneAheadLeavingMakesTheNextStepAFullOne) {
