@@ -289,29 +289,35 @@ Attempt wait_turn(Node& node, const LockName& name, const Timing& timing, const 
   // its whole TTL without knowing; this way its grant lapses after the claim window.
   // A heartbeat that no push woke, of a waiter behind others (the head watches the holder's lease
   // and a preemptor its request), may be the light step (beat.lua): while the view it keeps holds,
-  // it only renews the place, and the waiter keeps that view.
+  // it only renews the place, with the far lease of a waiter behind others, and the waiter keeps
+  // that view.
   bool timed_out = woke.size() == 1 && woke.front().type == Reply::Type::nil;
   if (timed_out && last.position > 1 && !last.epoch.empty() && !contender.preempt) {
     auto sent_at = util::BootClock::now();
     Reply r = node.eval(
         scripts::k_beat, {name.key_of(protocol::Part::leases), name.key_of(protocol::Part::epoch)},
-        {contender.id(), last.epoch, std::to_string(timing.lease.count()), std::to_string(timing.lease.count())});
+        {contender.id(), last.epoch, std::to_string(timing.far_lease().count()), std::to_string(timing.claim.count())});
     check_reply(r, name);
     if (r.type == Reply::Type::integer && r.integer == static_cast<int64_t>(reply::unchanged::code)) {
       // Nothing changed: the same place, holder and watch list; the time in the queue goes on.
       Attempt a = last;
+      a.far = true;
       if (a.waited) a.waited = *a.waited + std::chrono::duration_cast<util::Millis>(sent_at - last.sent_at);
       a.sent_at = sent_at;
       return a;
     }
   }
+  // A waiter behind others after the step has the far lease, and its heartbeat may be the far
+  // one; a preemptor steps at every heartbeat (it keeps its request alive).
   std::vector<std::string> args = contender_args(contender, true);
+  args.push_back(contender.preempt ? std::string() : std::to_string(timing.far_lease().count()));
   for (int round = 0;; ++round) {
     auto sent_at = util::BootClock::now();
     ScriptReply r = run_script(node, name, timing, scripts::k_wait, contender.id(), args);
     if (r.code == reply::again::code && round < 10'000) continue;
     Attempt a = read_attempt(r, name, 0);
     a.sent_at = sent_at;
+    a.far = a.outcome == Attempt::Outcome::queued && a.position > 1 && !contender.preempt;
     return a;
   }
 }

@@ -83,7 +83,8 @@ TEST_F(HeartbeatTest, AnIdleWaiterBehindOthersRenewsItsPlaceInALightStep) {
   EXPECT_EQ(next.epoch, at.epoch);
   EXPECT_GT(std::stoll(call({"ZSCORE", name.lock_key() + ":wl", c.id()}).str), std::stoll(lease_before))
       << "the lease was renewed";
-  // The script's own commands: TIME, GET and ZADD (the BLPOP, the script call and this INFO aside).
+  // The script's own commands: GET, TIME, PTTL and ZADD (the BLPOP, the script call and this INFO
+  // aside).
   int64_t inside = 0;
   for (const auto& [command, n] : calls) {
     if (command != "blpop" && command != "fcall" && command != "evalsha" && command != "eval" && command != "info" &&
@@ -91,7 +92,7 @@ TEST_F(HeartbeatTest, AnIdleWaiterBehindOthersRenewsItsPlaceInALightStep) {
       inside += n;
     }
   }
-  EXPECT_LE(inside, 3) << "commands run by the light step";
+  EXPECT_LE(inside, 4) << "commands run by the light step";
 
   // Again and again while nothing changes; the head's full steps change nothing either.
   for (int i = 0; i < 3; ++i) {
@@ -101,9 +102,9 @@ TEST_F(HeartbeatTest, AnIdleWaiterBehindOthersRenewsItsPlaceInALightStep) {
   }
 }
 
-// beat.lua alone: it renews the caller's lease only while the epoch it sends is current and no
-// lease can have run out (a longer lease than the standard one only as far before the due time),
-// and never adds a place.
+// beat.lua alone: it renews the caller's lease only while the epoch it sends is current, no lease
+// can have run out, and the queue's keys outlive the new lease by the claim window; it never adds
+// a place.
 TEST_F(HeartbeatTest, TheLightStepRenewsOnlyWhileTheViewHolds) {
   Contender a = contender("100"), b = contender("101"), c = contender("102");
   ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
@@ -113,7 +114,7 @@ TEST_F(HeartbeatTest, TheLightStepRenewsOnlyWhileTheViewHolds) {
   const std::string wl = name.lock_key() + ":wl";
   auto beat = [&](const std::string& id, const std::string& epoch, Millis lease) {
     redis::Reply r = node.eval(lock::scripts::k_beat, {wl, name.lock_key() + ":ep"},
-                               {id, epoch, std::to_string(lease.count()), std::to_string(timing.lease.count())});
+                               {id, epoch, std::to_string(lease.count()), std::to_string(timing.claim.count())});
     EXPECT_EQ(r.type, redis::Reply::Type::integer) << r.str;
     return r.integer;
   };
@@ -127,14 +128,76 @@ TEST_F(HeartbeatTest, TheLightStepRenewsOnlyWhileTheViewHolds) {
   std::this_thread::sleep_for(5ms);
   EXPECT_EQ(beat(c.id(), at.epoch + "1", timing.lease), k_stale) << "another epoch";
   EXPECT_EQ(beat(c.id(), "", timing.lease), k_stale);
-  // Due: the earliest lease (b's and c's, 10s) ends before a lease 20s longer than the standard.
-  EXPECT_EQ(beat(c.id(), at.epoch, timing.lease + 20s), k_stale) << "longer than the due time allows";
+  // The queue's keys expire a lease and a claim window (20s) after the last lease (10s): a lease
+  // of 30s would outlive them.
+  EXPECT_EQ(beat(c.id(), at.epoch, timing.lease + 20s), k_stale) << "longer than the queue's keys";
   EXPECT_EQ(lease_of(c.id()), renewed) << "no stale step renews";
   EXPECT_EQ(beat("0123456789abcdef", at.epoch, timing.lease), k_stale) << "no place";
+  // Due: a lease may have run out since (the epoch's due time is past).
+  const std::string ep = name.lock_key() + ":ep";
+  std::string view = call({"GET", ep}).str;
+  ASSERT_EQ(call({"SET", ep, at.epoch + " 1"}).str, "OK");
+  EXPECT_EQ(beat(c.id(), at.epoch, timing.lease), k_stale) << "due";
+  ASSERT_EQ(call({"SET", ep, view}).str, "OK");
+  EXPECT_EQ(lease_of(c.id()), renewed);
   EXPECT_TRUE(call({"ZSCORE", wl, "0123456789abcdef"}).is_nil()) << "no place added";
   ASSERT_EQ(call({"DEL", name.lock_key() + ":ep"}).integer, 1);
   EXPECT_EQ(beat(c.id(), at.epoch, timing.lease), k_stale) << "no epoch";
   EXPECT_EQ(lease_of(c.id()), renewed);
+}
+
+// A waiter behind others is woken by a push when the one ahead leaves: its steps, light or full,
+// give it the far lease (and it then steps at the far heartbeat); the head keeps the standard one,
+// and so does a preemptor.
+TEST_F(HeartbeatTest, AWaiterBehindOthersHasTheFarLease) {
+  Timing t = timing;
+  t.heartbeat = 2s;  // far: 5s, and a lease 3s longer than the standard one (10s)
+  ASSERT_EQ(t.far_lease(), t.lease + 3s);
+  Contender a = contender("100"), b = contender("101"), c = contender("102");
+  ASSERT_EQ(acquire(a, true, &t).outcome, Outcome::acquired);
+  Attempt ab = acquire(b, true, &t);
+  Attempt ac = acquire(c, true, &t);
+  ASSERT_EQ(ac.position, 2);
+  EXPECT_FALSE(ac.far) << "joined by acquire: the standard lease";
+  const std::string wl = name.lock_key() + ":wl";
+  auto left = [&](const std::string& id) {
+    redis::Reply now = call({"TIME"});
+    int64_t ms = std::stoll(now.elements.at(0).str) * 1000 + std::stoll(now.elements.at(1).str) / 1000;
+    return Millis(std::stoll(call({"ZSCORE", wl, id}).str) - ms);
+  };
+  EXPECT_LE(left(c.id()), t.lease);
+  ab = step(b, ab, 20ms, &t);
+  EXPECT_FALSE(ab.far);
+  EXPECT_LE(left(b.id()), t.lease) << "the head: the standard lease";
+  CodeNode counting(node);
+  ac = lock::wait_turn(counting, name, t, c, ac, 20ms);
+  EXPECT_EQ(counting.last(), k_unchanged);
+  EXPECT_TRUE(ac.far);
+  EXPECT_GT(left(c.id()), t.lease + 2s) << "the light step: the far lease";
+  // A full step (someone joined behind: the epoch changed) gives it too.
+  Contender d = contender("103");
+  d.preempt = true;
+  Attempt ad = acquire(d, true, &t);
+  ASSERT_EQ(ad.position, 1) << "a preemptor goes first";
+  ac = lock::wait_turn(counting, name, t, c, ac, 20ms);
+  EXPECT_EQ(counting.last(), k_waiting);
+  EXPECT_EQ(ac.position, 3);
+  EXPECT_TRUE(ac.far);
+  EXPECT_GT(left(c.id()), t.lease + 2s) << "the full step: the far lease";
+  // The one that was the head is behind the preemptor now: the far lease at its next step.
+  ab = step(b, ab, 20ms, &t);
+  EXPECT_EQ(ab.position, 2);
+  EXPECT_TRUE(ab.far);
+  EXPECT_GT(left(b.id()), t.lease + 2s);
+  // A preemptor behind another steps at every heartbeat: the standard lease.
+  Contender e = contender("104");
+  e.preempt = true;
+  Attempt ae = acquire(e, true, &t);
+  ASSERT_EQ(ae.position, 2);
+  ae = step(e, ae, 20ms, &t);
+  EXPECT_EQ(ae.position, 2);
+  EXPECT_FALSE(ae.far);
+  EXPECT_LE(left(e.id()), t.lease);
 }
 
 TEST_F(HeartbeatTest, SomeoneAheadLeavingMakesTheNextStepAFullOne) {

@@ -2,7 +2,10 @@
 -- it was superseded, claims the lock if it was granted, else renews the waiter's lease in the
 -- queue (joining it again at the end if a failover or a restart lost it), hands the lock on if its
 -- holder is gone, and says whom to watch next.
--- KEYS: the lock's keys. ARGV: cfg, then the contender (as for acquire).
+-- KEYS: the lock's keys. ARGV: cfg, then the contender (as for acquire), then the far lease (ms;
+-- '' for none: a preemptor): the lease of a waiter behind others, whose heartbeat is longer (see
+-- Timing::far_heartbeat). Whether it is behind others is decided before the hand-on: a waiter
+-- that is behind others in the reply has the far lease.
 -- Returns {1, more, push, fence, slot} when the lock is ours now; {5, more, push, reason, by} when
 -- the waiter must leave (reason "superseded", by "host\tpid\tuser\tcmd"); {4, more, push} when
 -- the budget ran out (call again); {6, more, push, tick, host, at, now} when its --once-per tick was
@@ -26,10 +29,13 @@ local ours, fence, slot, claimed = held_by(d.t, id, d.m)
 local done = not claimed and tick_refusal(id, d)
 if done then return reply(CODE.tick_done, unpack(done)) end
 if not ours then
-  if redis.call('ZSCORE', K.q, id) then
-    redis.call('ZADD', K.wl, NOW + LEASE, id)
+  local far = tonumber(ARGV[13] or '')
+  local rank = redis.call('ZRANK', K.q, id)
+  if rank then
+    redis.call('ZADD', K.wl, NOW + ((far and rank > 0) and far or LEASE), id)
   else
     enqueue(id, d, preemptor)
+    if far and redis.call('ZRANK', K.q, id) > 0 then redis.call('ZADD', K.wl, NOW + far, id) end
   end
   if preemptor then preempt(d, id) end
   advance()
