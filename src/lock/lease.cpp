@@ -283,20 +283,29 @@ Attempt wait_turn(Node& node, const LockName& name, const Timing& timing, const 
     if (id != contender.id()) blpop.push_back(name.mailbox(id));
   }
   blpop.push_back(fmt::format("{}.{:03}", heartbeat.count() / 1000, heartbeat.count() % 1000));
-  std::vector<Reply> woke = node.pipeline({blpop}, heartbeat);
-  // The step (claim a grant, or renew the place) is a request of its own, sent once awake: were
-  // it queued behind the BLPOP, a waiter stopped meanwhile (^Z, SIGSTOP) would claim a grant for
-  // its whole TTL without knowing; this way its grant lapses after the claim window.
-  // A heartbeat that no push woke, of a waiter behind others (the head watches the holder's lease
-  // and a preemptor its request), may be the light step (beat.lua): while the view it keeps holds,
-  // it only renews the place, with the far lease of a waiter behind others, and the waiter keeps
-  // that view.
-  bool timed_out = woke.size() == 1 && woke.front().type == Reply::Type::nil;
-  if (timed_out && last.position > 1 && !last.epoch.empty() && !contender.preempt) {
+  // A waiter behind others (the head watches the holder's lease and a preemptor its request) may
+  // take the light step at a heartbeat that no push woke (beat.lua): while the view it keeps
+  // holds, it only renews the place, with the far lease of a waiter behind others, and the waiter
+  // keeps that view. It goes in the BLPOP's pipeline and runs on the server the moment the BLPOP
+  // returns, so a heartbeat costs one round trip. It may: it claims nothing, so a waiter stopped
+  // meanwhile (^Z, SIGSTOP) keeps at most its place for one more heartbeat. (Woken by a push, the
+  // waiter takes the full step whatever the light step found.)
+  bool light = last.position > 1 && !last.epoch.empty() && !contender.preempt;
+  std::vector<std::string> beat_keys, beat_args;
+  std::vector<redis::Command> commands{blpop};
+  if (light) {
+    beat_keys = {name.key_of(protocol::Part::leases), name.key_of(protocol::Part::epoch)};
+    beat_args = {contender.id(), last.epoch, std::to_string(timing.far_lease().count()),
+                 std::to_string(timing.claim.count())};
+    commands.push_back(node.script_command(scripts::k_beat, beat_keys, beat_args));
+  }
+  std::vector<Reply> woke = node.pipeline(commands, heartbeat);
+  bool timed_out = !woke.empty() && woke.front().type == Reply::Type::nil;
+  if (light && timed_out && woke.size() == 2) {
     auto sent_at = util::BootClock::now();
-    Reply r = node.eval(
-        scripts::k_beat, {name.key_of(protocol::Part::leases), name.key_of(protocol::Part::epoch)},
-        {contender.id(), last.epoch, std::to_string(timing.far_lease().count()), std::to_string(timing.claim.count())});
+    Reply r = std::move(woke[1]);
+    // A server without the library (or the script): loaded, and the light step again.
+    if (r.is_error()) r = node.eval(scripts::k_beat, beat_keys, beat_args);
     check_reply(r, name);
     if (r.type == Reply::Type::integer && r.integer == static_cast<int64_t>(reply::unchanged::code)) {
       // Nothing changed: the same place, holder and watch list; the time in the queue goes on.
@@ -307,6 +316,9 @@ Attempt wait_turn(Node& node, const LockName& name, const Timing& timing, const 
       return a;
     }
   }
+  // The full step (claim a grant, or renew the place) is a request of its own, sent once awake:
+  // were it queued behind the BLPOP, a waiter stopped meanwhile would claim a grant for its whole
+  // TTL without knowing; this way its grant lapses after the claim window.
   // A waiter behind others after the step has the far lease, and its heartbeat may be the far
   // one; a preemptor steps at every heartbeat (it keeps its request alive).
   std::vector<std::string> args = contender_args(contender, true);

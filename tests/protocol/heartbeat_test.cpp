@@ -15,31 +15,49 @@ namespace {
 using HeartbeatTest = ProtocolTest;
 namespace protocol = lock::protocol;
 
-// A Node that passes every call on and records each script's reply code.
+// A Node that passes every call on and records each script's reply code, also of a script sent
+// in a pipeline (the light step goes in the BLPOP's), and counts the calls of each kind.
 class CodeNode final : public lock::Node {
 public:
   explicit CodeNode(lock::Node& inner) : m_inner(inner) {}
   redis::Reply eval(const redis::Script& script, const std::vector<std::string>& keys,
                     const std::vector<std::string>& args, const std::vector<redis::Command>& undo = {}) override {
+    ++evals;
     redis::Reply r = m_inner.eval(script, keys, args, undo);
-    // (The light step, beat.lua, replies with its code alone.)
-    if (r.type == redis::Reply::Type::integer) {
-      codes.push_back(r.integer);
-    } else {
-      codes.push_back(r.elements.empty() ? -1 : r.elements[0].integer);
-    }
+    record(r);
     return r;
   }
   std::vector<redis::Reply> pipeline(const std::vector<redis::Command>& commands, util::Millis budget = {}) override {
-    return m_inner.pipeline(commands, budget);
+    ++pipelines;
+    std::vector<redis::Reply> replies = m_inner.pipeline(commands, budget);
+    for (size_t i = 0; i < commands.size() && i < replies.size(); ++i) {
+      const std::string& verb = commands[i].at(0);
+      if (verb == "FCALL" || verb == "EVALSHA" || verb == "EVAL") record(replies[i]);
+    }
+    return replies;
+  }
+  redis::Command script_command(const redis::Script& script, const std::vector<std::string>& keys,
+                                const std::vector<std::string>& args) override {
+    return m_inner.script_command(script, keys, args);
   }
   std::vector<std::string> scan(const std::string& match) override { return m_inner.scan(match); }
   int64_t wait_replicas(int n, util::Millis timeout) override { return m_inner.wait_replicas(n, timeout); }
 
   int64_t last() const { return codes.empty() ? -2 : codes.back(); }
   std::vector<int64_t> codes;
+  int evals = 0;
+  int pipelines = 0;
 
 private:
+  // (The light step, beat.lua, replies with its code alone.)
+  void record(const redis::Reply& r) {
+    if (r.type == redis::Reply::Type::integer) {
+      codes.push_back(r.integer);
+    } else {
+      codes.push_back(r.elements.empty() ? -1 : r.elements[0].integer);
+    }
+  }
+
   lock::Node& m_inner;
 };
 
@@ -75,6 +93,8 @@ TEST_F(HeartbeatTest, AnIdleWaiterBehindOthersRenewsItsPlaceInALightStep) {
   Attempt next = lock::wait_turn(counting, name, timing, c, at, 20ms);
   std::map<std::string, int64_t> calls = command_calls(call({"INFO", "commandstats"}));
   EXPECT_EQ(counting.last(), k_unchanged) << "nothing changed: the light step";
+  EXPECT_EQ(counting.pipelines, 1) << "the light step goes in the BLPOP's pipeline";
+  EXPECT_EQ(counting.evals, 0) << "no request of its own";
   EXPECT_EQ(next.outcome, Outcome::queued);
   EXPECT_EQ(next.position, 2);
   EXPECT_EQ(next.queue_length, 2);

@@ -30,6 +30,10 @@ public:
   std::vector<redis::Reply> pipeline(const std::vector<redis::Command>& commands, util::Millis budget = {}) override {
     return m_inner.pipeline(commands, budget);
   }
+  redis::Command script_command(const redis::Script& script, const std::vector<std::string>& keys,
+                                const std::vector<std::string>& args) override {
+    return m_inner.script_command(script, keys, args);
+  }
   std::vector<std::string> scan(const std::string& match) override { return m_inner.scan(match); }
   int64_t wait_replicas(int n, util::Millis timeout) override { return m_inner.wait_replicas(n, timeout); }
 
