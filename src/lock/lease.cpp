@@ -283,20 +283,23 @@ Attempt wait_turn(Node& node, const LockName& name, const Timing& timing, const 
     if (id != contender.id()) blpop.push_back(name.mailbox(id));
   }
   blpop.push_back(fmt::format("{}.{:03}", heartbeat.count() / 1000, heartbeat.count() % 1000));
-  // A waiter behind others (the head watches the holder's lease and a preemptor its request) may
-  // take the light step at a heartbeat that no push woke (beat.lua): while the view it keeps
-  // holds, it only renews the place, with the far lease of a waiter behind others, and the waiter
-  // keeps that view. It goes in the BLPOP's pipeline and runs on the server the moment the BLPOP
-  // returns, so a heartbeat costs one round trip. It may: it claims nothing, so a waiter stopped
-  // meanwhile (^Z, SIGSTOP) keeps at most its place for one more heartbeat. (Woken by a push, the
-  // waiter takes the full step whatever the light step found.)
-  bool light = last.position > 1 && !last.epoch.empty() && !contender.preempt;
+  // A waiter that is no preemptor (which keeps its request alive at each step), nor a --once-per
+  // run at the head (whose full step looks whether its tick was run meanwhile), may take the light
+  // step at a heartbeat that no push woke (beat.lua): while the view it keeps holds (no lease,
+  // the holder's included, can have run out), it only renews the place, with the far lease of a
+  // waiter behind others, and the waiter keeps that view. It goes in the BLPOP's pipeline and runs
+  // on the server the moment the BLPOP returns, so a heartbeat costs one round trip. It may: it
+  // claims nothing, so a waiter stopped meanwhile (^Z, SIGSTOP) keeps at most its place for one
+  // more heartbeat. (Woken by a push, the waiter takes the full step whatever the light step
+  // found.)
+  bool light =
+      !last.epoch.empty() && !contender.preempt && (last.position > 1 || (last.position == 1 && !contender.tick));
   std::vector<std::string> beat_keys, beat_args;
   std::vector<redis::Command> commands{blpop};
   if (light) {
     beat_keys = {name.key_of(protocol::Part::leases), name.key_of(protocol::Part::epoch)};
-    beat_args = {contender.id(), last.epoch, std::to_string(timing.far_lease().count()),
-                 std::to_string(timing.claim.count())};
+    util::Millis lease = last.position > 1 ? timing.far_lease() : timing.lease;
+    beat_args = {contender.id(), last.epoch, std::to_string(lease.count()), std::to_string(timing.claim.count())};
     commands.push_back(node.script_command(scripts::k_beat, beat_keys, beat_args));
   }
   std::vector<Reply> woke = node.pipeline(commands, heartbeat);
@@ -308,10 +311,15 @@ Attempt wait_turn(Node& node, const LockName& name, const Timing& timing, const 
     if (r.is_error()) r = node.eval(scripts::k_beat, beat_keys, beat_args);
     check_reply(r, name);
     if (r.type == Reply::Type::integer && r.integer == static_cast<int64_t>(reply::unchanged::code)) {
-      // Nothing changed: the same place, holder and watch list; the time in the queue goes on.
+      // Nothing changed: the same place, holder and watch list; the time in the queue and the
+      // holder's time go on, and the holder's lease left (the head's) is counted down (a renewal
+      // since, which changes no epoch, comes with the full step at the old lease's end).
       Attempt a = last;
-      a.far = true;
-      if (a.waited) a.waited = *a.waited + std::chrono::duration_cast<util::Millis>(sent_at - last.sent_at);
+      a.far = last.position > 1;
+      auto elapsed = std::chrono::duration_cast<util::Millis>(sent_at - last.sent_at);
+      if (a.waited) a.waited = *a.waited + elapsed;
+      if (a.held_for) a.held_for = *a.held_for + elapsed;
+      if (a.ttl_left) a.ttl_left = std::max(util::Millis(0), *a.ttl_left - elapsed);
       a.sent_at = sent_at;
       return a;
     }

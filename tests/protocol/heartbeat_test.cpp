@@ -220,6 +220,33 @@ TEST_F(HeartbeatTest, AWaiterBehindOthersHasTheFarLease) {
   EXPECT_LE(left(e.id()), t.lease);
 }
 
+// The head of the queue watches the holder's lease: its heartbeat is light too while that lease
+// (and every waiter's) runs, with the standard lease, and the lease left that it keeps counts
+// down; at its end the step is a full one, which hands the lock on.
+TEST_F(HeartbeatTest, TheHeadTakesTheLightStepUntilTheHoldersLeaseEnds) {
+  Contender a = contender("100", Mode::exclusive, 1, 400ms), b = contender("101");
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  Attempt ab = acquire(b);
+  ASSERT_EQ(ab.position, 1);
+  ASSERT_TRUE(ab.ttl_left);
+  CodeNode counting(node);
+  auto start = std::chrono::steady_clock::now();
+  Attempt at = lock::wait_turn(counting, name, timing, b, ab, 20ms);
+  EXPECT_EQ(counting.last(), k_unchanged) << "the head's heartbeat is light too";
+  EXPECT_EQ(at.outcome, Outcome::queued);
+  EXPECT_FALSE(at.far) << "the head keeps the standard lease";
+  ASSERT_TRUE(at.ttl_left);
+  EXPECT_LT(*at.ttl_left, *ab.ttl_left) << "the holder's lease left counts down";
+  redis::Reply now = call({"TIME"});
+  int64_t ms = std::stoll(now.elements.at(0).str) * 1000 + std::stoll(now.elements.at(1).str) / 1000;
+  EXPECT_LE(std::stoll(call({"ZSCORE", name.lock_key() + ":wl", b.id()}).str) - ms, timing.lease.count());
+  // a dies (no release): at the end of its lease, the head's step is a full one and takes it.
+  while (at.outcome == Outcome::queued && since(start) < 5s) at = lock::wait_turn(counting, name, timing, b, at, 20ms);
+  EXPECT_EQ(at.outcome, Outcome::acquired);
+  EXPECT_GE(since(start), 250ms) << "not before a's lease ran out";
+  EXPECT_EQ(counting.last(), static_cast<int64_t>(protocol::reply::taken::code));
+}
+
 TEST_F(HeartbeatTest, SomeoneAheadLeavingMakesTheNextStepAFullOne) {
   Contender a = contender("100"), b = contender("101"), c = contender("102");
   ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
