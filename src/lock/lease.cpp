@@ -283,28 +283,61 @@ Attempt wait_turn(Node& node, const LockName& name, const Timing& timing, const 
     if (id != contender.id()) blpop.push_back(name.mailbox(id));
   }
   blpop.push_back(fmt::format("{}.{:03}", heartbeat.count() / 1000, heartbeat.count() % 1000));
-  std::vector<Reply> woke = node.pipeline({blpop}, heartbeat);
-  // The step (claim a grant, or renew the place) is a request of its own, sent once awake: were
-  // it queued behind the BLPOP, a waiter stopped meanwhile (^Z, SIGSTOP) would claim a grant for
-  // its whole TTL without knowing; this way its grant lapses after the claim window.
+  // A waiter that is no preemptor (which keeps its request alive at each step), nor a --once-per
+  // run at the head (whose full step looks whether its tick was run meanwhile), may take the light
+  // step at a heartbeat that no push woke (beat.lua): while the view it keeps holds (no lease,
+  // the holder's included, can have run out), it only renews the place, with the far lease of a
+  // waiter behind others, and the waiter keeps that view. It goes in the BLPOP's pipeline and runs
+  // on the server the moment the BLPOP returns, so a heartbeat costs one round trip. It may: it
+  // claims nothing, so a waiter stopped meanwhile (^Z, SIGSTOP) keeps at most its place for one
+  // more heartbeat. (Woken by a push, the waiter takes the full step whatever the light step
+  // found.)
+  bool light =
+      !last.epoch.empty() && !contender.preempt && (last.position > 1 || (last.position == 1 && !contender.tick));
+  std::vector<std::string> beat_keys, beat_args;
+  std::vector<redis::Command> commands{blpop};
+  if (light) {
+    beat_keys = {name.key_of(protocol::Part::leases), name.key_of(protocol::Part::epoch)};
+    util::Millis lease = last.position > 1 ? timing.far_lease() : timing.lease;
+    beat_args = {contender.id(), last.epoch, std::to_string(lease.count()), std::to_string(timing.claim.count())};
+    commands.push_back(node.script_command(scripts::k_beat, beat_keys, beat_args));
+  }
+  std::vector<Reply> woke = node.pipeline(commands, heartbeat);
+  bool timed_out = !woke.empty() && woke.front().type == Reply::Type::nil;
+  if (light && timed_out && woke.size() == 2) {
+    auto sent_at = util::BootClock::now();
+    Reply r = std::move(woke[1]);
+    // A server without the library (or the script): loaded, and the light step again.
+    if (r.is_error()) r = node.eval(scripts::k_beat, beat_keys, beat_args);
+    check_reply(r, name);
+    if (r.type == Reply::Type::integer && r.integer == static_cast<int64_t>(reply::unchanged::code)) {
+      // Nothing changed: the same place, holder and watch list; the time in the queue and the
+      // holder's time go on, and the holder's lease left (the head's) is counted down (a renewal
+      // since, which changes no epoch, comes with the full step at the old lease's end).
+      Attempt a = last;
+      a.far = last.position > 1;
+      auto elapsed = std::chrono::duration_cast<util::Millis>(sent_at - last.sent_at);
+      if (a.waited) a.waited = *a.waited + elapsed;
+      if (a.held_for) a.held_for = *a.held_for + elapsed;
+      if (a.ttl_left) a.ttl_left = std::max(util::Millis(0), *a.ttl_left - elapsed);
+      a.sent_at = sent_at;
+      return a;
+    }
+  }
+  // The full step (claim a grant, or renew the place) is a request of its own, sent once awake:
+  // were it queued behind the BLPOP, a waiter stopped meanwhile would claim a grant for its whole
+  // TTL without knowing; this way its grant lapses after the claim window.
+  // A waiter behind others after the step has the far lease, and its heartbeat may be the far
+  // one; a preemptor steps at every heartbeat (it keeps its request alive).
   std::vector<std::string> args = contender_args(contender, true);
-  // A heartbeat that no push woke, of a waiter behind others (the head watches the holder's lease
-  // and a preemptor its request), may be the light step: the epoch of the view it keeps.
-  bool timed_out = woke.size() == 1 && woke.front().type == Reply::Type::nil;
-  if (timed_out && last.position > 1 && !last.epoch.empty() && !contender.preempt) args.push_back(last.epoch);
+  args.push_back(contender.preempt ? std::string() : std::to_string(timing.far_lease().count()));
   for (int round = 0;; ++round) {
     auto sent_at = util::BootClock::now();
     ScriptReply r = run_script(node, name, timing, scripts::k_wait, contender.id(), args);
     if (r.code == reply::again::code && round < 10'000) continue;
-    if (r.code == reply::unchanged::code) {
-      // Nothing changed: the same place, holder and watch list; the time in the queue goes on.
-      Attempt a = last;
-      if (a.waited) a.waited = *a.waited + std::chrono::duration_cast<util::Millis>(sent_at - last.sent_at);
-      a.sent_at = sent_at;
-      return a;
-    }
     Attempt a = read_attempt(r, name, 0);
     a.sent_at = sent_at;
+    a.far = a.outcome == Attempt::Outcome::queued && a.position > 1 && !contender.preempt;
     return a;
   }
 }

@@ -85,6 +85,7 @@ struct Attempt {
                                          // waiting (take_lock): how long it waited, by ours
   std::vector<std::string> watch;        // queued: the ids whose mailboxes to wait on
   std::string epoch;                     // queued: the epoch of this view (the next heartbeat's light step)
+  bool far = false;                      // queued: behind others, with the far lease: the far heartbeat
   bool contended = false;                // busy, Redlock: nobody has a majority (leftovers, a split)
   Holder superseded_by;                  // superseded: the newer request
   int64_t tick = 0;                      // done: the tick already run (--once-per), by holder.host,
@@ -102,9 +103,11 @@ Attempt try_acquire(Node& node, const LockName& name, const Timing& timing, cons
 // contender's own, is pushed or `heartbeat` passes, then claims the lock if it was granted, else
 // renews the place in the queue (joining it again if it was lost). Returns acquired, queued, or
 // superseded (a newer --supersede request took the place). `last` is the previous answer: its
-// watch list, and, for a waiter behind others that is no preemptor, the epoch of its view; a step
-// after a BLPOP that timed out sends that epoch, and while nothing changed the script only renews
-// the place (the light heartbeat) and `last` is returned again.
+// watch list, and, for a waiter behind others that is no preemptor, the epoch of its view; after
+// a BLPOP that timed out, the light heartbeat (beat.lua) sends that epoch, and while nothing
+// changed it only renews the place and `last` is returned again; else the full step follows.
+// A waiter that is no preemptor and stays behind others after the step is given the far lease
+// (Timing::far_lease) and returns `far`: its next heartbeat may be the far one.
 Attempt wait_turn(Node& node, const LockName& name, const Timing& timing, const Contender& contender,
                   const Attempt& last, util::Millis heartbeat);
 

@@ -21,6 +21,13 @@ public:
   // Sends the commands in one write; `budget`: time the server may take beyond the I/O timeout
   // (a blocking command among them).
   virtual std::vector<redis::Reply> pipeline(const std::vector<redis::Command>& commands, util::Millis budget = {}) = 0;
+  // The command that runs a script the first way this node would (FCALL or EVALSHA), for a
+  // pipeline; its error reply (a server without the library or the script) is the caller's to
+  // handle, by eval.
+  virtual redis::Command script_command(const redis::Script& script, const std::vector<std::string>& keys,
+                                        const std::vector<std::string>& args) {
+    return redis::eval_command(script, keys, args, false);
+  }
   // The keys matching a SCAN pattern on every master.
   virtual std::vector<std::string> scan(const std::string& match) = 0;
   // WAIT: how many replicas acknowledged the writes so far, waiting at most timeout for n.
@@ -37,6 +44,10 @@ public:
   }
   std::vector<redis::Reply> pipeline(const std::vector<redis::Command>& commands, util::Millis budget = {}) override {
     return m_connection.pipeline(commands, {}, budget);
+  }
+  redis::Command script_command(const redis::Script& script, const std::vector<std::string>& keys,
+                                const std::vector<std::string>& args) override {
+    return redis::script_commands(script, redis::first_way(script, m_connection.functions()), keys, args).front();
   }
   std::vector<std::string> scan(const std::string& match) override { return m_connection.scan(match); }
   int64_t wait_replicas(int n, util::Millis timeout) override;

@@ -85,13 +85,15 @@ private:
     }
   }
 
-  // How long the next wait step may block: a heartbeat less a random part of at most a fifth of
-  // it (so that waiters queued by one timer do not all step in the same instant), less for the
-  // head of the queue, and never past the end of the wait.
+  // How long the next wait step may block: a heartbeat (the far one behind others, see
+  // Timing::far_heartbeat) less a random part of at most a fifth of it (so that waiters queued by
+  // one timer do not all step in the same instant), less for the head of the queue, and never
+  // past the end of the wait.
   Millis next_beat() const {
+    Millis heartbeat = m_a.far ? m_backend.timing().far_heartbeat() : m_heartbeat;
     Millis beat =
-        m_heartbeat -
-        Millis(static_cast<int64_t>(m_backend.timing().jitter(static_cast<uint64_t>(m_heartbeat.count() / 5) + 1)));
+        heartbeat -
+        Millis(static_cast<int64_t>(m_backend.timing().jitter(static_cast<uint64_t>(heartbeat.count() / 5) + 1)));
     // The head of the queue wakes when the holder's lease (or a lingering hold) ends, not a
     // heartbeat later.
     if (m_a.position == 1 && m_a.ttl_left) beat = std::min(beat, *m_a.ttl_left + Millis(2));

@@ -21,6 +21,12 @@ struct Timing {
   util::RandomBelow jitter = util::random_below;
   bool summary = true;  // the lock's summary is kept (PREFIX{KEY}:sum)
 
+  // A waiter behind others (position 2 on) is woken by a push when the one ahead leaves (or is
+  // granted the lock and ends its hold); its heartbeat only keeps its place. So it steps less
+  // often: 2.5 heartbeats, with as much slack after the step as the head has (lease - heartbeat).
+  util::Millis far_heartbeat() const { return heartbeat * 5 / 2; }
+  util::Millis far_lease() const { return lease + far_heartbeat() - heartbeat; }
+
   // The standard timing with log_length events kept.
   static Timing standard(int log_length);
   // The same without history or summary: for calls that only clean up after a failed attempt.

@@ -12,9 +12,12 @@
 FAULTS_HELPERS=$BATS_TEST_DIRNAME/faults/helpers
 
 # The bounds of the queue (see the man page): a waiter's heartbeat (H), its lease in the queue
-# (L), and the window in which a granted waiter must claim its grant.
+# (L), and the window in which a granted waiter must claim its grant. Behind others (position 2
+# on), a waiter is woken by a push when the one ahead leaves: its heartbeat and its lease are
+# longer (rlock(7), Waiting).
 HEARTBEAT_MS=1000
 LEASE_MS=3000
+FAR_LEASE_MS=4500
 CLAIM_MS=2000
 # What a loaded 2-core machine (or a sanitizer build) may add to a bound; QUEUE_SLACK_MS
 # overrides it.

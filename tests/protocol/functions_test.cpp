@@ -57,6 +57,35 @@ TEST_F(FunctionsTest, ALibraryThatIsGoneIsLoadedAgainMidHold) {
   EXPECT_EQ(s.holders[0].holder.pid, "102");
 }
 
+// The light heartbeat (beat.lua, a function of the library without common.lua, or a script of
+// its own) may be the first script a server sees after it lost its functions and scripts.
+TEST_F(FunctionsTest, TheLightHeartbeatLoadsItselfWhereTheServerLostIt) {
+  Contender a = contender("101"), b = contender("102"), c = contender("103");
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  ASSERT_EQ(acquire(b).outcome, Outcome::queued);
+  Attempt at = acquire(c);
+  ASSERT_EQ(at.position, 2);
+  ASSERT_EQ(call({"FUNCTION", "FLUSH"}).str, "OK");
+  ASSERT_EQ(call({"SCRIPT", "FLUSH"}).str, "OK");
+  std::string lease_before = call({"ZSCORE", name.lock_key() + ":wl", c.id()}).str;
+  std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(call({"CONFIG", "RESETSTAT"}).str, "OK");
+  Attempt next = step(c, at, 20ms);
+  redis::Reply info = call({"INFO", "commandstats"});
+  EXPECT_EQ(next.outcome, Outcome::queued);
+  EXPECT_EQ(next.epoch, at.epoch) << "the light step: the view kept";
+  EXPECT_GT(std::stoll(call({"ZSCORE", name.lock_key() + ":wl", c.id()}).str), std::stoll(lease_before));
+  // One call of the light step (the retry after loading aside), and no full step.
+  EXPECT_EQ(calls(info, "zrank") + calls(info, "zcard") + calls(info, "hset"), 0) << info.str;
+  if (redis::functions_wanted()) {
+    EXPECT_TRUE(library_loaded(call({"FUNCTION", "LIST"})));
+    EXPECT_EQ(calls(info, "evalsha") + calls(info, "eval"), 0);
+  } else {
+    EXPECT_EQ(calls(info, "fcall"), 0);
+    EXPECT_EQ(calls(info, "eval"), 1) << "loaded by EVAL after NOSCRIPT";
+  }
+}
+
 TEST_F(FunctionsTest, AnotherVersionsLibraryIsLeftAlone) {
   if (!redis::functions_wanted()) GTEST_SKIP() << "the function path is off";
   redis::Reply other = call({"FUNCTION", "LOAD",

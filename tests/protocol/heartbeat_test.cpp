@@ -3,6 +3,7 @@
 // that comes due, makes its next step a full one.
 #include "protocol.hpp"
 
+#include "lock/scripts.hpp"
 #include "util/text.hpp"
 
 #include <algorithm>
@@ -14,26 +15,49 @@ namespace {
 using HeartbeatTest = ProtocolTest;
 namespace protocol = lock::protocol;
 
-// A Node that passes every call on and records each script's reply code.
+// A Node that passes every call on and records each script's reply code, also of a script sent
+// in a pipeline (the light step goes in the BLPOP's), and counts the calls of each kind.
 class CodeNode final : public lock::Node {
 public:
   explicit CodeNode(lock::Node& inner) : m_inner(inner) {}
   redis::Reply eval(const redis::Script& script, const std::vector<std::string>& keys,
                     const std::vector<std::string>& args, const std::vector<redis::Command>& undo = {}) override {
+    ++evals;
     redis::Reply r = m_inner.eval(script, keys, args, undo);
-    codes.push_back(r.elements.empty() ? -1 : r.elements[0].integer);
+    record(r);
     return r;
   }
   std::vector<redis::Reply> pipeline(const std::vector<redis::Command>& commands, util::Millis budget = {}) override {
-    return m_inner.pipeline(commands, budget);
+    ++pipelines;
+    std::vector<redis::Reply> replies = m_inner.pipeline(commands, budget);
+    for (size_t i = 0; i < commands.size() && i < replies.size(); ++i) {
+      const std::string& verb = commands[i].at(0);
+      if (verb == "FCALL" || verb == "EVALSHA" || verb == "EVAL") record(replies[i]);
+    }
+    return replies;
+  }
+  redis::Command script_command(const redis::Script& script, const std::vector<std::string>& keys,
+                                const std::vector<std::string>& args) override {
+    return m_inner.script_command(script, keys, args);
   }
   std::vector<std::string> scan(const std::string& match) override { return m_inner.scan(match); }
   int64_t wait_replicas(int n, util::Millis timeout) override { return m_inner.wait_replicas(n, timeout); }
 
   int64_t last() const { return codes.empty() ? -2 : codes.back(); }
   std::vector<int64_t> codes;
+  int evals = 0;
+  int pipelines = 0;
 
 private:
+  // (The light step, beat.lua, replies with its code alone.)
+  void record(const redis::Reply& r) {
+    if (r.type == redis::Reply::Type::integer) {
+      codes.push_back(r.integer);
+    } else {
+      codes.push_back(r.elements.empty() ? -1 : r.elements[0].integer);
+    }
+  }
+
   lock::Node& m_inner;
 };
 
@@ -69,6 +93,8 @@ TEST_F(HeartbeatTest, AnIdleWaiterBehindOthersRenewsItsPlaceInALightStep) {
   Attempt next = lock::wait_turn(counting, name, timing, c, at, 20ms);
   std::map<std::string, int64_t> calls = command_calls(call({"INFO", "commandstats"}));
   EXPECT_EQ(counting.last(), k_unchanged) << "nothing changed: the light step";
+  EXPECT_EQ(counting.pipelines, 1) << "the light step goes in the BLPOP's pipeline";
+  EXPECT_EQ(counting.evals, 0) << "no request of its own";
   EXPECT_EQ(next.outcome, Outcome::queued);
   EXPECT_EQ(next.position, 2);
   EXPECT_EQ(next.queue_length, 2);
@@ -77,7 +103,8 @@ TEST_F(HeartbeatTest, AnIdleWaiterBehindOthersRenewsItsPlaceInALightStep) {
   EXPECT_EQ(next.epoch, at.epoch);
   EXPECT_GT(std::stoll(call({"ZSCORE", name.lock_key() + ":wl", c.id()}).str), std::stoll(lease_before))
       << "the lease was renewed";
-  // The script's own commands: TIME, GET and ZADD (the BLPOP, the script call and this INFO aside).
+  // The script's own commands: GET, TIME, PTTL and ZADD (the BLPOP, the script call and this INFO
+  // aside).
   int64_t inside = 0;
   for (const auto& [command, n] : calls) {
     if (command != "blpop" && command != "fcall" && command != "evalsha" && command != "eval" && command != "info" &&
@@ -85,7 +112,7 @@ TEST_F(HeartbeatTest, AnIdleWaiterBehindOthersRenewsItsPlaceInALightStep) {
       inside += n;
     }
   }
-  EXPECT_LE(inside, 3) << "commands run by the light step";
+  EXPECT_LE(inside, 4) << "commands run by the light step";
 
   // Again and again while nothing changes; the head's full steps change nothing either.
   for (int i = 0; i < 3; ++i) {
@@ -93,6 +120,131 @@ TEST_F(HeartbeatTest, AnIdleWaiterBehindOthersRenewsItsPlaceInALightStep) {
     next = lock::wait_turn(counting, name, timing, c, next, 20ms);
     EXPECT_EQ(counting.last(), k_unchanged) << "step " << i;
   }
+}
+
+// beat.lua alone: it renews the caller's lease only while the epoch it sends is current, no lease
+// can have run out, and the queue's keys outlive the new lease by the claim window; it never adds
+// a place.
+TEST_F(HeartbeatTest, TheLightStepRenewsOnlyWhileTheViewHolds) {
+  Contender a = contender("100"), b = contender("101"), c = contender("102");
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  ASSERT_EQ(acquire(b).outcome, Outcome::queued);
+  Attempt at = acquire(c);
+  ASSERT_EQ(at.position, 2);
+  const std::string wl = name.lock_key() + ":wl";
+  auto beat = [&](const std::string& id, const std::string& epoch, Millis lease) {
+    redis::Reply r = node.eval(lock::scripts::k_beat, {wl, name.lock_key() + ":ep"},
+                               {id, epoch, std::to_string(lease.count()), std::to_string(timing.claim.count())});
+    EXPECT_EQ(r.type, redis::Reply::Type::integer) << r.str;
+    return r.integer;
+  };
+  auto lease_of = [&](const std::string& id) { return call({"ZSCORE", wl, id}).str; };
+  constexpr int64_t k_stale = static_cast<int64_t>(protocol::reply::stale::code);
+  std::string before = lease_of(c.id());
+  std::this_thread::sleep_for(5ms);
+  EXPECT_EQ(beat(c.id(), at.epoch, timing.lease), k_unchanged);
+  std::string renewed = lease_of(c.id());
+  EXPECT_GT(std::stoll(renewed), std::stoll(before));
+  std::this_thread::sleep_for(5ms);
+  EXPECT_EQ(beat(c.id(), at.epoch + "1", timing.lease), k_stale) << "another epoch";
+  EXPECT_EQ(beat(c.id(), "", timing.lease), k_stale);
+  // The queue's keys expire a lease and a claim window (20s) after the last lease (10s): a lease
+  // of 30s would outlive them.
+  EXPECT_EQ(beat(c.id(), at.epoch, timing.lease + 20s), k_stale) << "longer than the queue's keys";
+  EXPECT_EQ(lease_of(c.id()), renewed) << "no stale step renews";
+  EXPECT_EQ(beat("0123456789abcdef", at.epoch, timing.lease), k_stale) << "no place";
+  // Due: a lease may have run out since (the epoch's due time is past).
+  const std::string ep = name.lock_key() + ":ep";
+  std::string view = call({"GET", ep}).str;
+  ASSERT_EQ(call({"SET", ep, at.epoch + " 1"}).str, "OK");
+  EXPECT_EQ(beat(c.id(), at.epoch, timing.lease), k_stale) << "due";
+  ASSERT_EQ(call({"SET", ep, view}).str, "OK");
+  EXPECT_EQ(lease_of(c.id()), renewed);
+  EXPECT_TRUE(call({"ZSCORE", wl, "0123456789abcdef"}).is_nil()) << "no place added";
+  ASSERT_EQ(call({"DEL", name.lock_key() + ":ep"}).integer, 1);
+  EXPECT_EQ(beat(c.id(), at.epoch, timing.lease), k_stale) << "no epoch";
+  EXPECT_EQ(lease_of(c.id()), renewed);
+}
+
+// A waiter behind others is woken by a push when the one ahead leaves: its steps, light or full,
+// give it the far lease (and it then steps at the far heartbeat); the head keeps the standard one,
+// and so does a preemptor.
+TEST_F(HeartbeatTest, AWaiterBehindOthersHasTheFarLease) {
+  Timing t = timing;
+  t.heartbeat = 2s;  // far: 5s, and a lease 3s longer than the standard one (10s)
+  ASSERT_EQ(t.far_lease(), t.lease + 3s);
+  Contender a = contender("100"), b = contender("101"), c = contender("102");
+  ASSERT_EQ(acquire(a, true, &t).outcome, Outcome::acquired);
+  Attempt ab = acquire(b, true, &t);
+  Attempt ac = acquire(c, true, &t);
+  ASSERT_EQ(ac.position, 2);
+  EXPECT_FALSE(ac.far) << "joined by acquire: the standard lease";
+  const std::string wl = name.lock_key() + ":wl";
+  auto left = [&](const std::string& id) {
+    redis::Reply now = call({"TIME"});
+    int64_t ms = std::stoll(now.elements.at(0).str) * 1000 + std::stoll(now.elements.at(1).str) / 1000;
+    return Millis(std::stoll(call({"ZSCORE", wl, id}).str) - ms);
+  };
+  EXPECT_LE(left(c.id()), t.lease);
+  ab = step(b, ab, 20ms, &t);
+  EXPECT_FALSE(ab.far);
+  EXPECT_LE(left(b.id()), t.lease) << "the head: the standard lease";
+  CodeNode counting(node);
+  ac = lock::wait_turn(counting, name, t, c, ac, 20ms);
+  EXPECT_EQ(counting.last(), k_unchanged);
+  EXPECT_TRUE(ac.far);
+  EXPECT_GT(left(c.id()), t.lease + 2s) << "the light step: the far lease";
+  // A full step (someone joined behind: the epoch changed) gives it too.
+  Contender d = contender("103");
+  d.preempt = true;
+  Attempt ad = acquire(d, true, &t);
+  ASSERT_EQ(ad.position, 1) << "a preemptor goes first";
+  ac = lock::wait_turn(counting, name, t, c, ac, 20ms);
+  EXPECT_EQ(counting.last(), k_waiting);
+  EXPECT_EQ(ac.position, 3);
+  EXPECT_TRUE(ac.far);
+  EXPECT_GT(left(c.id()), t.lease + 2s) << "the full step: the far lease";
+  // The one that was the head is behind the preemptor now: the far lease at its next step.
+  ab = step(b, ab, 20ms, &t);
+  EXPECT_EQ(ab.position, 2);
+  EXPECT_TRUE(ab.far);
+  EXPECT_GT(left(b.id()), t.lease + 2s);
+  // A preemptor behind another steps at every heartbeat: the standard lease.
+  Contender e = contender("104");
+  e.preempt = true;
+  Attempt ae = acquire(e, true, &t);
+  ASSERT_EQ(ae.position, 2);
+  ae = step(e, ae, 20ms, &t);
+  EXPECT_EQ(ae.position, 2);
+  EXPECT_FALSE(ae.far);
+  EXPECT_LE(left(e.id()), t.lease);
+}
+
+// The head of the queue watches the holder's lease: its heartbeat is light too while that lease
+// (and every waiter's) runs, with the standard lease, and the lease left that it keeps counts
+// down; at its end the step is a full one, which hands the lock on.
+TEST_F(HeartbeatTest, TheHeadTakesTheLightStepUntilTheHoldersLeaseEnds) {
+  Contender a = contender("100", Mode::exclusive, 1, 400ms), b = contender("101");
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  Attempt ab = acquire(b);
+  ASSERT_EQ(ab.position, 1);
+  ASSERT_TRUE(ab.ttl_left);
+  CodeNode counting(node);
+  auto start = std::chrono::steady_clock::now();
+  Attempt at = lock::wait_turn(counting, name, timing, b, ab, 20ms);
+  EXPECT_EQ(counting.last(), k_unchanged) << "the head's heartbeat is light too";
+  EXPECT_EQ(at.outcome, Outcome::queued);
+  EXPECT_FALSE(at.far) << "the head keeps the standard lease";
+  ASSERT_TRUE(at.ttl_left);
+  EXPECT_LT(*at.ttl_left, *ab.ttl_left) << "the holder's lease left counts down";
+  redis::Reply now = call({"TIME"});
+  int64_t ms = std::stoll(now.elements.at(0).str) * 1000 + std::stoll(now.elements.at(1).str) / 1000;
+  EXPECT_LE(std::stoll(call({"ZSCORE", name.lock_key() + ":wl", b.id()}).str) - ms, timing.lease.count());
+  // a dies (no release): at the end of its lease, the head's step is a full one and takes it.
+  while (at.outcome == Outcome::queued && since(start) < 5s) at = lock::wait_turn(counting, name, timing, b, at, 20ms);
+  EXPECT_EQ(at.outcome, Outcome::acquired);
+  EXPECT_GE(since(start), 250ms) << "not before a's lease ran out";
+  EXPECT_EQ(counting.last(), static_cast<int64_t>(protocol::reply::taken::code));
 }
 
 TEST_F(HeartbeatTest, SomeoneAheadLeavingMakesTheNextStepAFullOne) {

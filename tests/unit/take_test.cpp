@@ -124,6 +124,37 @@ TEST(TakeLock, WaitStepsAreJitteredByAtMostAFifthOfTheHeartbeat) {
   EXPECT_GE(most - least, 20ms) << "the steps spread";
 }
 
+TEST(TakeLock, AWaiterBehindOthersWithTheFarLeaseStepsAtTheFarHeartbeat) {
+  // 2.5 heartbeats, less a random part of at most a fifth of that; the standard heartbeat again
+  // once an answer has no far lease (the head of the queue).
+  Timing t = timing();
+  t.heartbeat = 1000ms;
+  t.jitter = rlock::util::random_below;
+  FakeBackend b(t);
+  b.acquire_answers = {answer(Outcome::queued, 3, {"before"})};
+  auto far = [](int position) -> FakeBackend::Answer {
+    return [position] {
+      Attempt a = answer(Outcome::queued, position, {"before"})();
+      a.far = true;
+      return a;
+    };
+  };
+  for (int i = 0; i < 20; ++i) b.wait_answers.push_back(far(3));
+  b.wait_answers.push_back(answer(Outcome::queued, 1, {"holder"}));
+  b.wait_answers.push_back(answer(Outcome::acquired));
+  Hooks h;
+  Attempt a = rlock::lock::take_lock(b, k_name, wait_for(std::nullopt), contender(), {}, h.get());
+  EXPECT_EQ(a.outcome, Outcome::acquired);
+  ASSERT_EQ(b.wait_calls.size(), 22u);
+  EXPECT_LE(b.wait_calls[0].heartbeat, 1000ms) << "after the first attempt: the standard heartbeat";
+  for (size_t i = 1; i <= 20; ++i) {
+    EXPECT_GE(b.wait_calls[i].heartbeat, 2000ms) << i;
+    EXPECT_LE(b.wait_calls[i].heartbeat, 2500ms) << i;
+  }
+  EXPECT_GE(b.wait_calls[21].heartbeat, 800ms);
+  EXPECT_LE(b.wait_calls[21].heartbeat, 1000ms) << "the head: the standard heartbeat";
+}
+
 TEST(TakeLock, AGrantTheMasterCannotConfirmIsUnavailableWithoutWaitingNeverBusy) {
   FakeBackend b(timing());
   b.acquire_answers = {answer(Outcome::acquired)};

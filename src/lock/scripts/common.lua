@@ -809,7 +809,7 @@ local function holder_view(view)
   return '', '', '', '', 0, -1
 end
 
--- The epoch of what waiters see, for the light heartbeat (wait.lua). K.ep holds "epoch due":
+-- The epoch of what waiters see, for the light heartbeat (beat.lua). K.ep holds "epoch due":
 -- the epoch (the server's clock in us when it began: never the same twice), and until when
 -- nothing time-based can be due (0: a light step never stands for a full one): the first waiter's
 -- lease and the exclusive holder's lease, whichever ends first. Every change drops it (bump); a

@@ -2,32 +2,15 @@
 -- it was superseded, claims the lock if it was granted, else renews the waiter's lease in the
 -- queue (joining it again at the end if a failover or a restart lost it), hands the lock on if its
 -- holder is gone, and says whom to watch next.
--- KEYS: the lock's keys. ARGV: cfg, then the contender (as for acquire), then the epoch it last
--- saw ('' or none: a full step).
+-- KEYS: the lock's keys. ARGV: cfg, then the contender (as for acquire), then the far lease (ms;
+-- '' for none: a preemptor): the lease of a waiter behind others, whose heartbeat is longer (see
+-- Timing::far_heartbeat). Whether it is behind others is decided before the hand-on: a waiter
+-- that is behind others in the reply has the far lease.
 -- Returns {1, more, push, fence, slot} when the lock is ours now; {5, more, push, reason, by} when
 -- the waiter must leave (reason "superseded", by "host\tpid\tuser\tcmd"); {4, more, push} when
 -- the budget ran out (call again); {6, more, push, tick, host, at, now} when its --once-per tick was
--- done (the caller then leaves: cancel.lua); {7, more, push} when its last view still holds (the
--- light heartbeat, below); else the waiting reply of common.lua.
--- The light heartbeat: ARGV[13] is the epoch of the caller's last view (see view_epoch), given
--- only by a waiter behind others that is no preemptor, after a BLPOP that timed out. When the
--- epoch is still the same and nothing time-based is due (no waiter's lease and no exclusive
--- holder's lease has run out), its view holds: it renews its lease and is told so, in three
--- commands (TIME, GET, ZADD). Anything else takes the full step.
-local function light()
-  local seen = ARGV[13]
-  if not seen or seen == '' or string.find(ARGV[10] or '', 'p', 1, true) then return nil end
-  local v = redis.pcall('GET', K.ep)
-  if type(v) ~= 'string' then return nil end
-  local epoch, due = string.match(v, '^(%d+) (%d+)$')
-  if epoch ~= seen or NOW >= tonumber(due) then return nil end
-  -- 0: not in the queue any more (or a second step in the same ms): the full step says why.
-  if redis.call('ZADD', K.wl, 'XX', 'CH', NOW + LEASE, id_of(ARGV[2])) == 0 then return nil end
-  return reply(CODE.unchanged)
-end
-local beat = light()
-if beat then return beat end
-
+-- done (the caller then leaves: cancel.lua); else the waiting reply of common.lua. (A heartbeat
+-- that only renews the place, while the waiter's view holds, is beat.lua's.)
 local d, id, limit, bad = prologue()
 if bad then return bad end
 
@@ -46,10 +29,13 @@ local ours, fence, slot, claimed = held_by(d.t, id, d.m)
 local done = not claimed and tick_refusal(id, d)
 if done then return reply(CODE.tick_done, unpack(done)) end
 if not ours then
-  if redis.call('ZSCORE', K.q, id) then
-    redis.call('ZADD', K.wl, NOW + LEASE, id)
+  local far = tonumber(ARGV[13] or '')
+  local rank = redis.call('ZRANK', K.q, id)
+  if rank then
+    redis.call('ZADD', K.wl, NOW + ((far and rank > 0) and far or LEASE), id)
   else
     enqueue(id, d, preemptor)
+    if far and redis.call('ZRANK', K.q, id) > 0 then redis.call('ZADD', K.wl, NOW + far, id) end
   end
   if preemptor then preempt(d, id) end
   advance()
