@@ -223,6 +223,53 @@ TEST_F(QueueTest, ADeadWaiterIsSkippedAndTheNextIsWokenOnItsOwnMailbox) {
   EXPECT_EQ(back.position, 1);
 }
 
+// A waiter granted the lock while it watched a waiter dropped since is woken by the caller, on
+// its own mailbox; the waiter behind it blocks on that mailbox too, and a push goes to whoever
+// blocked first. The granted one is still woken at once, not at its heartbeat (2.5s behind others,
+// longer than the claim window).
+TEST_F(QueueTest, AGrantedWaiterIsWokenThoughTheOneBehindItTakesAPush) {
+  Timing dying = timing;
+  dying.lease = 1s;
+  Contender a = contender("100");
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  Contender b = contender("101");
+  Contender c = contender("102");
+  Contender d = contender("103");
+  ASSERT_EQ(acquire(b, true, &dying).outcome, Outcome::queued);
+  Attempt ac = acquire(c);
+  Attempt ad = acquire(d);
+  ASSERT_EQ(ac.watch, std::vector<std::string>{b.id()});
+  ASSERT_EQ(ad.watch, std::vector<std::string>{c.id()});
+  ASSERT_TRUE(eventually([&] { return state().waiters.size() == 2; })) << "b's lease ran out";
+
+  // d blocks first, then c, each with a heartbeat far longer than the test allows.
+  const Millis heartbeat = 20s;
+  auto wait_in_thread = [&](const Contender& who, const Attempt& last) {
+    return std::async(std::launch::async, [&who, &last, heartbeat, this] {
+      redis::Client client(redis::parse_url(shared_server().url()), redis::Timeouts{}, redis::TlsOptions{});
+      lock::ClientNode own(client);
+      return lock::wait_turn(own, name, timing, who, last, heartbeat);
+    });
+  };
+  auto blocked = [&](int n) {
+    return eventually([&] {
+      return call({"INFO", "clients"}).str.find("blocked_clients:" + std::to_string(n)) != std::string::npos;
+    });
+  };
+  auto behind = wait_in_thread(d, ad);
+  ASSERT_TRUE(blocked(1));
+  auto granted = wait_in_thread(c, ac);
+  ASSERT_TRUE(blocked(2));
+
+  // The release drops b and grants c, which watched b: c's mailbox is pushed, and d takes a push.
+  ASSERT_TRUE(release(a));
+  ASSERT_EQ(granted.wait_for(8s), std::future_status::ready) << "c was not woken by the release";
+  EXPECT_EQ(granted.get().outcome, Outcome::acquired);
+  ASSERT_EQ(behind.wait_for(8s), std::future_status::ready);
+  EXPECT_EQ(behind.get().outcome, Outcome::queued);
+  EXPECT_EQ(state().holders.at(0).holder.pid, "102");
+}
+
 // The dying waiters' lease: long enough that all of them are queued before the first dies (a
 // later enqueue reaps the dead it finds).
 constexpr Millis k_dying_lease = 1s;

@@ -659,12 +659,13 @@ local function advance()
       if not spend() then break end
       remove_waiter(id)
       grant(id, d, false, limit)
-      -- It sleeps on someone else's mailbox (a waiter dropped since): the caller wakes it. A
-      -- preemptor may not watch the exclusive holder (see waiting): it is woken on its own
-      -- mailbox, twice, as the waiter behind it watches that mailbox too and may take one push.
+      -- It sleeps on someone else's mailbox (a waiter dropped since), or is a preemptor, which
+      -- may not watch the exclusive holder (see waiting): the caller wakes it on its own mailbox,
+      -- twice, as the waiter behind it watches that mailbox too and may take one push (its
+      -- heartbeat, 2.5s behind others, would come after the claim window).
       if (d.wt ~= CALLER or string.find(d.o or '', 'p', 1, true)) and id ~= CALLER then
         PUSH[#PUSH + 1] = id
-        if string.find(d.o or '', 'p', 1, true) then PUSH[#PUSH + 1] = id end
+        PUSH[#PUSH + 1] = id
       end
       -- A preemptible one granted while a preemptor waits is asked to stop at once.
       if d.m == 'x' and string.find(d.o or '', 'e', 1, true) then preempt_next() end
