@@ -273,8 +273,10 @@ void QuorumBackend::check_eviction_before(const LockName&, bool strict) {
     // Every member's greeting is INFO already (lock/node_set.cpp).
     if (strict) {
       redis::Reply info = c.call(info_member());
-      if (is_cluster_node(info)) throw cluster_member_error(c.url().display());
-      check_eviction(info, c.url().display(), true);
+      if (info.type != redis::Reply::Type::string) continue;
+      ServerFacts facts = parse_info(info.str);
+      if (facts.cluster) throw cluster_member_error(c.url().display());
+      check_eviction(facts, c.url().display(), true);
     }
   }
 }

@@ -58,10 +58,6 @@ std::optional<std::string> eviction_risk(const ServerFacts& f) {
       f.policy);
 }
 
-bool is_cluster_node(const std::optional<redis::Reply>& info) {
-  return info && info->type == redis::Reply::Type::string && parse_info(info->str).cluster;
-}
-
 Error cluster_member_error(const std::string& server) {
   return Error(
       exit_code::k_config,

@@ -36,9 +36,6 @@ inline redis::Command info_memory() { return {"INFO", "memory"}; }
 // (a multi-section INFO would need Redis 7).
 inline redis::Command info_member() { return {"INFO"}; }
 
-// Whether an INFO reply comes from a Redis Cluster node (false for an error reply).
-bool is_cluster_node(const std::optional<redis::Reply>& info);
-
 // The error for a Cluster node given as a Redlock member (exit 78).
 Error cluster_member_error(const std::string& server);
 
