@@ -61,9 +61,7 @@ TEST_F(FunctionsTest, ALibraryThatIsGoneIsLoadedAgainMidHold) {
 // its own) may be the first script a server sees after it lost its functions and scripts.
 TEST_F(FunctionsTest, TheLightHeartbeatLoadsItselfWhereTheServerLostIt) {
   Contender a = contender("101"), b = contender("102"), c = contender("103");
-  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
-  ASSERT_EQ(acquire(b).outcome, Outcome::queued);
-  Attempt at = acquire(c);
+  Attempt at = holder_head_and_behind(a, b, c);
   ASSERT_EQ(at.position, 2);
   ASSERT_EQ(call({"FUNCTION", "FLUSH"}).str, "OK");
   ASSERT_EQ(call({"SCRIPT", "FLUSH"}).str, "OK");

@@ -127,9 +127,7 @@ TEST_F(HeartbeatTest, AnIdleWaiterBehindOthersRenewsItsPlaceInALightStep) {
 // a place.
 TEST_F(HeartbeatTest, TheLightStepRenewsOnlyWhileTheViewHolds) {
   Contender a = contender("100"), b = contender("101"), c = contender("102");
-  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
-  ASSERT_EQ(acquire(b).outcome, Outcome::queued);
-  Attempt at = acquire(c);
+  Attempt at = holder_head_and_behind(a, b, c);
   ASSERT_EQ(at.position, 2);
   const std::string wl = name.lock_key() + ":wl";
   auto beat = [&](const std::string& id, const std::string& epoch, Millis lease) {
@@ -249,9 +247,7 @@ TEST_F(HeartbeatTest, TheHeadTakesTheLightStepUntilTheHoldersLeaseEnds) {
 
 TEST_F(HeartbeatTest, SomeoneAheadLeavingMakesTheNextStepAFullOne) {
   Contender a = contender("100"), b = contender("101"), c = contender("102");
-  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
-  ASSERT_EQ(acquire(b).outcome, Outcome::queued);
-  Attempt at = acquire(c);
+  Attempt at = holder_head_and_behind(a, b, c);
   ASSERT_EQ(at.position, 2);
   lock::cancel(node, name, timing, b.token, false);
   // Its push is lost: the step is a heartbeat's, with the old epoch.

@@ -88,6 +88,12 @@ protected:
   Attempt acquire(const Contender& c, bool queue = true, const Timing* t = nullptr) {
     return lock::try_acquire(node, name, t ? *t : timing, c, queue, {});
   }
+  // a holds the lock, b waits at the head of the queue and c behind it: c's attempt.
+  Attempt holder_head_and_behind(const Contender& a, const Contender& b, const Contender& c) {
+    EXPECT_EQ(acquire(a).outcome, Outcome::acquired);
+    EXPECT_EQ(acquire(b).outcome, Outcome::queued);
+    return acquire(c);
+  }
   // One wait step of c, after its last answer (its watch list; a light step if nothing changed).
   Attempt step(const Contender& c, const Attempt& last, Millis heartbeat = 50ms, const Timing* t = nullptr) {
     return lock::wait_turn(node, name, t ? *t : timing, c, last, heartbeat);
