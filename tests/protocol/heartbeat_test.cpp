@@ -151,11 +151,20 @@ TEST_F(HeartbeatTest, TheLightStepRenewsOnlyWhileTheViewHolds) {
   EXPECT_EQ(beat(c.id(), at.epoch, timing.lease + 20s), k_stale) << "longer than the queue's keys";
   EXPECT_EQ(lease_of(c.id()), renewed) << "no stale step renews";
   EXPECT_EQ(beat("0123456789abcdef", at.epoch, timing.lease), k_stale) << "no place";
-  // Due: a lease may have run out since (the epoch's due time is past).
+  // Due: a lease may have run out since (the epoch's due time is past). The queue's keys expire
+  // earlier than the epoch says (the third number): a lease they would not outlive.
   const std::string ep = name.lock_key() + ":ep";
   std::string view = call({"GET", ep}).str;
-  ASSERT_EQ(call({"SET", ep, at.epoch + " 1"}).str, "OK");
+  std::vector<std::string> numbers = util::split(view, " ");
+  ASSERT_EQ(numbers.size(), 3U) << view;
+  ASSERT_EQ(call({"SET", ep, at.epoch + " 1 " + numbers[2]}).str, "OK");
   EXPECT_EQ(beat(c.id(), at.epoch, timing.lease), k_stale) << "due";
+  ASSERT_EQ(call({"SET", ep, at.epoch + " " + numbers[1] + " " + std::to_string(std::stoll(numbers[2]) - 20000)}).str,
+            "OK");
+  EXPECT_EQ(beat(c.id(), at.epoch, timing.lease), k_stale) << "the queue's keys expire sooner";
+  // An epoch of an earlier version ("epoch due"): the full step.
+  ASSERT_EQ(call({"SET", ep, at.epoch + " " + numbers[1]}).str, "OK");
+  EXPECT_EQ(beat(c.id(), at.epoch, timing.lease), k_stale) << "an earlier version's epoch";
   ASSERT_EQ(call({"SET", ep, view}).str, "OK");
   EXPECT_EQ(lease_of(c.id()), renewed);
   EXPECT_TRUE(call({"ZSCORE", wl, "0123456789abcdef"}).is_nil()) << "no place added";
@@ -243,6 +252,42 @@ TEST_F(HeartbeatTest, TheHeadTakesTheLightStepUntilTheHoldersLeaseEnds) {
   EXPECT_EQ(at.outcome, Outcome::acquired);
   EXPECT_GE(since(start), 250ms) << "not before a's lease ran out";
   EXPECT_EQ(counting.last(), static_cast<int64_t>(protocol::reply::taken::code));
+}
+
+// The light step does not read when the queue's keys expire: the epoch says so (view_epoch).
+// Waiters that joined together have the same lease, and the keys expire a lease and a claim window
+// after it; a far lease given in the light step would outlive them by less than the claim window
+// once more than a lease less the far lease's extra has passed, although no lease has run out yet
+// (the epoch's due time): that step must be a full one.
+TEST_F(HeartbeatTest, ALightStepGivesNoLeaseTheQueuesKeysWouldNotOutlive) {
+  Timing t = timing;
+  t.lease = 3s;
+  t.claim = 300ms;
+  t.heartbeat = 1s;  // far lease: 4.5s; the keys expire 3s + 3.3s after the waiters joined
+  ASSERT_EQ(t.far_lease(), 4500ms);
+  Contender a = contender("100"), b = contender("101"), c = contender("102");
+  ASSERT_EQ(acquire(a, true, &t).outcome, Outcome::acquired);
+  ASSERT_EQ(acquire(b, true, &t).position, 1);
+  auto joined = std::chrono::steady_clock::now();
+  Attempt ac = acquire(c, true, &t);
+  ASSERT_EQ(ac.position, 2);
+  const std::string wl = name.lock_key() + ":wl";
+  auto expiry_and_lease = [&] {
+    redis::Reply now = call({"TIME"});
+    int64_t ms = std::stoll(now.elements.at(0).str) * 1000 + std::stoll(now.elements.at(1).str) / 1000;
+    return std::make_pair(ms + call({"PTTL", wl}).integer, std::stoll(call({"ZSCORE", wl, c.id()}).str));
+  };
+  // Before 1.5s, the light step; between 1.5s and 3s (b's lease), the full one.
+  CodeNode counting(node);
+  ac = lock::wait_turn(counting, name, t, c, ac, 20ms);
+  EXPECT_EQ(counting.last(), k_unchanged);
+  std::this_thread::sleep_until(joined + 2200ms);
+  ac = lock::wait_turn(counting, name, t, c, ac, 20ms);
+  EXPECT_LT(since(joined), 3s) << "too slow to check: b's lease ran out";
+  EXPECT_EQ(counting.last(), k_waiting) << "the full step, which sets the keys' expiries again";
+  auto [expiry, lease] = expiry_and_lease();
+  EXPECT_LE(lease + t.claim.count(), expiry + 2);
+  EXPECT_TRUE(ac.far);
 }
 
 TEST_F(HeartbeatTest, SomeoneAheadLeavingMakesTheNextStepAFullOne) {
