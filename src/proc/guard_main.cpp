@@ -115,16 +115,19 @@ RLOCK_GUARD_CODE const char* cgroup2_mount() {
 // Removes the empty cgroups of guards that were killed before they could (rlock.PID where no
 // process PID lives), with the cgroups under them (a nested run's, the command's own): at most a
 // few a run, each bounded (remove_cgroup). A populated one cannot be removed, and a live guard's
-// is never touched.
+// is never touched. Bounded whatever the parent holds: at most 64 of its rlock.PID entries are
+// looked at, so that a start does not cost one check per run alive on the host (the entries come
+// in the directory's order; those past them are swept by a later run, when fewer are alive).
 RLOCK_GUARD_CODE void remove_stale_cgroups(const char* parent) {
   long dir = sys::call(SYS_openat, AT_FDCWD, reinterpret_cast<long>(parent), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir < 0) return;
-  char entries[2048];
+  char entries[8192];
   int removed = 0;
-  for (;;) {
+  int checked = 0;
+  while (removed < 8 && checked < 64) {
     long n = sys::call(SYS_getdents64, dir, reinterpret_cast<long>(entries), sizeof entries);
     if (n <= 0) break;
-    for (long at = 0; at < n && removed < 8;) {
+    for (long at = 0; at < n && removed < 8 && checked < 64;) {
       long reclen = static_cast<unsigned char>(entries[at + 16]) | (static_cast<unsigned char>(entries[at + 17]) << 8);
       if (reclen <= 0) break;
       const char* name = entries + at + 19;
@@ -135,7 +138,9 @@ RLOCK_GUARD_CODE void remove_stale_cgroups(const char* parent) {
       if (prefix[i] || name[i] < '0' || name[i] > '9') continue;
       long pid = 0;
       for (; name[i] >= '0' && name[i] <= '9'; ++i) pid = pid * 10 + (name[i] - '0');
-      if (name[i] != '\0' || sys::call(SYS_kill, pid, 0) != -ESRCH) continue;
+      if (name[i] != '\0') continue;
+      ++checked;
+      if (sys::call(SYS_kill, pid, 0) != -ESRCH) continue;
       if (remove_cgroup(static_cast<int>(dir), name) == 0) ++removed;
     }
   }
@@ -148,7 +153,7 @@ RLOCK_GUARD_CODE void remove_stale_cgroups(const char* parent) {
 RLOCK_GUARD_CODE void make_cgroup(Setup& s) {
   s.cgroup[0] = '\0';
   s.cgroup_dir = s.cgroup_list = s.cgroup_kill = -1;
-  const char* mount = s.no_cgroup ? nullptr : cgroup2_mount();
+  const char* mount = cgroup2_mount();
   if (!mount) return;
   // This process's cgroup: the "0::PATH" line of /proc/self/cgroup ("/" when it cannot be read).
   char own[384] = "/";

@@ -48,7 +48,6 @@ struct Setup {
   uint64_t child_mask;   // the signal mask the command starts with
   bool foreground;       // hand the terminal to the child's group
   bool sigpipe_default;  // the caller had SIGPIPE at its default action: restore it for the child
-  bool no_cgroup;        // do not put the tree in a cgroup (RLOCK_CGROUP=0)
   int requests;          // the guard's ends of the pipes
   int reports;
   int rlock_requests;  // rlock's ends, closed in the guard (else the guard would keep its own

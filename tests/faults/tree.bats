@@ -19,6 +19,8 @@ teardown() {
   common_teardown
   # Cgroups a failed test left (a cgroup directory's files cannot be removed: rmdir, deepest first).
   [[ -n ${stale:-} && -d $stale ]] && find "$stale" -depth -type d -exec rmdir {} + 2>/dev/null
+  # The cgroups of a crowd of runs alive (rlock.0..., never a guard's own: no leading zero).
+  [[ -n ${crowd:-} ]] && find "$crowd" -maxdepth 1 -type d -name 'rlock.0*' -exec rmdir {} + 2>/dev/null
   true
 }
 
@@ -225,6 +227,23 @@ contend_while_job_runs() {
   ! pid_alive "$dead1" || skip "pid $dead1 was taken again"
   rlock run k -- true
   [[ ! -d $stale ]] || fail "left behind: $(find "$stale" -type d)"
+}
+
+@test "the sweep looks at no more than 64 cgroups of other runs, however many are alive" {
+  command -v strace >/dev/null || skip "no strace here"
+  local mount own i n
+  mount=$(cgroup2_mount)
+  [[ -n $mount ]] || skip "no cgroup v2 here"
+  own=$(sed -n 's/^0:://p' /proc/self/cgroup)
+  crowd=$mount${own%/}
+  # 300 runs alive, as the sweep sees them: rlock.01, rlock.001, ... each names pid 1.
+  for ((i = 2; i <= 301; i++)); do
+    mkdir "$crowd/rlock.$(printf '%0*d' "$i" 1)" 2>/dev/null || skip "cannot make a cgroup here"
+  done
+  strace -f -qq -e trace=kill -o "$T/trace" "$RLOCK_BIN" run k -- true
+  n=$(grep -cE 'kill\(1, 0\)' "$T/trace" || true)
+  ((n > 0)) || skip "the guard swept nothing here (no cgroup of its own?)"
+  ((n <= 64)) || fail "$n checks of runs alive in one start"
 }
 
 @test "SIGKILL of rlock: a child that executed a set-group-ID binary is gone within 1.5s" {
