@@ -63,8 +63,7 @@ void deliver(Node& node, const LockName& name, const Timing& timing, const std::
 // Runs one of the lock's scripts for the contender with this id: the timing first, then args.
 // The mailboxes the script names are pushed.
 ScriptReply run_script(Node& node, const LockName& name, const Timing& timing, const redis::Script& script,
-                       std::string_view id, std::vector<std::string> args,
-                       const std::vector<redis::Command>& undo = {}) {
+                       std::string_view id, std::vector<std::string> args, const redis::Undo& undo = {}) {
   args.insert(args.begin(), timing.script_config());
   ScriptReply r = read_script_reply(node.eval(script, name.script_keys(id), args, undo), name);
   deliver(node, name, timing, r.push);
@@ -264,11 +263,17 @@ Attempt try_acquire(Node& node, const LockName& name, const Timing& timing, cons
   // slow): the release and the leave, sent right behind it on the same connection, then run right
   // after it, instead of the lock (or a place in the queue) staying with a process that gave up.
   const std::string quiet = timing.quiet().script_config();
-  // Moved in, not listed: an initializer list would copy each whole script once more.
-  std::vector<redis::Command> undo;
-  undo.reserve(2);
-  undo.push_back(redis::eval_command(scripts::k_release, keys, {quiet, contender.token, "", "", "", "", "", ""}, true));
-  undo.push_back(redis::eval_command(scripts::k_cancel, keys, {quiet, contender.token, ""}, true));
+  // Made only when it is sent: each command carries a whole script (EVAL), tens of kilobytes
+  // that every acquire would otherwise copy (and start-up fault in).
+  redis::Undo undo = [&] {
+    // Moved in, not listed: an initializer list would copy each whole script once more.
+    std::vector<redis::Command> commands;
+    commands.reserve(2);
+    commands.push_back(
+        redis::eval_command(scripts::k_release, keys, {quiet, contender.token, "", "", "", "", "", ""}, true));
+    commands.push_back(redis::eval_command(scripts::k_cancel, keys, {quiet, contender.token, ""}, true));
+    return commands;
+  };
   // Dead waiters at the head are dropped a budget at a time: call again until there is an answer.
   for (int round = 0;; ++round) {
     auto sent_at = util::BootClock::now();

@@ -17,7 +17,7 @@ public:
   // Runs a script. `undo`: commands the server should run right after it if the answer is lost
   // to a timeout (see redis::Connection::pipeline); best effort.
   virtual redis::Reply eval(const redis::Script& script, const std::vector<std::string>& keys,
-                            const std::vector<std::string>& args, const std::vector<redis::Command>& undo = {}) = 0;
+                            const std::vector<std::string>& args, const redis::Undo& undo = {}) = 0;
   // Sends the commands in one write; `budget`: time the server may take beyond the I/O timeout
   // (a blocking command among them).
   virtual std::vector<redis::Reply> pipeline(const std::vector<redis::Command>& commands, util::Millis budget = {}) = 0;
@@ -39,7 +39,7 @@ class ClientNode final : public Node {
 public:
   explicit ClientNode(redis::Client& client) : m_connection(client) {}
   redis::Reply eval(const redis::Script& script, const std::vector<std::string>& keys,
-                    const std::vector<std::string>& args, const std::vector<redis::Command>& undo = {}) override {
+                    const std::vector<std::string>& args, const redis::Undo& undo = {}) override {
     return m_connection.eval(script, keys, args, undo);
   }
   std::vector<redis::Reply> pipeline(const std::vector<redis::Command>& commands, util::Millis budget = {}) override {

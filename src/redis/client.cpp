@@ -136,8 +136,7 @@ bool Client::pause(util::Millis duration) {
   }
 }
 
-std::vector<Reply> Client::routed(const std::vector<Command>& commands, util::Millis budget,
-                                  const std::vector<Command>& undo) {
+std::vector<Reply> Client::routed(const std::vector<Command>& commands, util::Millis budget, const Undo& undo) {
   bool re_resolved = false;
   int node_changes = 0;
   // TRYAGAIN retries for about --io-timeout, without counting as redirections.
@@ -236,8 +235,7 @@ std::vector<Reply> Client::routed(const std::vector<Command>& commands, util::Mi
               fmt::format("{}: more than {} Cluster redirections", m_url.display(), k_max_redirects));
 }
 
-std::vector<Reply> Client::pipeline(const std::vector<Command>& commands, const std::vector<Command>& undo,
-                                    util::Millis budget) {
+std::vector<Reply> Client::pipeline(const std::vector<Command>& commands, const Undo& undo, util::Millis budget) {
   return routed(commands, budget, undo);
 }
 
@@ -248,7 +246,7 @@ Reply Client::call_blocking(const Command& argv, util::Millis budget) {
 }
 
 Reply Client::eval(const Script& script, const std::vector<std::string>& keys, const std::vector<std::string>& args,
-                   const std::vector<Command>& undo) {
+                   const Undo& undo) {
   ScriptWay way = first_way(script, m_functions);
   Reply reply;
   for (;;) {

@@ -137,7 +137,7 @@ std::string Connection::timeout_message() const {
   }
 }
 
-void Connection::start(const std::vector<Command>& commands, util::Millis budget, const std::vector<Command>& undo) {
+void Connection::start(const std::vector<Command>& commands, util::Millis budget, const Undo& undo) {
   if (!finished()) throw Error(exit_code::k_internal, "a Redis exchange was started before the last one ended");
   m_state = State::idle;
   m_error.reset();
@@ -173,9 +173,7 @@ void Connection::start(const std::vector<Command>& commands, util::Millis budget
   }
   m_wire += format_all(commands);
   m_expected = m_hello_names.size() + commands.size();
-  // Formatted only if it is ever sent: an undo that carries a whole script (EVAL) would otherwise
-  // cost every exchange tens of kilobytes of copies, and start-up their page faults.
-  m_undo = undo.empty() ? nullptr : &undo;
+  m_undo = undo ? &undo : nullptr;  // made and formatted only if it is ever sent (send_undo)
   try {
     if (fresh) {
       begin_connect();
@@ -401,7 +399,7 @@ void Connection::step_receiving() {
 
 void Connection::send_undo() {
   if (!m_request_sent || !m_undo || !m_socket.valid() || !m_wire.empty()) return;
-  const std::string undo = format_all(*m_undo);
+  const std::string undo = format_all((*m_undo)());
   m_undo = nullptr;
   // One try, never waiting: the socket is being given up.
   if (m_tls) {
@@ -458,8 +456,7 @@ std::vector<Reply> Connection::result() {
   return std::move(m_replies);
 }
 
-std::vector<Reply> Connection::pipeline(const std::vector<Command>& commands, const std::vector<Command>& undo,
-                                        util::Millis budget) {
+std::vector<Reply> Connection::pipeline(const std::vector<Command>& commands, const Undo& undo, util::Millis budget) {
   start(commands, budget, undo);
   while (!finished()) {
     pollfd fds[2] = {pending(), {m_interrupt_fd, POLLIN, 0}};

@@ -26,6 +26,9 @@ namespace rlock::redis {
 
 using Clock = util::BootClock;
 using Command = std::vector<std::string>;
+// The commands to send after a request whose answer was lost (see Connection::pipeline), made
+// only when they are sent: they may carry whole scripts (EVAL).
+using Undo = std::function<std::vector<Command>()>;
 
 struct Timeouts {
   util::Millis connect{1000};  // name lookup, TCP or unix connect and TLS handshake together
@@ -97,8 +100,7 @@ public:
   // on the same socket before it is closed, best effort, so that the server runs it right after
   // the request if it ever runs that.
   // `budget`: more than the command timeout that the server may take (a blocking command).
-  std::vector<Reply> pipeline(const std::vector<Command>& commands, const std::vector<Command>& undo = {},
-                              util::Millis budget = {});
+  std::vector<Reply> pipeline(const std::vector<Command>& commands, const Undo& undo = {}, util::Millis budget = {});
   // Sends one command and returns its reply.
   Reply call(const Command& argv);
   // Like call, allowing the server `budget` more than the command timeout (a blocking command).
@@ -106,7 +108,7 @@ public:
 
   // The asynchronous form of pipeline: starts the exchange (connecting first when needed). An
   // `undo` must stay alive until the exchange ends (pipeline's does).
-  void start(const std::vector<Command>& commands, util::Millis budget = {}, const std::vector<Command>& undo = {});
+  void start(const std::vector<Command>& commands, util::Millis budget = {}, const Undo& undo = {});
   // What to poll while the exchange is under way (fd -1 once it is finished) and until when.
   pollfd pending() const;
   Clock::time_point deadline() const { return m_deadline; }
@@ -185,7 +187,7 @@ private:
   std::string m_wire;  // bytes still to send
   // Sent best effort if the exchange fails after its request left; the caller's (pipeline's
   // argument), alive until the exchange ends.
-  const std::vector<Command>* m_undo = nullptr;
+  const Undo* m_undo = nullptr;
   bool m_request_sent = false;
   std::vector<std::string> m_hello_names;  // AUTH/SELECT sent first: their replies come first
   size_t m_expected = 0;                   // replies to read in all, hello included

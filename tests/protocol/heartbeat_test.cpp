@@ -21,7 +21,7 @@ class CodeNode final : public lock::Node {
 public:
   explicit CodeNode(lock::Node& inner) : m_inner(inner) {}
   redis::Reply eval(const redis::Script& script, const std::vector<std::string>& keys,
-                    const std::vector<std::string>& args, const std::vector<redis::Command>& undo = {}) override {
+                    const std::vector<std::string>& args, const redis::Undo& undo = {}) override {
     ++evals;
     redis::Reply r = m_inner.eval(script, keys, args, undo);
     record(r);

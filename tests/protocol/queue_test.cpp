@@ -18,7 +18,7 @@ class CountingNode final : public lock::Node {
 public:
   CountingNode(lock::Node& inner, std::string queue_key) : m_inner(inner), m_queue(std::move(queue_key)) {}
   redis::Reply eval(const redis::Script& script, const std::vector<std::string>& keys,
-                    const std::vector<std::string>& args, const std::vector<redis::Command>& undo = {}) override {
+                    const std::vector<std::string>& args, const redis::Undo& undo = {}) override {
     redis::Reply r = m_inner.eval(script, keys, args, undo);
     // The light heartbeat does no queue work (and its answer has no header): not counted.
     if (script.name == lock::scripts::k_beat.name) return r;
