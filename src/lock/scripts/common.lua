@@ -79,6 +79,7 @@ local NOTED           -- the lock's key is free and no expired holder is left to
 local LOCK_READ       -- LOCK_VALUE holds the lock key's value (false: none): the key has not
 local LOCK_VALUE      -- been written since it was read (a script's clock stands still: no expiry)
 local VIEW            -- what check_types read of the holder (lock_value_ours), for holder_view
+local EP_DROPPED      -- this call deleted :ep (bump) and has not written it since (view_epoch)
 local INFO_CLEAN      -- :info is missing, or has no field a grant would not overwrite
 local HISTORY_UNTIL   -- the history and the summary, where they exist, expire no earlier (or nil)
 local history_known   -- records an hx read in :info (defined with the history's expiries below)
@@ -112,6 +113,7 @@ local function begin(keys, argv)
   QUIET, REAPED, NOTED = nil, false, false
   LOCK_READ, LOCK_VALUE = false, false
   VIEW, INFO_CLEAN, HISTORY_UNTIL = nil, false, nil
+  EP_DROPPED = false
 end
 
 -- The lock key's value (false: none), read once until the call writes the key (lock_written).
@@ -141,9 +143,12 @@ end
 
 -- What waiters see (the holder, the queue, a grant, a lease cut short) changed: the epoch that a
 -- light heartbeat compares (view_epoch) is dropped, and the next full step starts a new one. A
--- quiet lock has no waiter to tell.
+-- quiet lock has no waiter to tell, and a key this call deleted is not deleted again.
 bump = function()
-  if not quiet() then redis.call('DEL', K.ep) end
+  if not EP_DROPPED and not quiet() then
+    redis.call('DEL', K.ep)
+    EP_DROPPED = true
+  end
 end
 
 local function spend()
@@ -383,6 +388,8 @@ local function remove_waiter(id)
   redis.call('ZREM', K.wl, id)
   redis.call('ZREM', K.sq, id)
   redis.call('HDEL', K.w, unpack(fields(id, WAITER_FIELDS)))
+  -- (A clean :info names no preemptor.)
+  if INFO_CLEAN then return end
   local asked = hmget(K.info, INFO.preemptor, INFO.preempt_seen)
   if asked[INFO.preemptor] == id and asked[INFO.preempt_seen] ~= '1' then
     redis.call('HDEL', K.info, INFO.preempt_by, INFO.preemptor)
@@ -643,7 +650,7 @@ end
 local function advance()
   reap()
   if quiet() then return end
-  local limit = semaphore_limit()
+  local limit  -- (read for a semaphore waiter only: the others' holds do not count slots)
   while true do
     local head = redis.call('ZRANGE', K.q, 0, 0)
     if #head == 0 then break end
@@ -655,6 +662,7 @@ local function advance()
       if not spend() then break end
       remove_waiter(id)  -- dead (its lease ran out), or half-written: drop it
     else
+      if d.m == 'n' and not limit then limit = semaphore_limit() end
       if not can_take(d.m, limit) then break end
       if not spend() then break end
       remove_waiter(id)
@@ -827,6 +835,7 @@ local function view_epoch()
     if pttl > 0 and first then due = math.min(NOW + pttl, tonumber(first)) end
   end
   redis.call('SET', K.ep, epoch .. ' ' .. due, 'PX', math.max(due - NOW, 0) + LEASE + CLAIM)
+  EP_DROPPED = false
   return epoch
 end
 
