@@ -246,6 +246,7 @@ TEST_F(CostTest, AHandOffReadsEachThingOnceAndTheClaimLeavesTheQueueAlone) {
   EXPECT_EQ(run["hmget"], 2) << "the holder's :info and the head waiter, once each: " << listing(run);
   EXPECT_EQ(run.count("hget"), 0u) << "no semaphore's limit for an exclusive waiter: " << listing(run);
   EXPECT_EQ(run["del"], 2) << "the holder, and what waiters see, once: " << listing(run);
+  EXPECT_EQ(run["pexpireat"], 4) << "the queue's keys; no semaphore's, which are not there: " << listing(run);
   EXPECT_LE(total(run), 38) << listing(run);
 
   reset();

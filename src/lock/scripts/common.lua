@@ -80,6 +80,7 @@ local LOCK_READ       -- LOCK_VALUE holds the lock key's value (false: none): th
 local LOCK_VALUE      -- been written since it was read (a script's clock stands still: no expiry)
 local VIEW            -- what check_types read of the holder (lock_value_ours), for holder_view
 local EP_DROPPED      -- this call deleted :ep (bump) and has not written it since (view_epoch)
+local NO_SEM          -- :sem and :free are known missing (tidy_limit), and not written since
 local INFO_CLEAN      -- :info is missing, or has no field a grant would not overwrite
 local HISTORY_UNTIL   -- the history and the summary, where they exist, expire no earlier (or nil)
 local history_known   -- records an hx read in :info (defined with the history's expiries below)
@@ -113,7 +114,7 @@ local function begin(keys, argv)
   QUIET, REAPED, NOTED = nil, false, false
   LOCK_READ, LOCK_VALUE = false, false
   VIEW, INFO_CLEAN, HISTORY_UNTIL = nil, false, nil
-  EP_DROPPED = false
+  EP_DROPPED, NO_SEM = false, false
 end
 
 -- The lock key's value (false: none), read once until the call writes the key (lock_written).
@@ -413,7 +414,10 @@ local function remove_holder(id)
   bump()
   redis.call('ZREM', K.h, id)
   local slot = redis.call('HGET', K.hi, id .. '.' .. HOLDER.slot)
-  if slot and slot ~= '' then redis.call('ZADD', K.free, slot, slot) end
+  if slot and slot ~= '' then
+    redis.call('ZADD', K.free, slot, slot)
+    NO_SEM = false
+  end
   redis.call('HDEL', K.hi, unpack(fields(id, HOLDER_FIELDS)))
 end
 
@@ -478,9 +482,14 @@ end
 
 -- The semaphore's N stays only while someone holds or waits.
 local function tidy_limit()
-  if quiet() or redis.call('EXISTS', K.sem, K.free) == 0 then return end
+  if quiet() then return end
+  if redis.call('EXISTS', K.sem, K.free) == 0 then
+    NO_SEM = true
+    return
+  end
   if redis.call('ZCARD', K.h) == 0 and redis.call('ZCARD', K.q) == 0 then
     redis.call('DEL', K.sem, K.free)
+    NO_SEM = true
   end
 end
 
@@ -509,7 +518,7 @@ local function set_expiries()
   if notice then redis.call('PEXPIREAT', K.gone, tonumber(notice)) end
   local sem_end = held and tonumber(held) + margin or nil
   if queue_end and (not sem_end or queue_end > sem_end) then sem_end = queue_end end
-  if sem_end then
+  if sem_end and not NO_SEM then
     redis.call('PEXPIREAT', K.sem, sem_end)
     redis.call('PEXPIREAT', K.free, sem_end)
   end
@@ -622,6 +631,7 @@ local function grant(id, d, claimed, limit)
     QUIET = false
     bump()
     if d.m == 'n' then
+      NO_SEM = false
       redis.call('HSET', K.sem, SEM.limit, limit)
       slot = take_slot(limit)
     end
