@@ -138,6 +138,7 @@ private:
   bool m_guard_lost = false;
   int64_t m_fence = 0;          // this hold's fencing token (a quorum sets a restarted master again with it)
   Clock::time_point m_began{};  // when run started
+  uint64_t m_own_start = 0;     // this process's start time (proc::start_time), for its hold
   std::optional<Clock::time_point> m_acquired_at;
   Clock::time_point m_command_at{};            // when the command was started: --min-hold counts from there
   std::optional<lock::PreemptWatch> m_watch;   // --preemptible
@@ -216,6 +217,10 @@ int Supervisor::run() {
   if (enclosing.empty()) {
     m_guard.emplace();
     m_guard->check_reach();
+    // What names this process in the hold the command inherits (RLOCK_HOLDS), read now: a hand-off
+    // starts the command the moment the lock is ours, with nothing left to read.
+    proc::boot_id();
+    m_own_start = proc::start_time(::getpid()).value_or(0);
   }
 
   lock::Attempt attempt;
@@ -280,8 +285,8 @@ int Supervisor::run() {
 // --- holding ---------------------------------------------------------------------------------
 
 bool Supervisor::start_child(const lock::Attempt& attempt, std::vector<lock::Hold> holds) {
-  holds.push_back({m_name.lock_key(), m_token, attempt.fence, proc::boot_id(), ::getpid(),
-                   proc::start_time(::getpid()).value_or(0)});
+  if (m_own_start == 0) m_own_start = proc::start_time(::getpid()).value_or(0);
+  holds.push_back({m_name.lock_key(), m_token, attempt.fence, proc::boot_id(), ::getpid(), m_own_start});
   proc::SpawnSpec spec;
   spec.path = m_path;
   spec.argv = m_options.argv;

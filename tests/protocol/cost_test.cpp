@@ -223,6 +223,54 @@ TEST_F(CostTest, TheFenceCounterIsSetOnlyWhenMissingOldOrAheadOfTheClock) {
   EXPECT_GT(pttl(name.fence_key()), 50'000);
 }
 
+// A hand-off, with waiters behind the one granted: the release reads the holder and the head
+// waiter once each, and drops what waiters see once; the claim does none of the queue's
+// bookkeeping (the release did it).
+TEST_F(CostTest, AHandOffReadsEachThingOnceAndTheClaimLeavesTheQueueAlone) {
+  Contender a = contender("100");
+  Contender b = contender("101");
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  Attempt ab = acquire(b);
+  ASSERT_EQ(ab.outcome, Outcome::queued);
+  ASSERT_EQ(acquire(contender("102")).outcome, Outcome::queued);
+  ASSERT_EQ(acquire(contender("103")).outcome, Outcome::queued);
+  lock::Ending ending;
+  ending.exit_status = "0";
+  ending.holder = a.holder;
+  ending.used = true;
+  ending.linger = 0ms;
+  reset();
+  ASSERT_TRUE(lock::release(node, name, timing, a.token, ending));
+  auto run = commands_run();
+  EXPECT_EQ(run["get"], 1) << "the lock's key, read once: " << listing(run);
+  EXPECT_EQ(run["hmget"], 2) << "the holder's :info and the head waiter, once each: " << listing(run);
+  EXPECT_EQ(run.count("hget"), 0u) << "no semaphore's limit for an exclusive waiter: " << listing(run);
+  EXPECT_EQ(run["del"], 2) << "the holder, and what waiters see, once: " << listing(run);
+  EXPECT_EQ(run["pexpireat"], 4) << "the queue's keys; no semaphore's, which are not there: " << listing(run);
+  EXPECT_LE(total(run), 38) << listing(run);
+
+  reset();
+  Attempt taken = step(b, ab);
+  ASSERT_EQ(taken.outcome, Outcome::acquired);
+  run = commands_run();
+  // BLPOP and the light step's GET of :ep; TIME, GET, HMGET :info; PEXPIRE the lock's key, DEL
+  // :ep; HSET, PEXPIRE :info; XADD; HINCRBY, HSET :sum.
+  EXPECT_LE(total(run), 12) << listing(run);
+  EXPECT_EQ(run.count("zrangebyscore"), 0u) << "no reaping: " << listing(run);
+  EXPECT_EQ(run.count("zrange"), 0u) << "no expiries of the queue: " << listing(run);
+  EXPECT_EQ(run.count("exists"), 0u) << listing(run);
+  // What the claim does: the lease, the history, the fence the grant gave; the queue as it was.
+  LockState s = state();
+  ASSERT_EQ(s.holders.size(), 1u);
+  EXPECT_EQ(s.holders.at(0).holder.pid, "101");
+  EXPECT_GT(*s.holders.at(0).ttl_left_ms, 20'000);
+  EXPECT_EQ(s.waiters.size(), 2u);
+  EXPECT_EQ(call({"HGET", name.info_key(), "claimed"}).str, "1");
+  EXPECT_GT(taken.fence, 0);
+  EXPECT_EQ(std::to_string(taken.fence), call({"HGET", name.info_key(), "fence"}).str);
+  EXPECT_EQ(call({"HGET", name.summary_key(), "n.acquired"}).str, "2");
+}
+
 TEST_F(CostTest, AGrantOverwritesInfoAndDeletesWhatItWouldNotOverwrite) {
   // Leftovers without a holder (a hash written after its holder's :info was evicted, say).
   call({"HSET", name.info_key(), "ps", "1", "pb", "someone", "tk", "5"});

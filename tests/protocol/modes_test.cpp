@@ -136,6 +136,36 @@ TEST_F(ModesTest, ASemaphoreHasNHoldersWithSlotsOneToN) {
   EXPECT_EQ(acquire(contender("105"), false).outcome, Outcome::acquired);
 }
 
+// A semaphore's keys (its limit, the slots given back) expire with its holders and waiters,
+// through the calls that create them, the queue's steps and the grants.
+TEST_F(ModesTest, ASemaphoresKeysKeepAnExpiry) {
+  const std::string sem = name.key_of(lock::Part::semaphore);
+  const std::string free_slots = name.key_of(lock::Part::free_slots);
+  auto expires = [this](const std::string& key) { return call({"PTTL", key}).integer > 0; };
+  // A notice that nobody came for: the lock is not quiet, and the first holder's call finds no
+  // semaphore before it creates it.
+  call({"ZADD", name.key_of(lock::Part::notices), "99999999999999", "0000000000000000"});
+  Contender a = contender("100", Mode::semaphore, 2);
+  Contender b = contender("101", Mode::semaphore, 2);
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  EXPECT_TRUE(expires(sem));
+  ASSERT_EQ(acquire(b).outcome, Outcome::acquired);
+  EXPECT_TRUE(expires(sem));
+  Contender c = contender("102", Mode::semaphore, 2);
+  Attempt ac = acquire(c);
+  ASSERT_EQ(ac.outcome, Outcome::queued);
+  call({"PERSIST", sem});
+  ASSERT_EQ(step(c, ac).outcome, Outcome::queued);
+  EXPECT_TRUE(expires(sem)) << "a wait step sets it again";
+  // A slot given back with nobody to take it (the waiter left first): :free appears, with an expiry.
+  lock::cancel(node, name, timing, c.token, false);
+  call({"PERSIST", sem});
+  ASSERT_TRUE(release(a));
+  EXPECT_EQ(call({"EXISTS", free_slots}).integer, 1);
+  EXPECT_TRUE(expires(free_slots));
+  EXPECT_TRUE(expires(sem));
+}
+
 TEST_F(ModesTest, HoldersMustAgreeOnTheKindOfHold) {
   ASSERT_EQ(acquire(contender("100", Mode::semaphore, 3)).outcome, Outcome::acquired);
   auto code_of = [&](const Contender& c) {

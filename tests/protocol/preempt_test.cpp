@@ -51,6 +51,27 @@ TEST_F(PreemptTest, ASeenRequestEndsTheHoldPreemptedWithoutLingeringAndServesThe
   EXPECT_EQ(step(p, ap).outcome, Outcome::acquired) << "no lingering while the preemptor waits";
 }
 
+// A --preemptible waiter asked to stop while only granted claims its grant as any other (a few
+// commands), and its mailbox is pushed again for the watch that its run starts with the command.
+TEST_F(PreemptTest, AWaiterAskedToStopWhileOnlyGrantedIsWokenAgainAtItsClaim) {
+  Contender h = contender("holder");
+  ASSERT_EQ(acquire(h).outcome, Outcome::acquired);
+  Contender w = preemptible(contender("waiter"));
+  Attempt aw = acquire(w);
+  ASSERT_EQ(aw.outcome, Outcome::queued);
+  ASSERT_TRUE(release(h));
+  ASSERT_EQ(acquire(preemptor(contender("preemptor"))).outcome, Outcome::queued);
+  const std::string mailbox = name.mailbox(w.id());
+  ASSERT_GE(call({"LLEN", mailbox}).integer, 1) << "the request pushed it";
+  ASSERT_EQ(step(w, aw).outcome, Outcome::acquired);
+  EXPECT_EQ(call({"LLEN", mailbox}).integer, 1) << "its step took the request's push; the claim pushed it again";
+  EXPECT_EQ(call({"HGET", name.info_key(), "claimed"}).str, "1");
+  std::optional<lock::Extension> x = lock::extend(node, name, timing, w.token, std::nullopt);
+  ASSERT_TRUE(x);
+  ASSERT_TRUE(x->preempted_by) << "its renewal tells it who asks";
+  EXPECT_EQ(x->preempted_by->pid, "preemptor");
+}
+
 TEST_F(PreemptTest, AnUnseenRequestWhosePreemptorIsGoneNeitherMarksTheReleaseNorStopsItsLingering) {
   auto b = backend();
   Contender h = preemptible(contender("holder"));

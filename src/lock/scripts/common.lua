@@ -79,6 +79,8 @@ local NOTED           -- the lock's key is free and no expired holder is left to
 local LOCK_READ       -- LOCK_VALUE holds the lock key's value (false: none): the key has not
 local LOCK_VALUE      -- been written since it was read (a script's clock stands still: no expiry)
 local VIEW            -- what check_types read of the holder (lock_value_ours), for holder_view
+local EP_DROPPED      -- this call deleted :ep (bump) and has not written it since (view_epoch)
+local NO_SEM          -- :sem and :free are known missing (tidy_limit), and not written since
 local INFO_CLEAN      -- :info is missing, or has no field a grant would not overwrite
 local HISTORY_UNTIL   -- the history and the summary, where they exist, expire no earlier (or nil)
 local QUEUE_END       -- when the queue's keys expire, as set_expiries set it in this call (or nil)
@@ -113,6 +115,7 @@ local function begin(keys, argv)
   QUIET, REAPED, NOTED = nil, false, false
   LOCK_READ, LOCK_VALUE = false, false
   VIEW, INFO_CLEAN, HISTORY_UNTIL, QUEUE_END = nil, false, nil, nil
+  EP_DROPPED, NO_SEM = false, false
 end
 
 -- The lock key's value (false: none), read once until the call writes the key (lock_written).
@@ -142,9 +145,12 @@ end
 
 -- What waiters see (the holder, the queue, a grant, a lease cut short) changed: the epoch that a
 -- light heartbeat compares (view_epoch) is dropped, and the next full step starts a new one. A
--- quiet lock has no waiter to tell.
+-- quiet lock has no waiter to tell, and a key this call deleted is not deleted again.
 bump = function()
-  if not quiet() then redis.call('DEL', K.ep) end
+  if not EP_DROPPED and not quiet() then
+    redis.call('DEL', K.ep)
+    EP_DROPPED = true
+  end
 end
 
 local function spend()
@@ -384,6 +390,8 @@ local function remove_waiter(id)
   redis.call('ZREM', K.wl, id)
   redis.call('ZREM', K.sq, id)
   redis.call('HDEL', K.w, unpack(fields(id, WAITER_FIELDS)))
+  -- (A clean :info names no preemptor.)
+  if INFO_CLEAN then return end
   local asked = hmget(K.info, INFO.preemptor, INFO.preempt_seen)
   if asked[INFO.preemptor] == id and asked[INFO.preempt_seen] ~= '1' then
     redis.call('HDEL', K.info, INFO.preempt_by, INFO.preemptor)
@@ -407,7 +415,10 @@ local function remove_holder(id)
   bump()
   redis.call('ZREM', K.h, id)
   local slot = redis.call('HGET', K.hi, id .. '.' .. HOLDER.slot)
-  if slot and slot ~= '' then redis.call('ZADD', K.free, slot, slot) end
+  if slot and slot ~= '' then
+    redis.call('ZADD', K.free, slot, slot)
+    NO_SEM = false
+  end
   redis.call('HDEL', K.hi, unpack(fields(id, HOLDER_FIELDS)))
 end
 
@@ -472,9 +483,14 @@ end
 
 -- The semaphore's N stays only while someone holds or waits.
 local function tidy_limit()
-  if quiet() or redis.call('EXISTS', K.sem, K.free) == 0 then return end
+  if quiet() then return end
+  if redis.call('EXISTS', K.sem, K.free) == 0 then
+    NO_SEM = true
+    return
+  end
   if redis.call('ZCARD', K.h) == 0 and redis.call('ZCARD', K.q) == 0 then
     redis.call('DEL', K.sem, K.free)
+    NO_SEM = true
   end
 end
 
@@ -504,7 +520,7 @@ local function set_expiries()
   if notice then redis.call('PEXPIREAT', K.gone, tonumber(notice)) end
   local sem_end = held and tonumber(held) + margin or nil
   if queue_end and (not sem_end or queue_end > sem_end) then sem_end = queue_end end
-  if sem_end then
+  if sem_end and not NO_SEM then
     redis.call('PEXPIREAT', K.sem, sem_end)
     redis.call('PEXPIREAT', K.free, sem_end)
   end
@@ -617,6 +633,7 @@ local function grant(id, d, claimed, limit)
     QUIET = false
     bump()
     if d.m == 'n' then
+      NO_SEM = false
       redis.call('HSET', K.sem, SEM.limit, limit)
       slot = take_slot(limit)
     end
@@ -645,7 +662,7 @@ end
 local function advance()
   reap()
   if quiet() then return end
-  local limit = semaphore_limit()
+  local limit  -- (read for a semaphore waiter only: the others' holds do not count slots)
   while true do
     local head = redis.call('ZRANGE', K.q, 0, 0)
     if #head == 0 then break end
@@ -657,6 +674,7 @@ local function advance()
       if not spend() then break end
       remove_waiter(id)  -- dead (its lease ran out), or half-written: drop it
     else
+      if d.m == 'n' and not limit then limit = semaphore_limit() end
       if not can_take(d.m, limit) then break end
       if not spend() then break end
       remove_waiter(id)
@@ -834,6 +852,7 @@ local function view_epoch()
   end
   redis.call('SET', K.ep, epoch .. ' ' .. due .. ' ' .. (QUEUE_END or 0), 'PX',
              math.max(due - NOW, 0) + LEASE + CLAIM)
+  EP_DROPPED = false
   return epoch
 end
 
