@@ -89,6 +89,9 @@ TEST_F(HeartbeatTest, AnIdleWaiterBehindOthersRenewsItsPlaceInALightStep) {
   CodeNode counting(node);
   std::string lease_before = call({"ZSCORE", name.lock_key() + ":wl", c.id()}).str;
   std::this_thread::sleep_for(5ms);
+  // (On the EVALSHA path, the light step's script is loaded here if no earlier test loaded it: a
+  // server without it costs one more request, which FunctionsTest covers.)
+  ASSERT_FALSE(call({"SCRIPT", "LOAD", std::string(lock::scripts::k_beat.source)}).is_error());
   ASSERT_EQ(call({"CONFIG", "RESETSTAT"}).str, "OK");
   Attempt next = lock::wait_turn(counting, name, timing, c, at, 20ms);
   std::map<std::string, int64_t> calls = command_calls(call({"INFO", "commandstats"}));
@@ -151,20 +154,11 @@ TEST_F(HeartbeatTest, TheLightStepRenewsOnlyWhileTheViewHolds) {
   EXPECT_EQ(beat(c.id(), at.epoch, timing.lease + 20s), k_stale) << "longer than the queue's keys";
   EXPECT_EQ(lease_of(c.id()), renewed) << "no stale step renews";
   EXPECT_EQ(beat("0123456789abcdef", at.epoch, timing.lease), k_stale) << "no place";
-  // Due: a lease may have run out since (the epoch's due time is past). The queue's keys expire
-  // earlier than the epoch says (the third number): a lease they would not outlive.
+  // Due: a lease may have run out since (the epoch's due time is past).
   const std::string ep = name.lock_key() + ":ep";
   std::string view = call({"GET", ep}).str;
-  std::vector<std::string> numbers = util::split(view, " ");
-  ASSERT_EQ(numbers.size(), 3U) << view;
-  ASSERT_EQ(call({"SET", ep, at.epoch + " 1 " + numbers[2]}).str, "OK");
+  ASSERT_EQ(call({"SET", ep, at.epoch + " 1"}).str, "OK");
   EXPECT_EQ(beat(c.id(), at.epoch, timing.lease), k_stale) << "due";
-  ASSERT_EQ(call({"SET", ep, at.epoch + " " + numbers[1] + " " + std::to_string(std::stoll(numbers[2]) - 20000)}).str,
-            "OK");
-  EXPECT_EQ(beat(c.id(), at.epoch, timing.lease), k_stale) << "the queue's keys expire sooner";
-  // An epoch of an earlier version ("epoch due"): the full step.
-  ASSERT_EQ(call({"SET", ep, at.epoch + " " + numbers[1]}).str, "OK");
-  EXPECT_EQ(beat(c.id(), at.epoch, timing.lease), k_stale) << "an earlier version's epoch";
   ASSERT_EQ(call({"SET", ep, view}).str, "OK");
   EXPECT_EQ(lease_of(c.id()), renewed);
   EXPECT_TRUE(call({"ZSCORE", wl, "0123456789abcdef"}).is_nil()) << "no place added";
@@ -254,7 +248,7 @@ TEST_F(HeartbeatTest, TheHeadTakesTheLightStepUntilTheHoldersLeaseEnds) {
   EXPECT_EQ(counting.last(), static_cast<int64_t>(protocol::reply::taken::code));
 }
 
-// The light step does not read when the queue's keys expire: the epoch says so (view_epoch).
+// The light step gives no lease that the queue's keys would not outlive by the claim window.
 // Waiters that joined together have the same lease, and the keys expire a lease and a claim window
 // after it; a far lease given in the light step would outlive them by less than the claim window
 // once more than a lease less the far lease's extra has passed, although no lease has run out yet

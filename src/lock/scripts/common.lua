@@ -83,7 +83,6 @@ local EP_DROPPED      -- this call deleted :ep (bump) and has not written it sin
 local NO_SEM          -- :sem and :free are known missing (tidy_limit), and not written since
 local INFO_CLEAN      -- :info is missing, or has no field a grant would not overwrite
 local HISTORY_UNTIL   -- the history and the summary, where they exist, expire no earlier (or nil)
-local QUEUE_END       -- when the queue's keys expire, as set_expiries set it in this call (or nil)
 local history_known   -- records an hx read in :info (defined with the history's expiries below)
 
 -- The state of one call, set at its start: every script (and every function of the library)
@@ -114,7 +113,7 @@ local function begin(keys, argv)
   WORK, MORE, PUSH, CALLER = 0, false, {}, ''
   QUIET, REAPED, NOTED = nil, false, false
   LOCK_READ, LOCK_VALUE = false, false
-  VIEW, INFO_CLEAN, HISTORY_UNTIL, QUEUE_END = nil, false, nil, nil
+  VIEW, INFO_CLEAN, HISTORY_UNTIL = nil, false, nil
   EP_DROPPED, NO_SEM = false, false
 end
 
@@ -508,7 +507,6 @@ local function set_expiries()
     redis.call('PEXPIREAT', K.hi, at)
   end
   local queue_end = waited and tonumber(waited) + margin or nil
-  QUEUE_END = queue_end
   if queue_end then
     redis.call('PEXPIREAT', K.q, queue_end)
     redis.call('PEXPIREAT', K.wl, queue_end)
@@ -830,17 +828,13 @@ local function holder_view(view)
   return '', '', '', '', 0, -1
 end
 
--- The epoch of what waiters see, for the light heartbeat (beat.lua). K.ep holds "epoch due
--- until": the epoch (the server's clock in us when it began: never the same twice); until when
+-- The epoch of what waiters see, for the light heartbeat (beat.lua). K.ep holds "epoch due":
+-- the epoch (the server's clock in us when it began: never the same twice), and until when
 -- nothing time-based can be due (0: a light step never stands for a full one): the first waiter's
--- lease and the exclusive holder's lease, whichever ends first; and when the queue's keys expire,
--- as this call's set_expiries set them (0: not set). Every change drops it (bump); a step that
--- changes nothing keeps the epoch and sets the rest again. The light step renews the caller's
--- lease only before the first lease ends, and only to a lease that the queue's keys outlive by the
--- claim window. Their expiry, a lease and the claim window after the last lease, moves earlier only
--- when the last lease does: a waiter dropped or granted (each drops the epoch), or one whose own
--- step shortens its lease (a full step: it sets the epoch's numbers again). So the keys expire no
--- earlier than until while the epoch stands.
+-- lease and the exclusive holder's lease, whichever ends first. Every change drops it (bump); a
+-- step that changes nothing keeps the epoch and sets the due time again. The light step renews
+-- the caller's lease only before the first lease ends, so the queue's keys still outlive it by the
+-- claim window (set_expiries).
 local function view_epoch()
   local v = redis.pcall('GET', K.ep)
   local epoch = type(v) == 'string' and string.match(v, '^(%d+) ') or NOW_US
@@ -850,8 +844,7 @@ local function view_epoch()
     local first = redis.call('ZRANGE', K.wl, 0, 0, 'WITHSCORES')[2]
     if pttl > 0 and first then due = math.min(NOW + pttl, tonumber(first)) end
   end
-  redis.call('SET', K.ep, epoch .. ' ' .. due .. ' ' .. (QUEUE_END or 0), 'PX',
-             math.max(due - NOW, 0) + LEASE + CLAIM)
+  redis.call('SET', K.ep, epoch .. ' ' .. due, 'PX', math.max(due - NOW, 0) + LEASE + CLAIM)
   EP_DROPPED = false
   return epoch
 end
