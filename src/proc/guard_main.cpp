@@ -116,32 +116,40 @@ RLOCK_GUARD_CODE const char* cgroup2_mount() {
 // process PID lives), with the cgroups under them (a nested run's, the command's own): at most a
 // few a run, each bounded (remove_cgroup). A populated one cannot be removed, and a live guard's
 // is never touched. Bounded whatever the parent holds: at most 64 of its rlock.PID entries are
-// looked at, so that a start does not cost one check per run alive on the host (the entries come
-// in the directory's order; those past them are swept by a later run, when fewer are alive).
-RLOCK_GUARD_CODE void remove_stale_cgroups(const char* parent) {
+// looked at, so that a start does not cost one check per run alive on the host. Each guard starts
+// at another place in the directory (cgroupfs takes any position: it lists by a hash of the
+// name), from `seed`, and goes round to its start: with more than 64 runs alive, another run
+// looks at the others.
+RLOCK_GUARD_CODE void remove_stale_cgroups(const char* parent, unsigned long seed) {
   long dir = sys::call(SYS_openat, AT_FDCWD, reinterpret_cast<long>(parent), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir < 0) return;
   char entries[8192];
   int removed = 0;
   int checked = 0;
-  while (removed < 8 && checked < 64) {
-    long n = sys::call(SYS_getdents64, dir, reinterpret_cast<long>(entries), sizeof entries);
-    if (n <= 0) break;
-    for (long at = 0; at < n && removed < 8 && checked < 64;) {
-      long reclen = static_cast<unsigned char>(entries[at + 16]) | (static_cast<unsigned char>(entries[at + 17]) << 8);
-      if (reclen <= 0) break;
-      const char* name = entries + at + 19;
-      at += reclen;
-      const char* prefix = "rlock.";
-      int i = 0;
-      while (prefix[i] && name[i] == prefix[i]) ++i;
-      if (prefix[i] || name[i] < '0' || name[i] > '9') continue;
-      long pid = 0;
-      for (; name[i] >= '0' && name[i] <= '9'; ++i) pid = pid * 10 + (name[i] - '0');
-      if (name[i] != '\0') continue;
-      ++checked;
-      if (sys::call(SYS_kill, pid, 0) != -ESRCH) continue;
-      if (remove_cgroup(static_cast<int>(dir), name) == 0) ++removed;
+  long start = static_cast<long>((seed * 2654435761UL) & 0x7fffffffUL);
+  if (sys::call(SYS_lseek, dir, start, SEEK_SET) != start) start = 0;
+  for (int pass = start == 0 ? 1 : 0; pass < 2 && removed < 8 && checked < 64; ++pass) {
+    if (pass == 1 && start != 0 && sys::call(SYS_lseek, dir, 0, SEEK_SET) != 0) break;
+    while (removed < 8 && checked < 64) {
+      long n = sys::call(SYS_getdents64, dir, reinterpret_cast<long>(entries), sizeof entries);
+      if (n <= 0) break;
+      for (long at = 0; at < n && removed < 8 && checked < 64;) {
+        long reclen =
+            static_cast<unsigned char>(entries[at + 16]) | (static_cast<unsigned char>(entries[at + 17]) << 8);
+        if (reclen <= 0) break;
+        const char* name = entries + at + 19;
+        at += reclen;
+        const char* prefix = "rlock.";
+        int i = 0;
+        while (prefix[i] && name[i] == prefix[i]) ++i;
+        if (prefix[i] || name[i] < '0' || name[i] > '9') continue;
+        long pid = 0;
+        for (; name[i] >= '0' && name[i] <= '9'; ++i) pid = pid * 10 + (name[i] - '0');
+        if (name[i] != '\0') continue;
+        ++checked;
+        if (sys::call(SYS_kill, pid, 0) != -ESRCH) continue;
+        if (remove_cgroup(static_cast<int>(dir), name) == 0) ++removed;
+      }
     }
   }
   sys::call(SYS_close, dir);
@@ -175,7 +183,7 @@ RLOCK_GUARD_CODE void make_cgroup(Setup& s) {
   char* at = put_text(s.cgroup, end, mount);
   if (!(own[0] == '/' && own[1] == '\0')) at = put_text(at, end, own);
   *at = '\0';
-  remove_stale_cgroups(s.cgroup);
+  remove_stale_cgroups(s.cgroup, static_cast<unsigned long>(s.guard));
   at = put_text(at, end, "/rlock.");
   at = put_number(at, end, s.guard);
   *at = '\0';
