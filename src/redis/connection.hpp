@@ -114,6 +114,9 @@ public:
   // when the deadline has passed.
   void advance();
   bool finished() const { return m_state == State::idle || m_state == State::failed; }
+  // Whether the request of the exchange under way has left in full, its answer not read yet: the
+  // server runs it whether or not the answer is waited for.
+  bool request_sent() const { return m_state == State::receiving; }
   // An exchange left under way (its answers read later): its deadline counts again from now, as
   // if it had just been sent, so that an answer that came meanwhile is read, not timed out.
   void renew_deadline() {

@@ -3,6 +3,7 @@
 #include "lock/node_set.hpp"
 #include "protocol.hpp"
 
+#include <signal.h>
 #include <set>
 
 namespace rlock::test {
@@ -165,6 +166,26 @@ TEST_F(RedlockTest, AFenceEveryMasterHandedOutIsWrittenBackWithoutWaitingYetLand
     EXPECT_EQ(std::stoll(get(i, name.fence_key())), got.fence) << "master " << i;
   }
   EXPECT_EQ(q->try_acquire(name, contender("102"), false, {}).fence, got.fence + 1);
+}
+
+TEST_F(RedlockTest, AReleaseWaitsOnlyForTheAnswersThatDecideAndEveryMasterRunsIt) {
+  // A per-node timeout far above what the release may take: master 2 is stopped, so a release
+  // that waited for it would take all of it.
+  auto q = lock::quorum_backend(servers_of(urls()), timing, 5s);
+  Contender c = contender("100");
+  ASSERT_EQ(q->try_acquire(name, c, false, {}).outcome, Outcome::acquired);
+  ASSERT_EQ(::kill(quorum_server(2).pid(), SIGSTOP), 0);
+  struct Resume {
+    ~Resume() { ::kill(quorum_server(2).pid(), SIGCONT); }
+  } resume;
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(q->release(name, c.token, lock::Ending{}), lock::Released::released);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2500ms);
+  EXPECT_EQ(get(0, name.lock_key()), "");
+  EXPECT_EQ(get(1, name.lock_key()), "");
+  // The stopped master got the whole request: it runs it once it goes on.
+  ::kill(quorum_server(2).pid(), SIGCONT);
+  EXPECT_TRUE(eventually([&] { return get(2, name.lock_key()).empty(); }));
 }
 
 TEST_F(RedlockTest, AMasterThatLostTheKeyGetsItBackWithTheFenceAtRenewal) {
