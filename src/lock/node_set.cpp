@@ -14,10 +14,14 @@ ClientNodeSet::ClientNodeSet(const std::vector<redis::Url>& urls, redis::Timeout
   for (const redis::Url& url : urls) {
     m_members.push_back(std::make_unique<redis::Client>(url, per_node, tls));
     // Every connection says who it reached: its run_id (one server named twice, a restart),
-    // uptime and persistence (a young master), whether it is a Cluster node, and its eviction
-    // policy. No round trip of its own.
-    m_members.back()->set_greeting(info_member());
+    // uptime, and whether it is a Cluster node. No round trip of its own.
+    m_members.back()->set_greeting(info_identity());
   }
+}
+
+void ClientNodeSet::prepare_acquisition() {
+  // Also persistence (a young master) and the eviction policy.
+  for (auto& m : m_members) m->set_greeting(info_member());
 }
 
 const ServerFacts* ClientNodeSet::facts(size_t i) const {

@@ -40,6 +40,9 @@ public:
     settle();
     return *m_members[i];
   }
+  // Every connection opened from now on is greeted with what an acquisition reads of a master
+  // (info_member: persistence and the eviction policy too), not just its identity (info_identity).
+  void prepare_acquisition() override;
   // What member i's greeting (INFO) says, parsed once per connection; nullptr when it said nothing
   // (not connected yet, or INFO refused by an ACL). Valid until the next request.
   const ServerFacts* facts(size_t i) const;

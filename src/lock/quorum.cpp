@@ -122,6 +122,7 @@ Quorum::Acquisition Quorum::acquire(const LockName& name, const Contender& conte
   const size_t n = m_nodes.size();
   std::vector<std::string> keys = name.script_keys(contender.id());
   Acquisition out;
+  m_nodes.prepare_acquisition();
   auto sent_at = m_now();
   std::vector<NodeAnswer> answers = phase1(name, contender, enclosing, keys);
   // What each master said of itself, read once (INFO, with its connection's greeting).

@@ -55,6 +55,9 @@ public:
                         const std::vector<std::vector<std::string>>& args, const std::vector<bool>& which) {
     eval_all(script, keys, args, which);
   }
+  // Before an acquisition: each connection opened from now on also reads what an acquisition
+  // needs of a master (whether it keeps its locks across a restart). By default nothing.
+  virtual void prepare_acquisition() {}
   // Whether the answers so far (a node still waiting has neither reply nor error) decide.
   using Decided = std::function<bool(const std::vector<NodeAnswer>&)>;
   // Runs script as eval_all does, but stops waiting as soon as `decided` says the answers so far

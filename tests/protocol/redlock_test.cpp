@@ -19,6 +19,7 @@ public:
   size_t size() const override { return m_inner.size(); }
   std::string name(size_t i) const override { return m_inner.name(i); }
   std::optional<lock::MasterIdentity> identity(size_t i) const override { return m_inner.identity(i); }
+  void prepare_acquisition() override { m_inner.prepare_acquisition(); }
   std::vector<lock::NodeAnswer> eval_all(const redis::Script& script, const std::vector<std::string>& keys,
                                          const std::vector<std::vector<std::string>>& args,
                                          const std::vector<bool>& which) override {
@@ -186,6 +187,34 @@ TEST_F(RedlockTest, AReleaseWaitsOnlyForTheAnswersThatDecideAndEveryMasterRunsIt
   // The stopped master got the whole request: it runs it once it goes on.
   ::kill(quorum_server(2).pid(), SIGCONT);
   EXPECT_TRUE(eventually([&] { return get(2, name.lock_key()).empty(); }));
+}
+
+TEST_F(RedlockTest, OnlyAnAcquisitionReadsMoreOfAMasterThanItsIdentity) {
+  auto now = [] { return util::BootClock::now(); };
+  // A call that does not acquire (an extend, which reads every answer) greets each master with its
+  // server section alone: who it is, and whether it is a Cluster node; not its persistence or
+  // eviction policy.
+  lock::ClientNodeSet extending(servers_of(urls()).urls, redis::Timeouts{}, redis::TlsOptions{});
+  lock::Quorum q(extending, timing, now);
+  EXPECT_EQ(q.extend(name, lock::new_token(), 5s, 5s, 0).outcome, lock::Quorum::Renewal::lost);
+  for (size_t i = 0; i < k_masters; ++i) {
+    const lock::ServerFacts* f = extending.facts(i);
+    ASSERT_NE(f, nullptr) << "master " << i;
+    EXPECT_FALSE(f->run_id.empty()) << "master " << i;
+    EXPECT_NE(f->uptime_s, std::nullopt) << "master " << i;
+    EXPECT_EQ(f->aof, std::nullopt) << "master " << i;
+    EXPECT_EQ(f->maxmemory, std::nullopt) << "master " << i;
+  }
+  // An acquisition reads that the masters keep an append-only file (so that, young, they count).
+  lock::ClientNodeSet acquiring(servers_of(urls()).urls, redis::Timeouts{}, redis::TlsOptions{});
+  lock::Quorum a(acquiring, timing, now);
+  Contender c = contender("100");
+  EXPECT_EQ(a.acquire(name, c, {}).attempt.outcome, Outcome::acquired);
+  for (size_t i = 0; i < k_masters; ++i) {
+    ASSERT_NE(acquiring.facts(i), nullptr) << "master " << i;
+    EXPECT_EQ(acquiring.facts(i)->aof, true) << "master " << i;
+  }
+  EXPECT_EQ(a.verdict(a.release(name, c.token, lock::Ending{})), lock::Released::released);
 }
 
 TEST_F(RedlockTest, AMasterThatLostTheKeyGetsItBackWithTheFenceAtRenewal) {
