@@ -50,6 +50,12 @@ void ClientNodeSet::cap_waits(std::optional<redis::Clock::time_point> cap) {
 }
 
 ClientNodeSet::~ClientNodeSet() {
+  // A request of send_all left under way has gone out whole, as a rule: its master runs it whether
+  // or not the answer is read, and its connection is closed behind it (acquire's phase 2 does not
+  // hold up its exit). Only a request still being sent is finished first.
+  bool sending = false;
+  for (redis::Connection* c : m_unsettled) sending = sending || (!c->finished() && !c->request_sent());
+  if (!sending) return;
   // The interrupt's descriptor (a command's signalfd) may be closed by now: not watched.
   m_interrupt_fd = -1;
   try {

@@ -33,6 +33,7 @@ public:
                 const std::vector<std::vector<std::string>>& args, const std::vector<bool>& which) override;
   // Reads the answers of send_all's requests, if any are under way (each within its timeouts).
   void settle();
+  // Waits for send_all's requests only as long as one is still being sent.
   ~ClientNodeSet() override;
 
   // Member i, with nothing of send_all under way on it.

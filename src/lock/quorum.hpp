@@ -49,7 +49,8 @@ public:
                                            const std::vector<std::vector<std::string>>& args,
                                            const std::vector<bool>& which) = 0;
   // Runs script as eval_all does, without waiting for the answers: they are read, and dropped,
-  // before the next request to the same nodes. For a write that nothing depends on. By default
+  // before the next request to the same nodes (if there is none, not at all: each node has the whole
+  // request and runs it). For a write that nothing depends on. By default
   // (a node set that cannot leave a request under way), eval_all.
   virtual void send_all(const redis::Script& script, const std::vector<std::string>& keys,
                         const std::vector<std::vector<std::string>>& args, const std::vector<bool>& which) {

@@ -4,6 +4,8 @@
 #include "protocol.hpp"
 
 #include <signal.h>
+
+#include <optional>
 #include <set>
 
 namespace rlock::test {
@@ -20,6 +22,10 @@ public:
   std::string name(size_t i) const override { return m_inner.name(i); }
   std::optional<lock::MasterIdentity> identity(size_t i) const override { return m_inner.identity(i); }
   void prepare_acquisition() override { m_inner.prepare_acquisition(); }
+  void send_all(const redis::Script& script, const std::vector<std::string>& keys,
+                const std::vector<std::vector<std::string>>& args, const std::vector<bool>& which) override {
+    m_inner.send_all(script, keys, args, which);
+  }
   std::vector<lock::NodeAnswer> eval_all(const redis::Script& script, const std::vector<std::string>& keys,
                                          const std::vector<std::vector<std::string>>& args,
                                          const std::vector<bool>& which) override {
@@ -187,6 +193,37 @@ TEST_F(RedlockTest, AReleaseWaitsOnlyForTheAnswersThatDecideAndEveryMasterRunsIt
   // The stopped master got the whole request: it runs it once it goes on.
   ::kill(quorum_server(2).pid(), SIGCONT);
   EXPECT_TRUE(eventually([&] { return get(2, name.lock_key()).empty(); }));
+}
+
+TEST_F(RedlockTest, AWriteBackNotWaitedForDoesNotHoldUpTheEndYetEveryMasterRunsIt) {
+  // A first hold brings the counters together: the next phase 2 is sent, not waited for.
+  auto q = quorum();
+  Contender first = contender("100");
+  ASSERT_EQ(q->try_acquire(name, first, false, {}).outcome, Outcome::acquired);
+  ASSERT_EQ(q->release(name, first.token, lock::Ending{}), lock::Released::released);
+
+  Contender c = contender("101");
+  struct Resume {
+    ~Resume() { ::kill(quorum_server(2).pid(), SIGCONT); }
+  } resume;
+  std::optional<WatchedMasters> masters(std::in_place, urls());  // each master's command timeout: 2s
+  // Master 2 stops once phase 1 has answered: phase 2's answer cannot come.
+  masters->after_phase1 = [] { ASSERT_EQ(::kill(quorum_server(2).pid(), SIGSTOP), 0); };
+  {
+    lock::Quorum acquiring(*masters, timing, [] { return util::BootClock::now(); });
+    ASSERT_EQ(acquiring.acquire(name, c, {}).attempt.outcome, Outcome::acquired);
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  masters.reset();  // the end of the call: its node set goes
+  auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_LT(took, 1500ms);
+  ::kill(quorum_server(2).pid(), SIGCONT);
+  // Master 2 got the whole request: it records the acquisition once it goes on.
+  EXPECT_TRUE(eventually([&] {
+    redis::Reply log = master(2).call({"XREVRANGE", name.log_key(), "+", "-", "COUNT", "1"});
+    return log.elements.size() == 1 && log.elements[0].elements.at(1).elements.at(1).str == "acquired";
+  }));
+  EXPECT_EQ(q->release(name, c.token, lock::Ending{}), lock::Released::released);
 }
 
 TEST_F(RedlockTest, OnlyAnAcquisitionReadsMoreOfAMasterThanItsIdentity) {
