@@ -14,10 +14,14 @@ ClientNodeSet::ClientNodeSet(const std::vector<redis::Url>& urls, redis::Timeout
   for (const redis::Url& url : urls) {
     m_members.push_back(std::make_unique<redis::Client>(url, per_node, tls));
     // Every connection says who it reached: its run_id (one server named twice, a restart),
-    // uptime and persistence (a young master), whether it is a Cluster node, and its eviction
-    // policy. No round trip of its own.
-    m_members.back()->set_greeting(info_member());
+    // uptime, and whether it is a Cluster node. No round trip of its own.
+    m_members.back()->set_greeting(info_identity());
   }
+}
+
+void ClientNodeSet::prepare_acquisition() {
+  // Also persistence (a young master) and the eviction policy.
+  for (auto& m : m_members) m->set_greeting(info_member());
 }
 
 const ServerFacts* ClientNodeSet::facts(size_t i) const {
@@ -46,6 +50,12 @@ void ClientNodeSet::cap_waits(std::optional<redis::Clock::time_point> cap) {
 }
 
 ClientNodeSet::~ClientNodeSet() {
+  // A request of send_all left under way has gone out whole, as a rule: its master runs it whether
+  // or not the answer is read, and its connection is closed behind it (acquire's phase 2 does not
+  // hold up its exit). Only a request still being sent is finished first.
+  bool sending = false;
+  for (redis::Connection* c : m_unsettled) sending = sending || (!c->finished() && !c->request_sent());
+  if (!sending) return;
   // The interrupt's descriptor (a command's signalfd) may be closed by now: not watched.
   m_interrupt_fd = -1;
   try {
@@ -90,6 +100,34 @@ void ClientNodeSet::send_all(const redis::Script& script, const std::vector<std:
 std::vector<NodeAnswer> ClientNodeSet::eval_all(const redis::Script& script, const std::vector<std::string>& keys,
                                                 const std::vector<std::vector<std::string>>& args,
                                                 const std::vector<bool>& which) {
+  return eval(script, keys, args, which, nullptr);
+}
+
+std::vector<NodeAnswer> ClientNodeSet::eval_until(const redis::Script& script, const std::vector<std::string>& keys,
+                                                  const std::vector<std::vector<std::string>>& args,
+                                                  const std::vector<bool>& which, const Decided& decided) {
+  return eval(script, keys, args, which, &decided);
+}
+
+NodeAnswer ClientNodeSet::answer_of(size_t i, redis::Reply reply, bool* moved) const {
+  NodeAnswer out;
+  std::string code = reply.error_code();
+  // A Cluster node: it says so in its greeting (INFO), or by redirecting a key it does not own.
+  const ServerFacts* facts_i = facts(i);
+  if ((facts_i && facts_i->cluster) || code == "MOVED" || code == "ASK" || code == "CLUSTERDOWN") {
+    out.error = cluster_member_error(name(i));
+  } else if (code == "READONLY") {
+    out.error = Error(exit_code::k_unavailable, fmt::format("{}: the server is a read-only replica", name(i)));
+    if (moved) *moved = true;
+  } else {
+    out.reply = std::move(reply);
+  }
+  return out;
+}
+
+std::vector<NodeAnswer> ClientNodeSet::eval(const redis::Script& script, const std::vector<std::string>& keys,
+                                            const std::vector<std::vector<std::string>>& args,
+                                            const std::vector<bool>& which, const Decided* decided) {
   settle();
   const size_t n = m_members.size();
   std::vector<NodeAnswer> out(n);
@@ -122,10 +160,41 @@ std::vector<NodeAnswer> ClientNodeSet::eval_all(const redis::Script& script, con
       commands.push_back(redis::script_commands(script, *way[i], keys, args[i]));
     }
     if (round.empty()) break;
-    std::vector<redis::Outcome> outcomes = redis::exchange_all(round, commands, m_interrupt_fd, m_on_interrupt);
+    // With `decided`: after each answer, the answers so far (a member whose script must be tried
+    // another way still waits) are asked whether they decide; the members still waiting, their
+    // requests all sent, are then not waited for.
+    std::vector<bool> waited(round.size(), true);
+    redis::Enough enough;
+    if (decided) {
+      enough = [&](const std::vector<std::optional<redis::Outcome>>& so_far) {
+        std::vector<NodeAnswer> now = out;
+        for (size_t k = 0; k < round.size(); ++k) {
+          size_t i = members[k];
+          now[i] = {};
+          if (!so_far[k]) {
+            if (!round[k]->request_sent()) return false;
+            continue;
+          }
+          if (so_far[k]->error) {
+            now[i].error = so_far[k]->error;
+            continue;
+          }
+          NodeAnswer a = answer_of(i, so_far[k]->replies.back());
+          if (a.error || !redis::next_way(*way[i], so_far[k]->replies)) now[i] = std::move(a);
+        }
+        if (!(*decided)(now)) return false;
+        for (size_t k = 0; k < round.size(); ++k) waited[k] = so_far[k].has_value();
+        return true;
+      };
+    }
+    std::vector<redis::Outcome> outcomes = redis::exchange_all(round, commands, m_interrupt_fd, m_on_interrupt, enough);
     for (size_t k = 0; k < round.size(); ++k) {
       size_t i = members[k];
       out[i] = {};
+      if (!waited[k]) {
+        way[i].reset();  // its answer was not needed: neither reply nor error
+        continue;
+      }
       std::optional<redis::ScriptWay> next;
       if (!outcomes[k].error) next = redis::next_way(*way[i], outcomes[k].replies);
       if (next == redis::ScriptWay::evalsha) {
@@ -138,22 +207,10 @@ std::vector<NodeAnswer> ClientNodeSet::eval_all(const redis::Script& script, con
         m_members[i]->forget_master();  // a Sentinel master may have moved
         continue;
       }
-      redis::Reply& r = outcomes[k].replies.back();
-      std::string code = r.error_code();
-      // A Cluster node: it says so in its greeting (INFO), or by redirecting a key it does not own.
-      const ServerFacts* facts_i = facts(i);
-      if ((facts_i && facts_i->cluster) || code == "MOVED" || code == "ASK" || code == "CLUSTERDOWN") {
-        out[i].error = cluster_member_error(name(i));
-        way[i].reset();
-        continue;
-      }
-      if (code == "READONLY") {
-        out[i].error = Error(exit_code::k_unavailable, fmt::format("{}: the server is a read-only replica", name(i)));
-        m_members[i]->forget_master();
-        way[i].reset();
-        continue;
-      }
-      out[i].reply = std::move(r);
+      bool moved = false;
+      out[i] = answer_of(i, std::move(outcomes[k].replies.back()), &moved);
+      if (out[i].error) way[i].reset();
+      if (moved) m_members[i]->forget_master();
     }
   }
   return out;

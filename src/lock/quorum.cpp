@@ -122,6 +122,7 @@ Quorum::Acquisition Quorum::acquire(const LockName& name, const Contender& conte
   const size_t n = m_nodes.size();
   std::vector<std::string> keys = name.script_keys(contender.id());
   Acquisition out;
+  m_nodes.prepare_acquisition();
   auto sent_at = m_now();
   std::vector<NodeAnswer> answers = phase1(name, contender, enclosing, keys);
   // What each master said of itself, read once (INFO, with its connection's greeting).
@@ -340,11 +341,31 @@ Quorum::Extended Quorum::extend(const LockName& name, const std::string& token, 
 Quorum::Releases Quorum::release(const LockName& name, const std::string& token, const Ending& ending, bool quiet) {
   const size_t n = m_nodes.size();
   const Timing timing = quiet ? m_timing.quiet() : m_timing;
-  std::vector<NodeAnswer> answers =
-      m_nodes.eval_all(scripts::k_release, name.script_keys(id_of(token)),
-                       with_config(timing, release_args(token, ending), n), std::vector(n, true));
+  const std::vector<std::string> keys = name.script_keys(id_of(token));
+  const std::vector<std::vector<std::string>> args = with_config(timing, release_args(token, ending), n);
+  if (quiet) {
+    // The leftovers of an attempt that failed: every answer read, as the retry that follows uses
+    // the same connections.
+    return tally_releases(m_nodes.eval_all(scripts::k_release, keys, args, std::vector(n, true)), name);
+  }
+  // The release goes to every master, and every master runs it; what it proves needs only the
+  // answers that decide (a majority released, or a majority did not hold it): the masters still
+  // answering then are not waited for.
+  NodeSet::Decided decided = [&](const std::vector<NodeAnswer>& so_far) {
+    try {
+      Releases r = tally_releases(so_far, name);
+      return r.held >= majority() || r.answered - r.discounted - r.held >= majority();
+    } catch (const Error&) {
+      return false;  // thrown again once every answer is in
+    }
+  };
+  return tally_releases(m_nodes.eval_until(scripts::k_release, keys, args, std::vector(n, true), decided), name);
+}
+
+Quorum::Releases Quorum::tally_releases(const std::vector<NodeAnswer>& answers, const LockName& name) const {
   Releases out;
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i < answers.size(); ++i) {
+    if (!answers[i].reply && !answers[i].error) continue;  // not waited for
     std::optional<ScriptReply> reply = usable(answers[i], m_nodes.name(i), name, out.failures);
     if (!reply) continue;
     ++out.answered;

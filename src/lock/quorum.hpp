@@ -49,11 +49,27 @@ public:
                                            const std::vector<std::vector<std::string>>& args,
                                            const std::vector<bool>& which) = 0;
   // Runs script as eval_all does, without waiting for the answers: they are read, and dropped,
-  // before the next request to the same nodes. For a write that nothing depends on. By default
+  // before the next request to the same nodes (if there is none, not at all: each node has the whole
+  // request and runs it). For a write that nothing depends on. By default
   // (a node set that cannot leave a request under way), eval_all.
   virtual void send_all(const redis::Script& script, const std::vector<std::string>& keys,
                         const std::vector<std::vector<std::string>>& args, const std::vector<bool>& which) {
     eval_all(script, keys, args, which);
+  }
+  // Before an acquisition: each connection opened from now on also reads what an acquisition
+  // needs of a master (whether it keeps its locks across a restart). By default nothing.
+  virtual void prepare_acquisition() {}
+  // Whether the answers so far (a node still waiting has neither reply nor error) decide.
+  using Decided = std::function<bool(const std::vector<NodeAnswer>&)>;
+  // Runs script as eval_all does, but stops waiting as soon as `decided` says the answers so far
+  // are enough, once every node asked has its whole request sent (each then runs it, answered or
+  // not). A node not waited for has neither reply nor error; its connection is closed. By default
+  // (a node set that cannot stop early), eval_all.
+  virtual std::vector<NodeAnswer> eval_until(const redis::Script& script, const std::vector<std::string>& keys,
+                                             const std::vector<std::vector<std::string>>& args,
+                                             const std::vector<bool>& which, const Decided& decided) {
+    (void)decided;
+    return eval_all(script, keys, args, which);
   }
 };
 
@@ -124,7 +140,9 @@ public:
     std::vector<std::string> failures;
   };
   // Releases on every master; `ending` goes into the history (quiet: none, for the leftovers of
-  // an attempt that failed).
+  // an attempt that failed). Unless quiet, the answers are read only until they decide the
+  // verdict (a master not waited for runs its release all the same, and is neither counted nor
+  // a failure).
   Releases release(const LockName& name, const std::string& token, const Ending& ending, bool quiet = false);
   // What the answers prove: released or not held only when a majority says so, else unknown (a
   // master that timed out may still hold it). Throws Error 69 when fewer than a majority answered.
@@ -158,6 +176,8 @@ private:
   bool merge_fence(const LockName& name, const std::vector<std::string>& keys, const Contender& contender,
                    int64_t highest, bool unanimous, util::BootClock::time_point sent_at, Acquisition& out);
   void give_back(const LockName& name, const std::string& token, const Votes& votes, Acquisition& out);
+  // What the release's answers say (a master with neither reply nor error was not waited for).
+  Releases tally_releases(const std::vector<NodeAnswer>& answers, const LockName& name) const;
   // Throws Error 78 when two answering masters are one server.
   void refuse_duplicates(const std::vector<std::optional<MasterIdentity>>& ids, const LockName& name,
                          const std::string& token);

@@ -267,6 +267,9 @@ std::vector<std::string> QuorumBackend::scan_all(const std::function<std::vector
 }
 
 void QuorumBackend::check_eviction_before(const LockName&, bool strict) {
+  // Called by run and acquire before anything is sent: the greeting of their connections reads
+  // all that an acquisition needs (a call that does not acquire reads the server section alone).
+  m_nodes.prepare_acquisition();
   // A quorum's members also tell whether they are Cluster nodes (refused: node_set.cpp).
   for (size_t i = 0; i < m_nodes.size(); ++i) {
     redis::Client& c = m_nodes.member(i);

@@ -116,6 +116,12 @@ public:
   // when the deadline has passed.
   void advance();
   bool finished() const { return m_state == State::idle || m_state == State::failed; }
+  // Whether the exchange under way may be left unanswered (its socket closed) with its request
+  // still run: the request has left in full, and the socket is a plain one, where nothing but
+  // this answer can be unread, so that the close is a FIN behind the request (or a reset once it
+  // has been answered). A TLS session may hold records the server sent unasked (session tickets):
+  // the close would be a reset, which may discard the request unread.
+  bool request_sent() const { return m_state == State::receiving && !m_tls; }
   // An exchange left under way (its answers read later): its deadline counts again from now, as
   // if it had just been sent, so that an answer that came meanwhile is read, not timed out.
   void renew_deadline() {

@@ -17,6 +17,7 @@ public:
   RedisServer& operator=(const RedisServer&) = delete;
 
   int port() const { return m_port; }
+  pid_t pid() const { return m_pid; }
   // redis://127.0.0.1:PORT
   std::string url() const;
 

@@ -3,6 +3,9 @@
 #include "lock/node_set.hpp"
 #include "protocol.hpp"
 
+#include <signal.h>
+
+#include <optional>
 #include <set>
 
 namespace rlock::test {
@@ -18,6 +21,11 @@ public:
   size_t size() const override { return m_inner.size(); }
   std::string name(size_t i) const override { return m_inner.name(i); }
   std::optional<lock::MasterIdentity> identity(size_t i) const override { return m_inner.identity(i); }
+  void prepare_acquisition() override { m_inner.prepare_acquisition(); }
+  void send_all(const redis::Script& script, const std::vector<std::string>& keys,
+                const std::vector<std::vector<std::string>>& args, const std::vector<bool>& which) override {
+    m_inner.send_all(script, keys, args, which);
+  }
   std::vector<lock::NodeAnswer> eval_all(const redis::Script& script, const std::vector<std::string>& keys,
                                          const std::vector<std::vector<std::string>>& args,
                                          const std::vector<bool>& which) override {
@@ -165,6 +173,85 @@ TEST_F(RedlockTest, AFenceEveryMasterHandedOutIsWrittenBackWithoutWaitingYetLand
     EXPECT_EQ(std::stoll(get(i, name.fence_key())), got.fence) << "master " << i;
   }
   EXPECT_EQ(q->try_acquire(name, contender("102"), false, {}).fence, got.fence + 1);
+}
+
+TEST_F(RedlockTest, AReleaseWaitsOnlyForTheAnswersThatDecideAndEveryMasterRunsIt) {
+  // A per-node timeout far above what the release may take: master 2 is stopped, so a release
+  // that waited for it would take all of it.
+  auto q = lock::quorum_backend(servers_of(urls()), timing, 5s);
+  Contender c = contender("100");
+  ASSERT_EQ(q->try_acquire(name, c, false, {}).outcome, Outcome::acquired);
+  ASSERT_EQ(::kill(quorum_server(2).pid(), SIGSTOP), 0);
+  struct Resume {
+    ~Resume() { ::kill(quorum_server(2).pid(), SIGCONT); }
+  } resume;
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(q->release(name, c.token, lock::Ending{}), lock::Released::released);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2500ms);
+  EXPECT_EQ(get(0, name.lock_key()), "");
+  EXPECT_EQ(get(1, name.lock_key()), "");
+  // The stopped master got the whole request: it runs it once it goes on.
+  ::kill(quorum_server(2).pid(), SIGCONT);
+  EXPECT_TRUE(eventually([&] { return get(2, name.lock_key()).empty(); }));
+}
+
+TEST_F(RedlockTest, AWriteBackNotWaitedForDoesNotHoldUpTheEndYetEveryMasterRunsIt) {
+  // A first hold brings the counters together: the next phase 2 is sent, not waited for.
+  auto q = quorum();
+  Contender first = contender("100");
+  ASSERT_EQ(q->try_acquire(name, first, false, {}).outcome, Outcome::acquired);
+  ASSERT_EQ(q->release(name, first.token, lock::Ending{}), lock::Released::released);
+
+  Contender c = contender("101");
+  struct Resume {
+    ~Resume() { ::kill(quorum_server(2).pid(), SIGCONT); }
+  } resume;
+  std::optional<WatchedMasters> masters(std::in_place, urls());  // each master's command timeout: 2s
+  // Master 2 stops once phase 1 has answered: phase 2's answer cannot come.
+  masters->after_phase1 = [] { ASSERT_EQ(::kill(quorum_server(2).pid(), SIGSTOP), 0); };
+  {
+    lock::Quorum acquiring(*masters, timing, [] { return util::BootClock::now(); });
+    ASSERT_EQ(acquiring.acquire(name, c, {}).attempt.outcome, Outcome::acquired);
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  masters.reset();  // the end of the call: its node set goes
+  auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_LT(took, 1500ms);
+  ::kill(quorum_server(2).pid(), SIGCONT);
+  // Master 2 got the whole request: it records the acquisition once it goes on.
+  EXPECT_TRUE(eventually([&] {
+    redis::Reply log = master(2).call({"XREVRANGE", name.log_key(), "+", "-", "COUNT", "1"});
+    return log.elements.size() == 1 && log.elements[0].elements.at(1).elements.at(1).str == "acquired";
+  }));
+  EXPECT_EQ(q->release(name, c.token, lock::Ending{}), lock::Released::released);
+}
+
+TEST_F(RedlockTest, OnlyAnAcquisitionReadsMoreOfAMasterThanItsIdentity) {
+  auto now = [] { return util::BootClock::now(); };
+  // A call that does not acquire (an extend, which reads every answer) greets each master with its
+  // server section alone: who it is, and whether it is a Cluster node; not its persistence or
+  // eviction policy.
+  lock::ClientNodeSet extending(servers_of(urls()).urls, redis::Timeouts{}, redis::TlsOptions{});
+  lock::Quorum q(extending, timing, now);
+  EXPECT_EQ(q.extend(name, lock::new_token(), 5s, 5s, 0).outcome, lock::Quorum::Renewal::lost);
+  for (size_t i = 0; i < k_masters; ++i) {
+    const lock::ServerFacts* f = extending.facts(i);
+    ASSERT_NE(f, nullptr) << "master " << i;
+    EXPECT_FALSE(f->run_id.empty()) << "master " << i;
+    EXPECT_NE(f->uptime_s, std::nullopt) << "master " << i;
+    EXPECT_EQ(f->aof, std::nullopt) << "master " << i;
+    EXPECT_EQ(f->maxmemory, std::nullopt) << "master " << i;
+  }
+  // An acquisition reads that the masters keep an append-only file (so that, young, they count).
+  lock::ClientNodeSet acquiring(servers_of(urls()).urls, redis::Timeouts{}, redis::TlsOptions{});
+  lock::Quorum a(acquiring, timing, now);
+  Contender c = contender("100");
+  EXPECT_EQ(a.acquire(name, c, {}).attempt.outcome, Outcome::acquired);
+  for (size_t i = 0; i < k_masters; ++i) {
+    ASSERT_NE(acquiring.facts(i), nullptr) << "master " << i;
+    EXPECT_EQ(acquiring.facts(i)->aof, true) << "master " << i;
+  }
+  EXPECT_EQ(a.verdict(a.release(name, c.token, lock::Ending{})), lock::Released::released);
 }
 
 TEST_F(RedlockTest, AMasterThatLostTheKeyGetsItBackWithTheFenceAtRenewal) {
