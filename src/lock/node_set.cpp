@@ -161,8 +161,13 @@ std::vector<NodeAnswer> ClientNodeSet::eval(const redis::Script& script, const s
     }
     if (round.empty()) break;
     // With `decided`: after each answer, the answers so far (a member whose script must be tried
-    // another way still waits) are asked whether they decide; the members still waiting, their
-    // requests all sent, are then not waited for.
+    // another way still waits) are asked whether they decide; the members still waiting are then
+    // not waited for, where each one's request is sure to run: sent in full (request_sent), and
+    // by EVAL, or by a function library or script that its connection already ran (an answer
+    // asking for another way would be lost unread).
+    auto code_of = [&](redis::ScriptWay w) -> const void* {
+      return w == redis::ScriptWay::evalsha ? script.source.data() : script.library.data();
+    };
     std::vector<bool> waited(round.size(), true);
     redis::Enough enough;
     if (decided) {
@@ -173,6 +178,7 @@ std::vector<NodeAnswer> ClientNodeSet::eval(const redis::Script& script, const s
           now[i] = {};
           if (!so_far[k]) {
             if (!round[k]->request_sent()) return false;
+            if (*way[i] != redis::ScriptWay::eval && !round[k]->has_run(code_of(*way[i]))) return false;
             continue;
           }
           if (so_far[k]->error) {
@@ -195,6 +201,7 @@ std::vector<NodeAnswer> ClientNodeSet::eval(const redis::Script& script, const s
         way[i].reset();  // its answer was not needed: neither reply nor error
         continue;
       }
+      redis::ScriptWay way_run = *way[i];
       std::optional<redis::ScriptWay> next;
       if (!outcomes[k].error) next = redis::next_way(*way[i], outcomes[k].replies);
       if (next == redis::ScriptWay::evalsha) {
@@ -206,6 +213,9 @@ std::vector<NodeAnswer> ClientNodeSet::eval(const redis::Script& script, const s
         out[i].error = outcomes[k].error;
         m_members[i]->forget_master();  // a Sentinel master may have moved
         continue;
+      }
+      if (!next && way_run != redis::ScriptWay::eval && !outcomes[k].replies.back().is_error()) {
+        round[k]->ran(code_of(way_run));
       }
       bool moved = false;
       out[i] = answer_of(i, std::move(outcomes[k].replies.back()), &moved);

@@ -110,6 +110,7 @@ void Connection::set_interrupt(int fd, std::function<bool()> on_ready) {
 }
 
 void Connection::close() {
+  m_ran.clear();
   m_tls.reset();
   m_socket.reset();
   m_reader.reset();
@@ -278,6 +279,7 @@ void Connection::step_connecting() {
 }
 
 void Connection::connected_socket() {
+  m_ran.clear();
   if (m_endpoint.tls) {
     m_tls = std::make_unique<TlsSession>(m_socket.get(), m_endpoint.host, m_tls_options, m_endpoint.display());
     m_state = State::handshaking;

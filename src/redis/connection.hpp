@@ -12,6 +12,7 @@
 
 #include <poll.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -117,11 +118,20 @@ public:
   void advance();
   bool finished() const { return m_state == State::idle || m_state == State::failed; }
   // Whether the exchange under way may be left unanswered (its socket closed) with its request
-  // still run: the request has left in full, and the socket is a plain one, where nothing but
-  // this answer can be unread, so that the close is a FIN behind the request (or a reset once it
-  // has been answered). A TLS session may hold records the server sent unasked (session tickets):
-  // the close would be a reset, which may discard the request unread.
-  bool request_sent() const { return m_state == State::receiving && !m_tls; }
+  // still run: the request is one command (no greeting, no second command, whose answers could
+  // come while the rest is unsent) and has left in full, and the socket is a plain one, where
+  // nothing but this answer can be unread, so that the close is a FIN behind the request (or a
+  // reset once it has been answered). A TLS session may hold records the server sent unasked
+  // (session tickets): the close would be a reset, which may discard the request unread.
+  bool request_sent() const { return m_state == State::receiving && !m_tls && m_expected == 1; }
+  // The scripts and function libraries (by the address of their source) that this socket has run:
+  // a request that runs one again cannot be answered "run it another way" (NOSCRIPT, no such
+  // function), unless the server lost them meanwhile (SCRIPT FLUSH, FUNCTION FLUSH). A new socket
+  // (a reconnection: the server may have restarted) has run none.
+  void ran(const void* code) {
+    if (!has_run(code)) m_ran.push_back(code);
+  }
+  bool has_run(const void* code) const { return std::find(m_ran.begin(), m_ran.end(), code) != m_ran.end(); }
   // An exchange left under way (its answers read later): its deadline counts again from now, as
   // if it had just been sent, so that an answer that came meanwhile is read, not timed out.
   void renew_deadline() {
@@ -200,6 +210,7 @@ private:
   size_t m_received = 0;
   size_t m_reply_bytes = 0;
   std::vector<Reply> m_replies;
+  std::vector<const void*> m_ran;  // see ran()
   std::optional<Error> m_error;
 };
 
