@@ -43,6 +43,20 @@ cgroup_of_command() {
   echo "$mount$rel"
 }
 
+# make_crowd: 300 runs alive next to this shell's cgroup, as the guard's sweep sees them (rlock.01,
+# rlock.001, ...: each names pid 1), into $crowd (teardown removes them); skips the test where
+# there is no cgroup v2 or no cgroup can be made.
+make_crowd() {
+  local mount own i
+  mount=$(cgroup2_mount)
+  [[ -n $mount ]] || skip "no cgroup v2 here"
+  own=$(sed -n 's/^0:://p' /proc/self/cgroup)
+  crowd=$mount${own%/}
+  for ((i = 2; i <= 301; i++)); do
+    mkdir "$crowd/rlock.$(printf '%0*d' "$i" 1)" 2>/dev/null || skip "cannot make a cgroup here"
+  done
+}
+
 # The command's own cgroup, into $T/cgroup (as a path under the hierarchy).
 record_cgroup='sed -n "s/^0:://p" /proc/self/cgroup >"$T/cgroup.tmp" && mv "$T/cgroup.tmp" "$T/cgroup"'
 
@@ -231,15 +245,8 @@ contend_while_job_runs() {
 
 @test "the sweep looks at no more than 64 cgroups of other runs, however many are alive" {
   command -v strace >/dev/null || skip "no strace here"
-  local mount own i n
-  mount=$(cgroup2_mount)
-  [[ -n $mount ]] || skip "no cgroup v2 here"
-  own=$(sed -n 's/^0:://p' /proc/self/cgroup)
-  crowd=$mount${own%/}
-  # 300 runs alive, as the sweep sees them: rlock.01, rlock.001, ... each names pid 1.
-  for ((i = 2; i <= 301; i++)); do
-    mkdir "$crowd/rlock.$(printf '%0*d' "$i" 1)" 2>/dev/null || skip "cannot make a cgroup here"
-  done
+  local n
+  make_crowd
   # (LeakSanitizer, in the sanitizer pass, cannot run under ptrace.)
   ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 \
     strace -f -qq -e trace=kill -o "$T/trace" "$RLOCK_BIN" run k -- true
@@ -249,14 +256,8 @@ contend_while_job_runs() {
 }
 
 @test "with more than 64 runs alive, the sweep still comes to a killed guard's cgroup" {
-  local mount own i dead
-  mount=$(cgroup2_mount)
-  [[ -n $mount ]] || skip "no cgroup v2 here"
-  own=$(sed -n 's/^0:://p' /proc/self/cgroup)
-  crowd=$mount${own%/}
-  for ((i = 2; i <= 301; i++)); do
-    mkdir "$crowd/rlock.$(printf '%0*d' "$i" 1)" 2>/dev/null || skip "cannot make a cgroup here"
-  done
+  local i dead
+  make_crowd
   dead=$(sh -c 'echo $$')
   stale=$crowd/rlock.$dead
   mkdir "$stale" || skip "cannot make a cgroup here"
