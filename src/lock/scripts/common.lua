@@ -720,11 +720,12 @@ local function hold_kind(token, id)
 end
 
 -- Turns a grant into a hold for the contender's full lease; the history records the acquisition.
-local function claim(id, mode, ttl, d)
+-- known: for an exclusive hold, :info's joined and fence if the caller read them already.
+local function claim(id, mode, ttl, d, known)
   local js
   local linger_until = min_hold_until(d.mh)
   if mode == 'x' then
-    local v = hmget(K.info, INFO.joined, INFO.fence)
+    local v = known or hmget(K.info, INFO.joined, INFO.fence)
     local px = lease_ms(ttl, linger_until)
     js = v[INFO.joined]
     redis.call('PEXPIRE', K.lock, px)

@@ -11,6 +11,12 @@
 -- the budget ran out (call again); {6, more, push, tick, host, at, now} when its --once-per tick was
 -- done (the caller then leaves: cancel.lua); else the waiting reply of common.lua. (A heartbeat
 -- that only renews the place, while the waiter's view holds, is beat.lua's.)
+-- Asked to stop while only granted (asked: :info's pb and ps): its mailbox is pushed again, for
+-- the watch that its run starts with the command (the push at the request woke this step).
+local function wake_if_asked(asked)
+  if asked[INFO.preempt_by] and asked[INFO.preempt_seen] ~= '1' then wake(K.mb) end
+end
+
 -- The hand-off first, in a few commands and with little Lua: an exclusive waiter (no preemptor, no
 -- --once-per) that finds the lock granted to it and not yet claimed claims it, as the full path
 -- below does then (claim), without the queue's bookkeeping (reaping, expiries: the queue is left as
@@ -21,21 +27,13 @@ if ARGV[8] == 'x' and (ARGV[12] or '') == '' and not string.find(ARGV[10] or '',
   LOCK_READ, LOCK_VALUE = true, token
   local v = hmget(K.info, INFO.claimed, INFO.fence, INFO.joined, INFO.preempt_by, INFO.preempt_seen, INFO.history)
   if v[INFO.claimed] == '0' then
-    local id = id_of(token)
-    CALLER = id
+    CALLER = id_of(token)
     history_known(v[INFO.history])
-    local linger_until = min_hold_until(ARGV[11])
-    local px = lease_ms(ARGV[3], linger_until)
-    redis.call('PEXPIRE', K.lock, px)
-    -- (What waiters see changed, as bump says, without asking whether anyone waits.)
-    redis.call('DEL', K.ep)
-    redis.call('HSET', K.info, INFO.claimed, 1, INFO.expires, NOW + px, INFO.linger_until, linger_until)
-    redis.call('PEXPIRE', K.info, px + HISTORY)
-    local js = v[INFO.joined]
-    event(EVENT.acquired, {EV.host, ARGV[4], EV.pid, ARGV[5], EV.user, ARGV[6], EV.cmd, ARGV[7], EV.fence,
-                           v[INFO.fence], EV.waited, js and tostring(NOW - tonumber(js)) or '', EV.id, id})
-    -- Asked to stop while only granted: its mailbox is pushed again (see the full path).
-    if v[INFO.preempt_by] and v[INFO.preempt_seen] ~= '1' then wake(K.mb) end
+    -- (Whether anyone waits is not asked: bump drops :ep all the same. Nothing after the claim
+    -- reads QUIET.)
+    QUIET = false
+    claim(CALLER, 'x', ARGV[3], contender(), v)
+    wake_if_asked(v)
     return reply(CODE.taken, tonumber(v[INFO.fence] or '0'), '')
   end
 end
@@ -73,12 +71,7 @@ end
 if ours then
   if not claimed then
     claim(id, d.m, d.ttl, d)
-    -- Asked to stop while only granted: its mailbox is pushed again, for the watch that its run
-    -- starts with the command (the push at the request woke this step).
-    if d.m == 'x' and redis.call('HGET', K.info, INFO.preempt_by) and
-       redis.call('HGET', K.info, INFO.preempt_seen) ~= '1' then
-      wake(K.mb)
-    end
+    if d.m == 'x' then wake_if_asked(hmget(K.info, INFO.preempt_by, INFO.preempt_seen)) end
   end
   set_expiries()
   return reply(CODE.taken, fence, slot)
