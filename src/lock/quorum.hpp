@@ -62,9 +62,9 @@ public:
   // Whether the answers so far (a node still waiting has neither reply nor error) decide.
   using Decided = std::function<bool(const std::vector<NodeAnswer>&)>;
   // Runs script as eval_all does, but stops waiting as soon as `decided` says the answers so far
-  // are enough, once every node asked has its whole request sent (each then runs it, answered or
-  // not). A node not waited for has neither reply nor error; its connection is closed. By default
-  // (a node set that cannot stop early), eval_all.
+  // are enough, once every node still to answer has a request sure to run there (see
+  // ClientNodeSet::eval). A node not waited for has neither reply nor error; its connection
+  // is closed. By default (a node set that cannot stop early), eval_all.
   virtual std::vector<NodeAnswer> eval_until(const redis::Script& script, const std::vector<std::string>& keys,
                                              const std::vector<std::vector<std::string>>& args,
                                              const std::vector<bool>& which, const Decided& decided) {
@@ -141,8 +141,8 @@ public:
   };
   // Releases on every master; `ending` goes into the history (quiet: none, for the leftovers of
   // an attempt that failed). Unless quiet, the answers are read only until they decide the
-  // verdict (a master not waited for runs its release all the same, and is neither counted nor
-  // a failure).
+  // verdict (a master not waited for, where its release is sure to run, is neither counted nor a
+  // failure).
   Releases release(const LockName& name, const std::string& token, const Ending& ending, bool quiet = false);
   // What the answers prove: released or not held only when a majority says so, else unknown (a
   // master that timed out may still hold it). Throws Error 69 when fewer than a majority answered.
