@@ -88,6 +88,11 @@ private:
 
   // Holding it.
   bool start_child(const lock::Attempt& attempt, std::vector<lock::Hold> holds);
+  // This process's start time (proc::start_time), read once.
+  uint64_t own_start() {
+    if (m_own_start == 0) m_own_start = proc::start_time(::getpid()).value_or(0);
+    return m_own_start;
+  }
   int lost_before_start();
   void lost_during_start();
   void supervise();
@@ -138,7 +143,7 @@ private:
   bool m_guard_lost = false;
   int64_t m_fence = 0;          // this hold's fencing token (a quorum sets a restarted master again with it)
   Clock::time_point m_began{};  // when run started
-  uint64_t m_own_start = 0;     // this process's start time (proc::start_time), for its hold
+  uint64_t m_own_start = 0;     // this process's start time, for its hold (own_start: read once)
   std::optional<Clock::time_point> m_acquired_at;
   Clock::time_point m_command_at{};            // when the command was started: --min-hold counts from there
   std::optional<lock::PreemptWatch> m_watch;   // --preemptible
@@ -217,10 +222,13 @@ int Supervisor::run() {
   if (enclosing.empty()) {
     m_guard.emplace();
     m_guard->check_reach();
-    // What names this process in the hold the command inherits (RLOCK_HOLDS), read now: a hand-off
-    // starts the command the moment the lock is ours, with nothing left to read.
-    proc::boot_id();
-    m_own_start = proc::start_time(::getpid()).value_or(0);
+    // What names this process in the hold the command inherits (RLOCK_HOLDS), read now when the
+    // run may wait: a hand-off starts the command the moment the lock is ours, with nothing left
+    // to read. (A -n run, which a busy lock ends, reads it only if it gets the lock.)
+    if (!m_options.take.wait || m_options.take.wait->count() > 0) {
+      proc::boot_id();
+      own_start();
+    }
   }
 
   lock::Attempt attempt;
@@ -285,8 +293,7 @@ int Supervisor::run() {
 // --- holding ---------------------------------------------------------------------------------
 
 bool Supervisor::start_child(const lock::Attempt& attempt, std::vector<lock::Hold> holds) {
-  if (m_own_start == 0) m_own_start = proc::start_time(::getpid()).value_or(0);
-  holds.push_back({m_name.lock_key(), m_token, attempt.fence, proc::boot_id(), ::getpid(), m_own_start});
+  holds.push_back({m_name.lock_key(), m_token, attempt.fence, proc::boot_id(), ::getpid(), own_start()});
   proc::SpawnSpec spec;
   spec.path = m_path;
   spec.argv = m_options.argv;
