@@ -18,12 +18,15 @@ CALLER = id
 -- no preempt request, no --once-per tick and nothing to linger. What it does is what the full
 -- path below does in that case; anything else goes there, having written nothing (what it read of
 -- the exclusive holder's :info is not read again: read).
+-- (What both paths read of the exclusive holder's :info, in this order.)
+local function read_info()
+  return redis.call('HMGET', K.info, INFO.host, INFO.pid, INFO.user, INFO.cmd, INFO.fence, INFO.since,
+                    INFO.linger_until, INFO.preempt_by, INFO.tick, INFO.history, INFO.preempt_seen, INFO.preemptor)
+end
 local read
 if redis.call('GET', K.lock) == token then
   LOCK_READ, LOCK_VALUE = true, token
-  local v = redis.call('HMGET', K.info, INFO.host, INFO.pid, INFO.user, INFO.cmd, INFO.fence, INFO.since,
-                       INFO.linger_until, INFO.preempt_by, INFO.tick, INFO.history, INFO.preempt_seen,
-                       INFO.preemptor)
+  local v = read_info()
   read = v
   local linger_until = nil
   if used == 'h' then
@@ -65,20 +68,11 @@ end
 -- The hold's record: the exclusive holder's :info, or the holder's fields in :hi (which has no
 -- preempt request: a shared hold is never preempted).
 local host, pid, user, cmd, fence, since, linger, asked_by, seen, asker, tick
-if kind == 'x' and read then
-  -- (The fast path's HMGET, in its order.)
-  local v = read
+if kind == 'x' then
+  local v = read or read_info()
   history_known(v[10])
   host, pid, user, cmd, fence, since = v[1], v[2], v[3], v[4], v[5], v[6]
   linger, asked_by, seen, asker, tick = v[7], v[8], v[11], v[12], v[9]
-elseif kind == 'x' then
-  local v = hmget(K.info, INFO.host, INFO.pid, INFO.user, INFO.cmd, INFO.fence, INFO.since, INFO.linger_until,
-                  INFO.preempt_by, INFO.preempt_seen, INFO.preemptor, INFO.tick, INFO.history)
-  history_known(v[INFO.history])
-  host, pid, user, cmd = v[INFO.host], v[INFO.pid], v[INFO.user], v[INFO.cmd]
-  fence, since = v[INFO.fence], v[INFO.since]
-  linger, asked_by, seen, asker, tick = v[INFO.linger_until], v[INFO.preempt_by], v[INFO.preempt_seen],
-                                        v[INFO.preemptor], v[INFO.tick]
 else
   local v = hmget_of(K.hi, id, HOLDER.host, HOLDER.pid, HOLDER.user, HOLDER.cmd, HOLDER.fence, HOLDER.since,
                      HOLDER.linger_until)
