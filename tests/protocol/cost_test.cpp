@@ -271,6 +271,38 @@ TEST_F(CostTest, AHandOffReadsEachThingOnceAndTheClaimLeavesTheQueueAlone) {
   EXPECT_EQ(call({"HGET", name.summary_key(), "n.acquired"}).str, "2");
 }
 
+// A waiter's full step (here after a change dropped what waiters see) reads the lock's key, its
+// lease, the holder's :info and the semaphore's keys once each, however many parts of the step
+// look at them (the claim's check, the view of the holder, the epoch's due time).
+TEST_F(CostTest, AWaitersFullStepReadsTheHolderOnce) {
+  Contender a = contender("100");
+  Contender b = contender("101");
+  Contender c = contender("102");
+  Attempt ac = holder_head_and_behind(a, b, c);
+  ASSERT_EQ(ac.outcome, Outcome::queued);
+  Attempt ab = acquire(b);
+  ASSERT_EQ(ab.outcome, Outcome::queued);
+  for (auto [who, last] : {std::pair{&b, &ab}, std::pair{&c, &ac}}) {
+    call({"DEL", name.key_of(lock::Part::epoch)});
+    reset();
+    Attempt next = step(*who, *last);
+    ASSERT_EQ(next.outcome, Outcome::queued);
+    EXPECT_EQ(next.holder.pid, "100");
+    auto run = commands_run();
+    // GET: :ep by the light step, the lock's key, :ep again for the epoch.
+    EXPECT_EQ(run["get"], 3) << who->holder.pid << ": " << listing(run);
+    EXPECT_EQ(run["pttl"], 1) << who->holder.pid << ": the holder's lease, once: " << listing(run);
+    EXPECT_EQ(run["exists"], 2) << who->holder.pid
+                                << ": the queue's keys, then the semaphore's, once: " << listing(run);
+    // :info (the holder, once), :w (the waiter's own fields; the head's: the one it would grant).
+    EXPECT_LE(run["hmget"], 2) << who->holder.pid << ": " << listing(run);
+    EXPECT_LE(total(run), 33) << who->holder.pid << ": " << listing(run);
+    *last = next;
+  }
+  EXPECT_EQ(ab.position, 1);
+  EXPECT_EQ(ac.position, 2);
+}
+
 TEST_F(CostTest, AGrantOverwritesInfoAndDeletesWhatItWouldNotOverwrite) {
   // Leftovers without a holder (a hash written after its holder's :info was evicted, say).
   call({"HSET", name.info_key(), "ps", "1", "pb", "someone", "tk", "5"});

@@ -237,6 +237,14 @@ local function check_types(token)
   return nil
 end
 
+-- What check_types read of the holder (VIEW) while it still holds: the lock's key has the value
+-- it had, and neither the key nor its lease has been written since (lock_written, claim); else nil.
+-- (:info's fields that VIEW keeps are written only with the key.)
+local function current_view()
+  if VIEW and lock_value() == VIEW.value then return VIEW end
+  return nil
+end
+
 -- The history (K.log) and the summary (K.sum) expire HISTORY after the last event, give or take
 -- HISTORY_SLACK: an event whose keys are known to last that long already (HISTORY_UNTIL, from :info's
 -- hx, which the grant that set it made true) does not set their expiries again. Each expiry set is
@@ -482,7 +490,7 @@ end
 
 -- The semaphore's N stays only while someone holds or waits.
 local function tidy_limit()
-  if quiet() then return end
+  if quiet() or NO_SEM then return end
   if redis.call('EXISTS', K.sem, K.free) == 0 then
     NO_SEM = true
     return
@@ -531,7 +539,7 @@ local function check_mode(mode, limit)
   reap()
   note_expired()
   tidy_limit()
-  local stored = not quiet() and redis.call('HGET', K.sem, SEM.limit)
+  local stored = not quiet() and not NO_SEM and redis.call('HGET', K.sem, SEM.limit)
   if mode == 'n' then
     if stored and tonumber(stored) ~= limit then
       return redis.error_reply('RLOCKLIMIT ' .. stored .. ' ' .. limit)
@@ -729,6 +737,7 @@ local function claim(id, mode, ttl, d, known)
     local px = lease_ms(ttl, linger_until)
     js = v[INFO.joined]
     redis.call('PEXPIRE', K.lock, px)
+    VIEW = nil  -- (its lease moved)
     bump()
     redis.call('HSET', K.info, INFO.claimed, 1, INFO.expires, NOW + px, INFO.linger_until, linger_until)
     redis.call('PEXPIRE', K.info, px + HISTORY)
@@ -841,7 +850,8 @@ local function view_epoch()
   local epoch = type(v) == 'string' and string.match(v, '^(%d+) ') or NOW_US
   local due = 0
   if lock_value() then
-    local pttl = redis.call('PTTL', K.lock)
+    local view = current_view()
+    local pttl = view and view.pttl or redis.call('PTTL', K.lock)
     local first = redis.call('ZRANGE', K.wl, 0, 0, 'WITHSCORES')[2]
     if pttl > 0 and first then due = math.min(NOW + pttl, tonumber(first)) end
   end
@@ -860,12 +870,13 @@ end
 local function waiting(id)
   local rank = redis.call('ZRANK', K.q, id)
   local watch = {}
-  local host, pid, cmd, since, lingering, left = holder_view()
+  local view = current_view()
+  local host, pid, cmd, since, lingering, left = holder_view(view)
   if rank > 0 then
     watch[1] = redis.call('ZRANGE', K.q, rank - 1, rank - 1)[1]
     left = -1
   else
-    local holder = lock_value() and redis.call('HGET', K.info, INFO.id)
+    local holder = lock_value() and ((view and view.info[INFO.id]) or redis.call('HGET', K.info, INFO.id))
     if holder and string.find(redis.call('HGET', K.w, id .. '.' .. WAITER.options) or '', 'p', 1, true) then
       local asked = hmget(K.info, INFO.preemptible, INFO.preempt_seen)
       if asked[INFO.preemptible] == '1' and asked[INFO.preempt_seen] ~= '1' then holder = nil end

@@ -20,11 +20,12 @@ end
 -- The hand-off first, in a few commands and with little Lua: an exclusive waiter (no preemptor, no
 -- --once-per) that finds the lock granted to it and not yet claimed claims it, as the full path
 -- below does then (claim), without the queue's bookkeeping (reaping, expiries: the queue is left as
--- it was, for the next full step or release). Anything else goes there, having written nothing.
-if ARGV[8] == 'x' and (ARGV[12] or '') == '' and not string.find(ARGV[10] or '', 'p', 1, true) and
-   redis.pcall('GET', K.lock) == ARGV[2] then
+-- it was, for the next full step or release). Anything else goes there, having written nothing
+-- (what it read of the lock's key is kept: LOCK_READ).
+local held = redis.pcall('GET', K.lock)
+if type(held) ~= 'table' then LOCK_READ, LOCK_VALUE = true, held end
+if held == ARGV[2] and ARGV[8] == 'x' and (ARGV[12] or '') == '' and not string.find(ARGV[10] or '', 'p', 1, true) then
   local token = ARGV[2]
-  LOCK_READ, LOCK_VALUE = true, token
   local v = hmget(K.info, INFO.claimed, INFO.fence, INFO.joined, INFO.preempt_by, INFO.preempt_seen, INFO.history)
   if v[INFO.claimed] == '0' then
     CALLER = id_of(token)
