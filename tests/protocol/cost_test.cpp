@@ -297,6 +297,18 @@ TEST_F(CostTest, AWaitersFullStepReadsTheHolderOnce) {
     // :info (the holder, once), :w (the waiter's own fields; the head's: the one it would grant).
     EXPECT_LE(run["hmget"], 2) << who->holder.pid << ": " << listing(run);
     EXPECT_LE(total(run), 33) << who->holder.pid << ": " << listing(run);
+    // What was read once is what the reads it stands for would have read: the head's view of the
+    // holder's lease, and the due time of what waiters see, which no lease outlives.
+    int64_t expiry_ms = server_us() / 1000 + pttl(name.lock_key()) + 1;
+    if (who == &b) {
+      ASSERT_TRUE(next.ttl_left.has_value());
+      EXPECT_GE(next.ttl_left->count(), pttl(name.lock_key()) - 1);
+      EXPECT_LE(next.ttl_left->count(), pttl(name.lock_key()) + 5000);
+    }
+    std::string ep = call({"GET", name.key_of(lock::Part::epoch)}).str;
+    int64_t due = std::stoll(ep.substr(ep.find(' ') + 1));
+    EXPECT_GT(due, 0) << ep;
+    EXPECT_LE(due, expiry_ms) << ep;
     *last = next;
   }
   EXPECT_EQ(ab.position, 1);

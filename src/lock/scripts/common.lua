@@ -78,7 +78,7 @@ local REAPED          -- the dead entries due now are gone (reap ran to the end)
 local NOTED           -- the lock's key is free and no expired holder is left to record
 local LOCK_READ       -- LOCK_VALUE holds the lock key's value (false: none): the key has not
 local LOCK_VALUE      -- been written since it was read (a script's clock stands still: no expiry)
-local VIEW            -- what check_types read of the holder (lock_value_ours), for holder_view
+local VIEW            -- what check_types read of the holder (lock_value_ours), while it holds (current_view)
 local EP_DROPPED      -- this call deleted :ep (bump) and has not written it since (view_epoch)
 local NO_SEM          -- :sem and :free are known missing (tidy_limit), and not written since
 local INFO_CLEAN      -- :info is missing, or has no field a grant would not overwrite
@@ -239,7 +239,9 @@ end
 
 -- What check_types read of the holder (VIEW) while it still holds: the lock's key has the value
 -- it had, and neither the key nor its lease has been written since (lock_written, claim); else nil.
--- (:info's fields that VIEW keeps are written only with the key.)
+-- (:info's fields that VIEW keeps are written only with the key. Its PTTL is the lease as read
+-- then: a script's clock runs on, so a later PTTL could be a millisecond or so smaller, and NOW,
+-- read before it, plus it is still no later than the lease's end.)
 local function current_view()
   if VIEW and lock_value() == VIEW.value then return VIEW end
   return nil
