@@ -139,8 +139,7 @@ if queue then
   return waiting(id)
 end
 tidy_limit()
--- (Nothing the view shows was written on the way here: what check_types read still holds.)
-local host, pid, cmd, since, lingering, left = holder_view(VIEW)
+local host, pid, cmd, since, lingering, left = holder_view(current_view())
 local queued = quiet() and 0 or redis.call('ZCARD', K.q)
 event(EVENT.busy, {EV.host, d.h, EV.pid, d.p, EV.user, d.u, EV.cmd, d.c, EV.id, id, EV.holder_host, host,
                    EV.holder_pid, pid, EV.holder_cmd, cmd, EV.lingering, lingering})
