@@ -18,10 +18,10 @@ CALLER = id
 -- no preempt request, no --once-per tick and nothing to linger. What it does is what the full
 -- path below does in that case; anything else goes there, having written nothing (what it read of
 -- the exclusive holder's :info is not read again: read).
--- (What both paths read of the exclusive holder's :info, in this order.)
+-- (What both paths read of the exclusive holder's :info, by field.)
 local function read_info()
-  return redis.call('HMGET', K.info, INFO.host, INFO.pid, INFO.user, INFO.cmd, INFO.fence, INFO.since,
-                    INFO.linger_until, INFO.preempt_by, INFO.tick, INFO.history, INFO.preempt_seen, INFO.preemptor)
+  return hmget(K.info, INFO.host, INFO.pid, INFO.user, INFO.cmd, INFO.fence, INFO.since, INFO.linger_until,
+               INFO.preempt_by, INFO.tick, INFO.history, INFO.preempt_seen, INFO.preemptor)
 end
 local read
 if redis.call('GET', K.lock) == token then
@@ -30,17 +30,18 @@ if redis.call('GET', K.lock) == token then
   read = v
   local linger_until = nil
   if used == 'h' then
-    linger_until = tonumber(v[7] or '')
+    linger_until = tonumber(v[INFO.linger_until] or '')
   elseif used ~= '' then
     linger_until = NOW + (tonumber(used) or 0)
   end
-  if not (v[8] and v[8] ~= '') and not v[9] and not (linger_until and linger_until > NOW) and quiet() then
-    history_known(v[10])
+  if not (v[INFO.preempt_by] and v[INFO.preempt_by] ~= '') and not v[INFO.tick] and
+     not (linger_until and linger_until > NOW) and quiet() then
+    history_known(v[INFO.history])
     redis.call('DEL', K.lock, K.info)
-    local since = v[6]
+    local since = v[INFO.since]
     event(used == '' and EVENT.returned or EVENT.released,
-          {EV.host, v[1], EV.pid, v[2], EV.user, v[3], EV.cmd, v[4], EV.fence, v[5], EV.held,
-           since and tostring(NOW - tonumber(since)) or '', EV.exit, status, EV.id, id})
+          {EV.host, v[INFO.host], EV.pid, v[INFO.pid], EV.user, v[INFO.user], EV.cmd, v[INFO.cmd], EV.fence,
+           v[INFO.fence], EV.held, since and tostring(NOW - tonumber(since)) or '', EV.exit, status, EV.id, id})
     return {CODE.released, 0, PUSH}
   end
 end
@@ -70,9 +71,11 @@ end
 local host, pid, user, cmd, fence, since, linger, asked_by, seen, asker, tick
 if kind == 'x' then
   local v = read or read_info()
-  history_known(v[10])
-  host, pid, user, cmd, fence, since = v[1], v[2], v[3], v[4], v[5], v[6]
-  linger, asked_by, seen, asker, tick = v[7], v[8], v[11], v[12], v[9]
+  history_known(v[INFO.history])
+  host, pid, user, cmd = v[INFO.host], v[INFO.pid], v[INFO.user], v[INFO.cmd]
+  fence, since = v[INFO.fence], v[INFO.since]
+  linger, asked_by, seen, asker, tick = v[INFO.linger_until], v[INFO.preempt_by], v[INFO.preempt_seen],
+                                        v[INFO.preemptor], v[INFO.tick]
 else
   local v = hmget_of(K.hi, id, HOLDER.host, HOLDER.pid, HOLDER.user, HOLDER.cmd, HOLDER.fence, HOLDER.since,
                      HOLDER.linger_until)
