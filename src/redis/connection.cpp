@@ -110,7 +110,6 @@ void Connection::set_interrupt(int fd, std::function<bool()> on_ready) {
 }
 
 void Connection::close() {
-  m_ran.clear();
   m_tls.reset();
   m_socket.reset();
   m_reader.reset();
