@@ -91,6 +91,17 @@ protected:
   }
   std::string get(int i, const std::string& key) { return master(i).call({"GET", key}).str; }
   int64_t info_fence(int i) { return std::stoll(master(i).call({"HGET", name.info_key(), "fence"}).str); }
+  // A release reads the masters' answers only until they decide: a master still to answer runs it
+  // a moment later (its whole request is there). Waits until every master has, for a test that
+  // then looks at each master on its own.
+  void expect_released_everywhere() {
+    EXPECT_TRUE(eventually([&] {
+      for (int i = 0; i < k_masters; ++i) {
+        if (!get(i, name.lock_key()).empty()) return false;
+      }
+      return true;
+    }));
+  }
 
   std::vector<std::unique_ptr<redis::Client>> clients;
   Timing timing = test_timing();
@@ -127,6 +138,7 @@ TEST_F(RedlockTest, PhaseTwoRaisesEveryMastersFenceToTheHighest) {
   Contender first = contender("100");
   ASSERT_EQ(q->try_acquire(name, first, false, {}).outcome, Outcome::acquired);
   ASSERT_EQ(q->release(name, first.token, lock::Ending{}), lock::Released::released);
+  expect_released_everywhere();
   const int64_t ahead = std::stoll(get(2, name.fence_key())) + 1'000'000;
   master(2).call({"SET", name.fence_key(), std::to_string(ahead)});
 
@@ -140,6 +152,7 @@ TEST_F(RedlockTest, PhaseTwoRaisesEveryMastersFenceToTheHighest) {
   }
   // So the next holder's fence is higher, whichever majority it gets.
   ASSERT_EQ(q->release(name, c.token, lock::Ending{}), lock::Released::released);
+  expect_released_everywhere();
   lock::ClientNode node0(master(0));
   lock::ClientNode node1(master(1));
   Contender next = contender("102");
@@ -154,6 +167,7 @@ TEST_F(RedlockTest, AFenceEveryMasterHandedOutIsWrittenBackWithoutWaitingYetLand
   Contender first = contender("100");
   ASSERT_EQ(q->try_acquire(name, first, false, {}).outcome, Outcome::acquired);
   ASSERT_EQ(q->release(name, first.token, lock::Ending{}), lock::Released::released);
+  expect_released_everywhere();
   std::set<std::string> counters;
   for (int i = 0; i < k_masters; ++i) counters.insert(get(i, name.fence_key()));
   ASSERT_EQ(counters.size(), 1u);
@@ -165,6 +179,7 @@ TEST_F(RedlockTest, AFenceEveryMasterHandedOutIsWrittenBackWithoutWaitingYetLand
   // The next request on the same connections reads phase 2's answers first, then runs: the
   // release finds every master's lock, and each master's history has the acquisition, before it.
   EXPECT_EQ(q->release(name, c.token, lock::Ending{}), lock::Released::released);
+  expect_released_everywhere();
   for (int i = 0; i < k_masters; ++i) {
     redis::Reply log = master(i).call({"XREVRANGE", name.log_key(), "+", "-", "COUNT", "2"});
     ASSERT_EQ(log.elements.size(), 2u) << "master " << i;
@@ -229,6 +244,7 @@ TEST_F(RedlockTest, AWriteBackNotWaitedForDoesNotHoldUpTheEndYetEveryMasterRunsI
   Contender first = contender("100");
   ASSERT_EQ(q->try_acquire(name, first, false, {}).outcome, Outcome::acquired);
   ASSERT_EQ(q->release(name, first.token, lock::Ending{}), lock::Released::released);
+  expect_released_everywhere();
 
   Contender c = contender("101");
   struct Resume {
@@ -332,6 +348,7 @@ TEST_F(RedlockTest, ATickRunOnAMajorityIsDoneAndTheMinoritysRecordIsRestored) {
   ASSERT_EQ(q->try_acquire(name, first, false, {}).outcome, Outcome::acquired);
   ASSERT_EQ(q->release(name, first.token, lock::Ending{"0", first.holder, 0, true, Millis(0)}),
             lock::Released::released);
+  expect_released_everywhere();
   // Master 0 lost the record (a restart without persistence, say): it alone would let it run.
   ASSERT_EQ(master(0).call({"DEL", name.key_of(lock::Part::tick)}).integer, 1);
 
