@@ -110,6 +110,8 @@ held_count() {
 }
 
 # Whether lock KEY is on no master / on every live master.
+# (After a run's release, or a keeper's, wait for it: that release reads the masters' answers only
+# until they decide, and a master still to answer runs it a moment later.)
 free_everywhere() { [[ $(held_count "$1") == 0 ]]; }
 held_everywhere() {
   local i n=0
