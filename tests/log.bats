@@ -151,7 +151,7 @@ EVERY_EVENT="acquired busy released acquired released acquired lost acquired sup
     # The contract's fields, and four more that the code adds: time_ms (the time as a number),
     # key (which lock, for the merged log of every key), by (who superseded or preempted) and
     # holder (who held the lock when a request was busy).
-    assert_equal "$(jq -r 'keys | join(" ")' <<<"$line")" "$(printf '%s\n' "${SPEC_FIELDS[@]}" by holder key tick time_ms | sort | xargs)"
+    assert_equal "$(jq -r 'keys | join(" ")' <<<"$line")" "$(printf '%s\n' "${SPEC_FIELDS[@]}" by holder key period_ms tick time_ms | sort | xargs)"
   done
   # Types and values.
   run jq -e -s '

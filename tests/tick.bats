@@ -1,15 +1,17 @@
 #!/usr/bin/env bats
 # run --once-per: a job runs exactly once per tick across hosts whose cron fires apart, however
-# long it runs (shorter than the hosts' spread, or longer).
+# long it runs (shorter than the hosts' spread, or longer), whatever their clocks say, and when
+# the first host to take a tick fails before its command starts.
 #
 # "Hosts" are processes in their own UTS namespace (unshare --uts, as root) with their own host
-# name, so rlock records them as different machines. The jobs witness themselves: each appends
-# "start MS LABEL HOST" to $W when it starts.
+# name, so rlock records them as different machines; a host whose clock is off runs under
+# faketime (its wall clock only: FAKETIME_DONT_FAKE_MONOTONIC). The jobs witness themselves: each
+# appends "start MS LABEL HOST" to $W when it starts, MS from the real clock.
 
 load helpers/common
 
-# Period 6s: 4 hosts fire 0.5s apart at each of 3 ticks, 1.5s in all: each host rounds its
-# clock to the tick even when its start is held up by up to 1.5s (half the period, less the spread).
+# Period 6s: 4 hosts fire 0.5s apart at each of 3 ticks, 1.5s in all: one tick while their
+# starts are held up by up to 1.5s (half the period, less the spread).
 PERIOD_MS=6000
 SPREAD_MS=500
 
@@ -19,7 +21,7 @@ setup() {
   : >"$W"
   cat >"$T/job.sh" <<'JOB'
 #!/bin/sh
-echo "start $(date +%s%3N) $1 $(hostname)" >>"$W"
+echo "start $(env -u LD_PRELOAD -u FAKETIME date +%s%3N) $1 $(hostname)" >>"$W"
 sleep "$2"
 JOB
   chmod +x "$T/job.sh"
@@ -28,6 +30,23 @@ JOB
 exec unshare --uts sh -c 'hostname "$1" && shift && exec "$@"' sh "$@"
 ON_HOST
   chmod +x "$T/on_host"
+  # clock_off SECONDS COMMAND...: COMMAND with its wall clock SECONDS ahead (or behind: -S).
+  cat >"$T/clock_off" <<'CLOCK_OFF'
+#!/bin/sh
+offset=$1
+shift
+FAKETIME_DONT_FAKE_MONOTONIC=1 exec faketime -f "$offset" "$@"
+CLOCK_OFF
+  chmod +x "$T/clock_off"
+}
+
+# faketime_works: skips unless faketime shifts the wall clock of a command here.
+faketime_works() {
+  command -v faketime >/dev/null || skip "no faketime"
+  local real fake
+  real=$(date +%s)
+  fake=$("$T/clock_off" +100s date +%s) || skip "faketime does not run here"
+  ((fake - real >= 90)) || skip "faketime does not shift the clock here"
 }
 
 teardown() {
@@ -41,21 +60,26 @@ sleep_until() {
   return 0
 }
 
-@test "once-per: 4 hosts firing 0.5s apart over 3 ticks run a short job, and a job longer than their spread, once per tick" {
+@test "once-per: 4 hosts firing 0.5s apart over 3 ticks, one with its clock 4s ahead, run a short job, and a job longer than their spread, once per tick" {
   unshare --uts sh -c 'hostname rlock-probe && [ "$(hostname)" = rlock-probe ]' 2>/dev/null ||
     skip "unshare --uts does not work here (needs root): the test needs distinct host names"
+  faketime_works
   redis_start
-  # The first tick: the next multiple of the period, a little ahead (rlock rounds to it).
-  local now t1 tick i key
+  # The first tick: the next multiple of the period, a little ahead. Host h3's clock is 4s ahead,
+  # two thirds of the period (a clock 40s off under a job run each minute): a tick taken from its
+  # own clock would be the next one.
+  local now t1 tick i key clock
   now=$(now_ms)
   t1=$(((now + 500 + PERIOD_MS - 1) / PERIOD_MS * PERIOD_MS))
   for tick in 1 2 3; do
     for i in 0 1 2 3; do
       sleep_until $((t1 + (tick - 1) * PERIOD_MS + i * SPREAD_MS))
+      clock=()
+      [[ $i == 3 ]] && clock=("$T/clock_off" +4s)
       # short: 0.3s, over before the next host fires (on a quiet machine); long: 3.5s, past the
       # last host (1.5s) but within the period.
-      bg "short${tick}_h$i" "$T/on_host" "h$i" rlock run short -n --once-per 6s -- "$T/job.sh" "short$tick" 0.3
-      bg "long${tick}_h$i" "$T/on_host" "h$i" rlock run long -n --once-per 6s -- "$T/job.sh" "long$tick" 3.5
+      bg "short${tick}_h$i" "${clock[@]}" "$T/on_host" "h$i" rlock run short -n --once-per 6s -- "$T/job.sh" "short$tick" 0.3
+      bg "long${tick}_h$i" "${clock[@]}" "$T/on_host" "h$i" rlock run long -n --once-per 6s -- "$T/job.sh" "long$tick" 3.5
     done
   done
   local ran codes host
@@ -71,15 +95,15 @@ sleep_until() {
       [[ $(wc -l <<<"$ran") == 1 && -n $ran ]] || fail "$key, tick $tick: the job ran $(grep -c " $key$tick " "$W") times: $(cat "$W")"
       host=$(awk '{ print $4 }' <<<"$ran")
       assert_equal "$(printf '%s\n' "${codes[@]}" | sort | xargs)" "0 75 75 75"
-      # The others exit 75 naming the host that ran it, and when (UTC, with its Z). A short job held
-      # up past the next host's start (a loaded machine) is still running then: that host is told
-      # who holds it instead.
+      # The others exit 75, quietly (the usual end under cron: no mail). A short job held up past
+      # the next host's start (a loaded machine) is still running then: that host is told who holds
+      # it.
       for i in 0 1 2 3; do
         [[ $i == "${host#h}" ]] && continue
-        grep -qE "already ran on $host at [0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+Z" "$T/${key}${tick}_h$i.err" ||
-          { [[ $key == short ]] && grep -q "^rlock: short is held by $host pid " "$T/${key}${tick}_h$i.err"; } ||
-          fail "$key, tick $tick, h$i: stderr does not name $host and when: $(bg_err "${key}${tick}_h$i")"
-        [[ $(wc -l <"$T/${key}${tick}_h$i.err") == 1 ]] || fail "not one line: $(bg_err "${key}${tick}_h$i")"
+        [[ ! -s $T/${key}${tick}_h$i.err ]] ||
+          { [[ $key == short ]] && grep -q "^rlock: short is held by $host pid " "$T/${key}${tick}_h$i.err" &&
+            [[ $(wc -l <"$T/${key}${tick}_h$i.err") == 1 ]]; } ||
+          fail "$key, tick $tick, h$i: stderr is not quiet: $(bg_err "${key}${tick}_h$i")"
       done
     done
   done
@@ -92,6 +116,10 @@ sleep_until() {
   assert_success
   assert_equal "$(jq -r 'select(.event == "acquired") | .host' <<<"$output" | wc -l)" 3
   assert_equal "$(jq -r 'select(.event == "busy" and .tick != null) | .host' <<<"$output" | wc -l)" 9
+  # One tick's story: the run that took it and ended, the three that were refused.
+  run --separate-stderr rlock log long --json --tick "$(date -u -d "@$((t1 / 1000 + PERIOD_MS / 1000))" +%FT%TZ)"
+  assert_success
+  assert_equal "$(jq -r .event <<<"$output" | sort | uniq -c | awk '{ print $2 $1 }' | xargs)" "acquired1 busy3 released1"
 }
 
 @test "once-per: a run that waits for a job longer than the period runs its own tick after it, once" {
@@ -111,7 +139,8 @@ sleep_until() {
   local c2=$BG_STATUS
   assert_equal "$(printf '%s\n' "$c1" "$c2" | sort | xargs)" "0 75"
   assert_equal "$(grep -c '^start ' "$W")" 1
-  cat "$T/w1.err" "$T/w2.err" | grep -q 'already ran on ' || fail "no run says the tick was run: $(bg_err w1) $(bg_err w2)"
+  run rlock log k --json
+  assert_equal "$(jq -r 'select(.event == "busy" and .by != null) | .by' <<<"$output")" "$(hostname)"
 }
 
 @test "once-per: a run given back before its command started leaves the tick to the next run" {
@@ -122,15 +151,83 @@ sleep_until() {
   assert_failure 69
   run --separate-stderr rlock run k -n --once-per 1d -- "$T/job.sh" second 0
   assert_success
-  run --separate-stderr rlock run k -n --once-per 1d -- "$T/job.sh" third 0
+  run --separate-stderr rlock -v run k -n --once-per 1d -- "$T/job.sh" third 0
   assert_failure 75
-  [[ $stderr == *"already ran on $(hostname) at "* ]] || fail "stderr: $stderr"
+  [[ $stderr =~ "the tick of "[0-9-]+T[0-9:]+"Z already ran on $(hostname) at "[0-9-]+T[0-9:.]+Z ]] ||
+    fail "with -v, it names the tick, the host that ran it and when: $stderr"
   assert_equal "$(awk '{ print $3 }' "$W" | xargs)" "second"
 }
 
-@test "once-per: not with --shared or --limit" {
+@test "once-per: a host that fires while the tick's first taker has not started waits, and runs the tick when that taker gives up" {
+  redis_start
+  # A takes the lock for the tick with --wait-replicas 1 on a server without replicas: it waits
+  # 2s for them, then gives the lock back (69). B fires meanwhile, for the same tick, willing to
+  # wait: it queues, and runs the tick.
+  bg a rlock run k -n --once-per 1d --wait-replicas 1 --wait-timeout 2s -- "$T/job.sh" a 0
+  wait_until lock_held k || fail "A did not take the lock: $(bg_err a)"
+  run rlock status k --json
+  assert_equal "$(jq -r '.holders[0].tick_state' <<<"$output")" pending
+  bg b rlock run k -w 30s --once-per 1d -- "$T/job.sh" b 0
+  bg_wait a 20
+  assert_equal "$BG_STATUS" 69
+  bg_wait b 20
+  assert_equal "$BG_STATUS" 0
+  assert_equal "$(awk '{ print $3 }' "$W" | xargs)" "b"
+  run rlock run k -n --once-per 1d -- "$T/job.sh" c 0
+  assert_failure 75
+  assert_equal "$(awk '{ print $3 }' "$W" | xargs)" "b"
+}
+
+@test "once-per: a taker killed between its grant and its start leaves the tick to the next run once its lease lapses" {
+  redis_start
+  # A takes the tick and waits for a replica that does not exist (the window between the grant
+  # and the start, held open); it is SIGKILLed there. B fires meanwhile, for the same tick.
+  bg a rlock run k -t 2s -n --once-per 1d --wait-replicas 1 --wait-timeout 20s -- "$T/job.sh" a 0
+  wait_until lock_held k || fail "A did not take the lock: $(bg_err a)"
+  bg b rlock run k -w 30s --once-per 1d -- "$T/job.sh" b 0
+  wait_until -t 10 sh -c "rlock status k --json | jq -e '.queue_length == 1' >/dev/null" ||
+    fail "B does not wait: $(rlock status k --json)"
+  kill -KILL "$a_pid"
+  bg_wait b 20
+  assert_equal "$BG_STATUS" 0
+  assert_equal "$(awk '{ print $3 }' "$W" | xargs)" "b"
+}
+
+@test "once-per: a daily job whose hosts fire 2s apart on either side of noon UTC runs once" {
+  faketime_works
+  redis_start
+  # Their clocks read 11:59:59 and 12:00:01 UTC (half a day from the epoch, where rounding to the
+  # nearest day splits them); the server's clock is the real one.
+  local day
+  day=$(date -u +%F)
+  run env TZ=UTC "$T/clock_off" "@$day 11:59:59" rlock run noon -n --once-per 1d -- "$T/job.sh" first 0
+  assert_success
+  sleep 2
+  run env TZ=UTC "$T/clock_off" "@$day 12:00:01" rlock run noon -n --once-per 1d -- "$T/job.sh" second 0
+  assert_failure 75
+  assert_equal "$(awk '{ print $3 }' "$W" | xargs)" "first"
+}
+
+@test "once-per: a tick skipped because the run of the tick before still holds the lock is an overrun" {
+  redis_start
+  bg long rlock run k -n --once-per 2s -- "$T/job.sh" long 5
+  wait_until grep -q ' long ' "$W" || fail "the long job did not start: $(bg_err long)"
+  nap 2.2
+  run --separate-stderr rlock run k -n --once-per 2s -- "$T/job.sh" next 0
+  assert_failure 75
+  [[ $stderr == *"k is still held by the run of the tick of "*"this tick is skipped (overrun)"* ]] ||
+    fail "stderr: $stderr"
+  run rlock log k --json
+  assert_equal "$(jq -r 'select(.event == "overrun") | .holder.host' <<<"$output")" "$(hostname)"
+  bg_wait long 20
+}
+
+@test "once-per: not with --shared or --limit, and the period needs a unit" {
   run --separate-stderr rlock run k --once-per 5m --limit 2 -- true
   assert_usage_error
   run --separate-stderr rlock run k --once-per 5m -s -- true
   assert_usage_error
+  run --separate-stderr rlock run k --once-per 5 -- true
+  assert_usage_error
+  [[ $stderr == *"--once-per: '5' needs a unit: 5s, 5m, 5h or 5d"* ]] || fail "stderr: $stderr"
 }

@@ -44,6 +44,10 @@ Millis duration_value(const Setting& s, const Check& check) {
                                "1h30m)",
                                util::printable(s.text), why));
   }
+  if (check.unit && s.text.find_first_not_of("0123456789.") == std::string::npos) {
+    bad_setting(s, fmt::format("'{}' needs a unit: {}s, {}m, {}h or {}d", util::printable(s.text), s.text, s.text,
+                               s.text, s.text));
+  }
   if (!check.zero_ok && d->count() <= 0) bad_setting(s, "must be more than zero");
   if (d->count() < check.min)
     bad_setting(s, fmt::format("must be at least {}", util::format_duration(Millis(check.min))));

@@ -130,16 +130,28 @@ std::string busy_message(const lock::LockName& name, const lock::Attempt& attemp
     return fmt::format("{} is lingering: taken{} and released, it stays taken (--min-hold){}{}", name.key,
                        holder_text(attempt), until, queue);
   }
+  if (attempt.overrun) {
+    return fmt::format("{} is still held by the run of the tick of {}{}: this tick is skipped (overrun){}", name.key,
+                       tick_time(*attempt.overrun), holder_text(attempt), queue);
+  }
   if (attempt.holder.host.empty() && attempt.queue_length > 0) {
     return fmt::format("{} has {} waiting before this request", name.key, attempt.queue_length);
   }
   return fmt::format("{} is held{}{}", name.key, holder_text(attempt), queue);
 }
 
-std::string tick_done_message(const lock::LockName& name, const lock::Attempt& attempt, int64_t tick) {
+std::string tick_time(int64_t ms) {
+  std::string text = util::iso_time((ms + 500) / 1000 * 1000);
+  text.erase(text.size() - 5, 4);  // the milliseconds (".000") before the Z
+  return text;
+}
+
+std::string tick_done_message(const lock::LockName& name, const lock::Attempt& attempt, util::Millis period) {
   std::string ago = attempt.held_for ? fmt::format(" ({} ago)", util::format_duration(*attempt.held_for)) : "";
-  std::string which = attempt.tick > tick ? fmt::format("a later tick ({})", util::iso_time(attempt.tick))
-                                          : fmt::format("the tick of {}", util::iso_time(tick));
+  // The tick that ran is this run's when they fired less than half a period apart.
+  bool later = attempt.own_tick > 0 && attempt.tick - attempt.own_tick >= period.count() / 2;
+  std::string which = later ? fmt::format("a later tick ({})", tick_time(attempt.tick))
+                            : fmt::format("the tick of {}", tick_time(attempt.tick));
   return fmt::format("{}: {} already ran on {} at {}{}; skipped (--once-per)", name.key, which,
                      util::printable(attempt.holder.host.empty() ? "?" : attempt.holder.host),
                      util::iso_time(attempt.tick_at), ago);

@@ -77,7 +77,10 @@ std::string busy_message(const lock::LockName& name, const lock::Attempt& attemp
 // The message for a request that a newer --supersede request replaced.
 std::string superseded_message(const lock::LockName& name, const lock::Attempt& attempt);
 // The message for a --once-per run whose tick (or a later one) another hold already ran.
-std::string tick_done_message(const lock::LockName& name, const lock::Attempt& attempt, int64_t tick);
+std::string tick_done_message(const lock::LockName& name, const lock::Attempt& attempt, util::Millis period);
+// A --once-per tick (ms since the epoch, by the server's clock), as the messages show it: UTC, to
+// the second.
+std::string tick_time(int64_t ms);
 // "host pid N (command)" of a holder or contender.
 std::string who_text(const lock::Holder& holder);
 // The same, with what rlock did about it: "...; not waiting (-n)" or "...; gave up after 5s (--wait)".

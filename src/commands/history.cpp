@@ -328,6 +328,9 @@ int history(const LogOptions& options) {
   range.count = options.count > 0 ? options.count : k_all;
   range.since_ms = time_option("--since", options.since, now_ms);
   range.until_ms = time_option("--until", options.until, now_ms);
+  std::optional<int64_t> tick = time_option("--tick", options.tick, now_ms);
+  // --tick: every event kept is read, and those of that tick shown (-n counts among them).
+  if (tick) range.count = k_all;
 
   std::unique_ptr<lock::Backend> backend = lock::open_backend(options.connect, std::nullopt);
   Keys keys(*backend, options);
@@ -360,6 +363,11 @@ int history(const LogOptions& options) {
     if (!any && !options.keys.empty()) unknown.push_back(pattern);
   }
   lock::sort_by_time(events);
+  if (tick) {
+    std::erase_if(events, [&](const lock::Event& e) { return !lock::of_tick(e, *tick); });
+    if (options.count > 0 && events.size() > options.count)
+      events.erase(events.begin(), events.end() - static_cast<std::ptrdiff_t>(options.count));
+  }
   if (events.size() > range.count)
     events.erase(events.begin(), events.end() - static_cast<std::ptrdiff_t>(range.count));
   if (!printer.print(events)) return exit_code::k_ok;

@@ -167,7 +167,7 @@ int Keeper::run(int armed) {
     auto sent_at = Clock::now();
     ok = m_backend
              ->extend(m_spec.name, m_spec.token, m_spec.ttl, m_spec.ttl, m_spec.fence,
-                      lock::KeeperInfo{::getpid(), m_watched.pid()})
+                      lock::ExtendNote{lock::KeeperInfo{::getpid(), m_watched.pid()}})
              .has_value();
     if (ok) m_schedule.renewed(sent_at);
   } catch (const Error& e) {

@@ -61,6 +61,7 @@ struct Check {
   long long max = 0;
   const char* words = "a number";
   bool zero_ok = false;
+  bool unit = false;  // a duration: a bare number (seconds elsewhere) is refused, its unit asked for
 };
 
 // A value, converted and checked, for Field::set.

@@ -127,6 +127,7 @@ struct LogOptions {
   bool follow = false;  // --follow: stream new events until interrupted
   std::string since;    // --since D|TIME: only events recorded since then (lock::parse_log_time)
   std::string until;    // --until D|TIME: ... and until then
+  std::string tick;     // --tick TIME: only the events of the --once-per tick at TIME
 };
 
 // A limit of rlock check, in the Nagios plugins' habit: over warn is a WARNING, over crit a
@@ -230,8 +231,9 @@ inline constexpr auto k_options = [] {
        "newest wins, as CI's cancel-in-progress: --supersede --preempt --preemptible", "",
        field<&RunOptions::cancel_in_progress>()},
       {"--once-per",                  on::run,     value, "D",   "once-per",               "RLOCK_ONCE_PER",
-       "run once per tick of D across hosts (a tick: this host's time rounded to the nearest multiple of D); the "
-       "other runs of that tick exit 75, naming the host that ran it", "", field<&RunOptions::once_per>()},
+       "run once per tick of D across hosts: runs that fire less than D/2 apart (by the server's clock) are one "
+       "tick; the others exit 75 once it ran (D needs a unit, at least 1s)", "", field<&RunOptions::once_per>(),
+       {.min = 1'000, .unit = true}},
       {"--leftovers",                 on::run,     value, "WHAT","leftovers",              "RLOCK_LEFTOVERS",
        "processes the command leaves running when it exits: wait (keep the lock until they end) or kill (end them); "
        "default {}", "wait"},
@@ -278,6 +280,9 @@ inline constexpr auto k_options = [] {
        "only events since D ago, or since TIME (RFC 3339: 2026-11-27T08:00:00Z)", "", field<&LogOptions::since>()},
       {"--until",                     on::log,     value, "D",   "",                       "",
        "only events until D ago, or until TIME", "", field<&LogOptions::until>(), {}, "", "--follow"},
+      {"--tick",                      on::log,     value, "TIME","",                       "",
+       "only the events of the --once-per tick at TIME (or D ago): who took it, ran it, was refused or skipped",
+       "", field<&LogOptions::tick>(), {}, "", "--follow"},
       // check, metrics. A limit is read by name (cli/convert.cpp): one value, or WARN,CRIT.
       {"--succeeded-within",          on::check,   value, "D",   "",                       "",
        "CRITICAL when the last success is older than D (D,D: WARNING over the first, CRITICAL over the second)",

@@ -93,6 +93,8 @@ private:
     if (m_own_start == 0) m_own_start = proc::start_time(::getpid()).value_or(0);
     return m_own_start;
   }
+  bool mark_tick();
+  int tick_not_marked(const std::string& why);
   int lost_before_start();
   void lost_during_start();
   void supervise();
@@ -209,11 +211,9 @@ int Supervisor::run() {
   lock::Holder holder = this_holder(m_options.display_command);
   m_contender = make_contender(m_options.take, holder);
   m_contender.preemptible = m_options.preemptible;
-  // The tick is this host's: when its cron or timer fired, rounded to the nearest one.
-  if (m_options.once_per) {
-    auto now = std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch());
-    m_contender.tick = lock::nearest_tick(now.count(), *m_options.once_per);
-  }
+  // The tick is when this run fired (its start), which the scripts place on the server's clock:
+  // no host's wall clock counts.
+  if (m_options.once_per) m_contender.once_per = lock::Contender::OncePer{*m_options.once_per, m_began};
   m_token = m_contender.token;
   m_backend->check_eviction_before(m_name, m_options.take.strict);
   // The guard starts now, while the lock is being taken (its start overlaps the round trip),
@@ -246,8 +246,14 @@ int Supervisor::run() {
     return m_options.take.superseded_exit_code;
   }
   if (attempt.outcome == lock::Attempt::Outcome::done) {
-    std::string done = tick_done_message(m_name, attempt, m_contender.tick.value_or(0));
-    log::info(done);
+    // The usual end of every host but one at each tick: said on a terminal or with -v, quiet under
+    // cron (its exit code and rlock log say it).
+    std::string done = tick_done_message(m_name, attempt, *m_options.once_per);
+    if (::isatty(STDERR_FILENO)) {
+      log::info(done);
+    } else {
+      log::verbose("{}", done);
+    }
     log::event(log::Severity::notice, "busy: {}: {}", done, m_options.display_command);
     return m_options.take.conflict_exit_code;
   }
@@ -282,6 +288,13 @@ int Supervisor::run() {
                util::format_duration(m_options.take.ttl),
                util::format_duration(std::chrono::duration_cast<Millis>(attempt.sent_at - m_began)),
                m_options.display_command);
+  }
+  if (m_options.once_per && !mark_tick()) {
+    if (m_interrupted) {
+      release_quietly();
+      return interrupted_while_waiting();
+    }
+    return tick_not_marked(m_lost ? "the lock was lost" : "Redis did not confirm it");
   }
   if (!start_child(attempt, std::move(holds))) return lost_before_start();
   m_command_at = Clock::now();
@@ -318,6 +331,45 @@ bool Supervisor::start_child(const lock::Attempt& attempt, std::vector<lock::Hol
     m_watch = lock::PreemptWatch::open(*m_backend, m_name, m_contender.id(), m_options.take.ttl);
   log::verbose("started the command, pid {}{}", m_guard->child(), m_terminal ? " (it has the terminal)" : "");
   return true;
+}
+
+bool Supervisor::mark_tick() {
+  // The tick runs now: marked in a renewal, so that the command also starts on a fresh lease.
+  // Tried again, while the lease lasts, as renewals are.
+  for (;;) {
+    lock::Renewal r =
+        lock::renew(*m_backend, *m_schedule, {m_name, m_token, m_options.take.ttl, m_fence, std::nullopt, true});
+    switch (r.outcome) {
+      case lock::Renewal::Outcome::renewed: return true;
+      case lock::Renewal::Outcome::lost: m_lost = true; return false;
+      case lock::Renewal::Outcome::unconfirmed:
+        log::verbose("marking the tick of {} not counted: no majority of the sentinels confirms the master",
+                     m_name.key);
+        break;
+      case lock::Renewal::Outcome::failed:
+        log::verbose("marking the tick of {} failed ({})", m_name.key, r.error);
+        break;
+    }
+    Millis retry = lock::validity::retry_interval(m_options.take.ttl);
+    if (m_interrupted || Clock::now() + retry >= m_schedule->stop_at() || !pause(retry)) return false;
+  }
+}
+
+int Supervisor::tick_not_marked(const std::string& why) {
+  // The give-back puts the tick back, where the mark may have taken effect: another host may run
+  // it.
+  release_quietly();
+  if (m_lost) {
+    log::error(
+        fmt::format("lost the lock {} before its command could start ({}); the command was not run", m_name.key, why));
+    log::event(log::Severity::err, "lost {} before the command could start; not run: {}", m_name.key,
+               m_options.display_command);
+    return m_options.lost_exit_code;
+  }
+  throw Error(exit_code::k_unavailable,
+              fmt::format("could not record that {} runs its tick ({}) before its lease ran short; the command was "
+                          "not run, and the tick is left to another run",
+                          m_name.key, why));
 }
 
 int Supervisor::lost_before_start() {

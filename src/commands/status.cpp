@@ -47,7 +47,7 @@ std::string holder_json(const lock::HolderState& h) {
   return fmt::format(
       "{{\"host\":{},\"pid\":{},\"user\":{},\"command\":{},\"since\":{},\"since_ms\":{},\"held_for_ms\":{},"
       "\"ttl_ms\":{},\"lease_ms\":{},\"fence\":{},\"slot\":{},\"shared\":{},\"keeper_pid\":{},"
-      "\"watched_pid\":{},\"state\":{},\"preemptible\":{}}}",
+      "\"watched_pid\":{},\"state\":{},\"preemptible\":{},\"tick\":{},\"tick_state\":{}}}",
       util::json_quote(h.holder.host), pid_json(h.holder.pid), util::json_quote(h.holder.user),
       util::json_quote(h.holder.command), h.since_ms ? util::json_quote(iso_time(*h.since_ms)) : "null",
       json_or_null(h.since_ms), json_or_null(h.held_for_ms), json_or_null(h.ttl_left_ms), json_or_null(h.lease_ms),
@@ -56,7 +56,10 @@ std::string holder_json(const lock::HolderState& h) {
       h.lingering ? "\"lingering\""
       : h.keeper  ? "\"kept\""
                   : "\"held\"",
-      h.preemptible);
+      h.preemptible, h.tick ? util::json_quote(iso_time(*h.tick)) : "null",
+      !h.tick      ? "null"
+      : h.tick_ran ? "\"ran\""
+                   : "\"pending\"");
 }
 
 std::string waiter_json(const lock::WaiterState& w) {
@@ -124,7 +127,7 @@ std::string state_text(const lock::LockState& s, const lock::HolderState& h) {
   switch (s.mode) {
     case lock::Mode::shared: return "shared" + kept;
     case lock::Mode::semaphore: return fmt::format("slot {}/{}{}", h.slot, s.limit.value_or(0), kept);
-    default: return h.keeper ? "kept" : "held";
+    default: return h.keeper ? "kept" : !h.tick ? "held" : h.tick_ran ? "held (tick ran)" : "held (tick pending)";
   }
 }
 

@@ -72,11 +72,12 @@ public:
   // Sentinel: the release goes to the master a majority of the sentinels names (with its ROLE),
   // asking them first; a hold taken on a master they no longer name is not_held there.
   virtual Released release(const LockName& name, const std::string& token, const Ending& ending) = 0;
-  // Extends; nullopt when the lock is lost. A quorum throws Error 69 when no majority answered
-  // within the validity of lease_ttl, and sets a master that lost the key again with fence.
+  // Extends, recording what note says; nullopt when the lock is lost. A quorum throws Error 69 when
+  // no majority answered within the validity of lease_ttl, and sets a master that lost the key
+  // again with fence.
   virtual std::optional<Extension> extend(const LockName& name, const std::string& token,
                                           std::optional<util::Millis> ttl, util::Millis lease_ttl, int64_t fence,
-                                          const std::optional<KeeperInfo>& keeper = {}) = 0;
+                                          const ExtendNote& note = {}) = 0;
   virtual ForcedRelease force_release(const LockName& name) = 0;
   virtual LockState inspect(const LockName& name, int max_waiters = 100) = 0;
   // The KEYs of the locks under prefix whose KEY matches the glob pattern, held or waited for.

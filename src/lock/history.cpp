@@ -229,6 +229,8 @@ std::vector<Event> parse_events(const redis::Reply& reply, const std::string& ke
         e.contender = value;
       else if (name == field::tick)
         e.tick = number(value);
+      else if (name == field::period)
+        e.period_ms = number(value);
       else if (name == field::holder_host)
         e.held_by.host = value;
       else if (name == field::holder_pid)
@@ -264,6 +266,12 @@ std::vector<Event> merge_copies(const std::vector<std::vector<Event>>& copies) {
   return out;
 }
 
+bool of_tick(const Event& e, int64_t at) {
+  if (!e.tick) return false;
+  int64_t half = e.period_ms && *e.period_ms > 0 ? *e.period_ms / 2 : 500;
+  return *e.tick - at < half && at - *e.tick <= half;
+}
+
 void sort_by_time(std::vector<Event>& events) {
   std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) { return a.time_ms < b.time_ms; });
 }
@@ -279,7 +287,12 @@ std::string format_event(const Event& e, bool with_key) {
   if (e.waited_ms) line += " waited " + util::format_duration(util::Millis(*e.waited_ms));
   if (e.held_ms) line += " held " + util::format_duration(util::Millis(*e.held_ms));
   if (!e.exit_status.empty()) line += " exit " + util::printable(e.exit_status);
-  if (e.tick) line += " tick " + iso_time(*e.tick) + " done";
+  if (e.tick) {
+    // The tick that ran (a refusal: busy, naming who ran it), or the one taken or skipped.
+    std::string tick = iso_time((*e.tick + 500) / 1000 * 1000);
+    tick.erase(tick.size() - 5, 4);  // the milliseconds (".000") before the Z
+    line += " tick " + tick + (e.kind == "busy" && !e.by.empty() ? " done" : e.kind == "overrun" ? " skipped" : "");
+  }
   if (!e.by.empty()) {
     Holder by = parse_who(e.by);
     line += by.pid.empty() ? " by " + util::printable(e.by)
@@ -313,11 +326,12 @@ std::string event_json(const Event& e) {
   }
   return fmt::format(
       "{{\"time\":{},\"time_ms\":{},\"key\":{},\"event\":{},\"host\":{},\"pid\":{},\"user\":{},\"cmd\":{},"
-      "\"fence\":{},\"waited_ms\":{},\"held_ms\":{},\"exit\":{},\"by\":{},\"holder\":{},\"tick\":{}}}",
+      "\"fence\":{},\"waited_ms\":{},\"held_ms\":{},\"exit\":{},\"by\":{},\"holder\":{},\"tick\":{},"
+      "\"period_ms\":{}}}",
       util::json_quote(iso_time(e.time_ms)), e.time_ms, util::json_quote(e.key), util::json_quote(e.kind),
       text_or_null(e.holder.host), json_or_null(pid), text_or_null(e.holder.user), text_or_null(e.holder.command),
       json_or_null(e.fence), json_or_null(e.waited_ms), json_or_null(e.held_ms), json_or_null(exit), by, held_by,
-      e.tick ? util::json_quote(iso_time(*e.tick)) : std::string("null"));
+      e.tick ? util::json_quote(iso_time(*e.tick)) : std::string("null"), json_or_null(e.period_ms));
 }
 
 }  // namespace rlock::lock

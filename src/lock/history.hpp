@@ -20,7 +20,7 @@ struct Event {
   std::string stream_id;  // the entry's id, "MS-SEQ"
   int64_t time_ms = 0;    // when, server clock, ms since the epoch
   std::string key;        // the lock's KEY
-  std::string kind;       // acquired, busy, released, returned, lost, superseded, preempted, expired
+  std::string kind;       // acquired, busy, released, returned, lost, superseded, preempted, expired, overrun
   Holder holder;
   std::optional<int64_t> fence;
   std::optional<int64_t> waited_ms;
@@ -28,8 +28,10 @@ struct Event {
   std::string exit_status;  // the command's, when there was one
   std::string by;           // superseded, preempted: the newer request; a forced release: "release --force"
   std::string contender;    // the contender's public id (tells a quorum's copies of one event apart)
-  // busy: the --once-per tick already run (ms since the epoch), by the host `by`
+  // --once-per (ms since the epoch, by the server's clock): the tick taken (acquired), the tick that
+  // ran (busy: by the host `by`) or the tick skipped (overrun); and the period
   std::optional<int64_t> tick;
+  std::optional<int64_t> period_ms;
   Holder held_by;          // busy: who held the lock then (empty when nobody did: a queue)
   bool lingering = false;  // busy: the holder had released, its --min-hold kept the lock taken
 };
@@ -80,6 +82,10 @@ std::vector<Event> parse_events(const redis::Reply& reply, const std::string& ke
 // its own): one event per contender and kind, at the earliest time any master saw it. Oldest first.
 std::vector<Event> merge_copies(const std::vector<std::vector<Event>>& copies);
 
+// Whether the event is of the --once-per tick at (ms since the epoch): its tick within half its
+// period of it (to the second, for an event that names no period).
+bool of_tick(const Event& event, int64_t at);
+
 // Sorts events of several locks by time, oldest first (stable for equal times).
 void sort_by_time(std::vector<Event>& events);
 
@@ -87,7 +93,7 @@ void sort_by_time(std::vector<Event>& events);
 // held, exit, by, who held it (busy), command. Quoted text goes through util::printable.
 std::string format_event(const Event& event, bool with_key);
 // One JSON object: time, key, event, host, pid, user, cmd, fence, waited_ms, held_ms, exit, by,
-// holder (busy: host, pid, cmd, lingering; else null), tick.
+// holder (busy, overrun: host, pid, cmd, lingering; else null), tick, period_ms.
 std::string event_json(const Event& event);
 
 }  // namespace rlock::lock

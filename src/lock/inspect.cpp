@@ -205,6 +205,8 @@ LockState parse_inspect(const LockName& name, const std::vector<Reply>& r, const
     h.fence = to_int(get(info::fence));
     h.lingering = get(info::lingering) == "1";
     h.preemptible = get(info::preemptible) == "1";
+    h.tick = to_int(get(info::tick));
+    h.tick_ran = get(info::tick_ran) == "1";
     if (holder_id) *holder_id = get(info::id);
     if (auto keeper = to_int(get(info::keeper))) {
       h.keeper = KeeperInfo{static_cast<pid_t>(*keeper), static_cast<pid_t>(to_int(get(info::watched)).value_or(0))};

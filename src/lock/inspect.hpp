@@ -24,6 +24,8 @@ struct HolderState {
   bool lingering = false;            // --min-hold: released, but kept until ttl_left_ms passes
   bool preemptible = false;          // --preemptible
   std::optional<KeeperInfo> keeper;  // held by a keeper (acquire --keepalive)
+  std::optional<int64_t> tick;       // run --once-per: the tick it took (server clock, ms since the epoch)
+  bool tick_ran = false;             // ... and its command started (else the tick is pending)
 };
 
 // One waiter in a lock's queue.

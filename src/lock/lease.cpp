@@ -137,7 +137,12 @@ std::vector<std::string> contender_args(const Contender& c, bool queue, bool red
                                 c.holder.user,     c.holder.command,
                                 mode_code(c.mode), std::to_string(c.limit),
                                 options,           std::to_string(c.min_hold.count())};
-  args.push_back(c.tick ? std::to_string(*c.tick) : std::string());
+  if (c.once_per) {
+    auto age = std::chrono::duration_cast<util::Millis>(util::BootClock::now() - c.once_per->fired_at);
+    args.push_back(fmt::format("{} {}", c.once_per->period.count(), age.count()));
+  } else {
+    args.emplace_back();
+  }
   return args;
 }
 
@@ -193,6 +198,7 @@ Attempt read_attempt(const ScriptReply& r, const LockName& name, size_t enclosin
       a.tick = e[R::tick].number();
       a.holder.host = e[R::host].text();
       a.tick_at = e[R::at].number();
+      a.own_tick = e[R::own].number();
       if (a.tick_at > 0 && e[R::now].number() >= a.tick_at) a.held_for = util::Millis(e[R::now].number() - a.tick_at);
       return a;
     }
@@ -204,6 +210,7 @@ Attempt read_attempt(const ScriptReply& r, const LockName& name, size_t enclosin
       read_holder<R>(e, R::since, e[R::now].number(), a);
       a.queue_length = static_cast<int>(e[R::queued].number());
       a.lingering = e[R::lingering].number() == 1;
+      if (int64_t tick = e[R::overrun].number(); tick > 0) a.overrun = tick;
       return a;
     }
     default: unexpected(name, "unknown answer to a lock script");
@@ -302,7 +309,7 @@ Attempt wait_turn(Node& node, const LockName& name, const Timing& timing, const 
   // more heartbeat. (Woken by a push, the waiter takes the full step whatever the light step
   // found.)
   bool light =
-      !last.epoch.empty() && !contender.preempt && (last.position > 1 || (last.position == 1 && !contender.tick));
+      !last.epoch.empty() && !contender.preempt && (last.position > 1 || (last.position == 1 && !contender.once_per));
   std::vector<std::string> beat_keys, beat_args;
   std::vector<redis::Command> commands{blpop};
   if (light) {
@@ -385,16 +392,22 @@ bool release(Node& node, const LockName& name, const Timing& timing, const std::
   return r.code == reply::released::code;
 }
 
-std::optional<Extension> extend(Node& node, const LockName& name, const Timing& timing, const std::string& token,
-                                std::optional<util::Millis> ttl, const std::optional<KeeperInfo>& keeper) {
+std::vector<std::string> extend_args(const std::string& token, std::optional<util::Millis> ttl,
+                                     const ExtendNote& note) {
   // The default TTL is extend.lua's fallback for a lease that recorded none.
   std::vector<std::string> args{token, ttl ? std::to_string(ttl->count()) : std::string(),
                                 std::to_string(k_default_ttl.count())};
-  if (keeper) {
-    args.push_back(std::to_string(keeper->keeper));
-    args.push_back(std::to_string(keeper->watched));
+  if (note.keeper || note.tick_ran) {
+    args.push_back(note.keeper ? std::to_string(note.keeper->keeper) : std::string());
+    args.push_back(note.keeper ? std::to_string(note.keeper->watched) : std::string());
   }
-  ScriptReply r = run_script(node, name, timing, scripts::k_extend, id_of(token), args);
+  if (note.tick_ran) args.emplace_back("1");
+  return args;
+}
+
+std::optional<Extension> extend(Node& node, const LockName& name, const Timing& timing, const std::string& token,
+                                std::optional<util::Millis> ttl, const ExtendNote& note) {
+  ScriptReply r = run_script(node, name, timing, scripts::k_extend, id_of(token), extend_args(token, ttl, note));
   using R = reply::extended;
   if (r.code == reply::not_held::code) return std::nullopt;
   if (r.payload.size() < R::size || r.payload[R::ttl].type != Reply::Type::integer) {

@@ -45,20 +45,17 @@ struct Contender {
   bool supersede = false;    // --supersede: replaces older superseding waiters
   bool preempt = false;      // --preempt: asks a preemptible holder to stop, and is served next
   bool preemptible = false;  // --preemptible: a --preempt request may ask this hold to stop
-  // --once-per: the tick this run is for (ms since the epoch): taken only if no hold took this
-  // tick or a later one, and then recorded with the hold.
-  std::optional<int64_t> tick;
+  // --once-per: the period, and when this run fired (its start, on the boot clock). Each request
+  // says how long ago that was, and the scripts place it on the server's clock: its tick.
+  struct OncePer {
+    util::Millis period;
+    util::BootClock::time_point fired_at;
+  };
+  std::optional<OncePer> once_per;
 
   // Names its place in the queue and its mailbox: the first 16 characters of the token.
   std::string id() const { return token.substr(0, 16); }
 };
-
-// --once-per: the tick of period that the time now_ms (ms since the epoch) belongs to, the nearest
-// multiple of period: a host whose clock or timer is off by less than period/2 finds the same one.
-inline int64_t nearest_tick(int64_t now_ms, util::Millis period) {
-  int64_t p = period.count();
-  return (now_ms + p / 2) / p * p;
-}
 
 // A new token: 64 bits of id, then 128 secret bits, from getrandom(2).
 std::string new_token();
@@ -88,8 +85,10 @@ struct Attempt {
   bool far = false;                      // queued: behind others, with the far lease: the far heartbeat
   bool contended = false;                // busy, Redlock: nobody has a majority (leftovers, a split)
   Holder superseded_by;                  // superseded: the newer request
-  int64_t tick = 0;                      // done: the tick already run (--once-per), by holder.host,
-  int64_t tick_at = 0;                   // at this server time (ms since the epoch)
+  int64_t tick = 0;                      // done: the tick that ran (--once-per), by holder.host,
+  int64_t tick_at = 0;                   // at this server time (ms since the epoch),
+  int64_t own_tick = 0;                  // and this run's own tick (when it fired, by the server's clock)
+  std::optional<int64_t> overrun;        // busy, --once-per: the holder's tick, an earlier one
 };
 
 // Tries once to take the lock, atomically, recording holder info and the next fencing token;
@@ -158,10 +157,19 @@ struct KeeperInfo {
   pid_t watched = 0;
 };
 
-// Resets the lease of token's hold, to ttl or (nullopt) the TTL it was taken with, recording the
-// keeper if there is one; nullopt when the token no longer holds the lock.
+// What an extend records beside the new lease.
+struct ExtendNote {
+  std::optional<KeeperInfo> keeper;  // acquire --keepalive: the keeper, recorded with the hold
+  bool tick_ran = false;             // run --once-per: the command starts now, so its tick ran
+};
+
+// The extend script's arguments after the timing (see scripts/extend.lua).
+std::vector<std::string> extend_args(const std::string& token, std::optional<util::Millis> ttl, const ExtendNote& note);
+
+// Resets the lease of token's hold, to ttl or (nullopt) the TTL it was taken with, recording what
+// note says; nullopt when the token no longer holds the lock.
 std::optional<Extension> extend(Node& node, const LockName& name, const Timing& timing, const std::string& token,
-                                std::optional<util::Millis> ttl, const std::optional<KeeperInfo>& keeper = {});
+                                std::optional<util::Millis> ttl, const ExtendNote& note = {});
 
 // What release --force removed.
 struct ForcedRelease {
@@ -202,7 +210,7 @@ struct ScriptReply {
 ScriptReply read_script_reply(redis::Reply reply, const LockName& name);
 
 // The contender's arguments of the acquire and wait scripts: token ttl host pid user cmd mode
-// limit options min_hold tick (see scripts/common.lua).
+// limit options min_hold tick (see scripts/common.lua); the tick ("PERIOD AGE") as of now.
 std::vector<std::string> contender_args(const Contender& c, bool queue, bool redlock = false);
 // Reads an acquire or wait script's reply into an attempt (enclosing_count: the enclosing tokens
 // sent, for a re-entry's index).

@@ -227,6 +227,7 @@ void Quorum::refused(const std::vector<Reply>& e, Votes& votes, Attempt& attempt
                          ? std::optional<util::Millis>(util::Millis(e[R::pttl].integer))
                          : std::nullopt;
   attempt.lingering = e[R::lingering].number() == 1;
+  if (int64_t tick = e[R::overrun].number(); tick > 0) attempt.overrun = tick;
 }
 
 bool Quorum::merge_fence(const LockName& name, const std::vector<std::string>& keys, const Contender& contender,
@@ -275,21 +276,15 @@ void Quorum::give_back(const LockName& name, const std::string& token, const Vot
   out.unavailable = votes.answered - votes.young < majority();
   for (const auto& [who, count] : votes.holders) out.majority_busy = out.majority_busy || count >= majority();
   out.attempt.queue_length = 0;
-  // The tick was run, as a majority says: given back everywhere else (its record there restored).
+  // The tick ran, as a majority says: given back everywhere else.
   if (votes.done >= majority()) out.attempt = votes.tick;
 }
 
 Quorum::Extended Quorum::extend(const LockName& name, const std::string& token, std::optional<util::Millis> ttl,
-                                util::Millis lease_ttl, int64_t fence, const std::optional<KeeperInfo>& keeper) {
+                                util::Millis lease_ttl, int64_t fence, const ExtendNote& note) {
   const size_t n = m_nodes.size();
   std::vector<std::string> keys = name.script_keys(id_of(token));
-  // The default TTL is extend.lua's fallback for a lease that recorded none.
-  std::vector<std::string> args{token, ttl ? std::to_string(ttl->count()) : std::string(),
-                                std::to_string(k_default_ttl.count())};
-  if (keeper) {
-    args.push_back(std::to_string(keeper->keeper));
-    args.push_back(std::to_string(keeper->watched));
-  }
+  std::vector<std::string> args = extend_args(token, ttl, note);
   auto sent_at = m_now();
   std::vector<NodeAnswer> answers =
       m_nodes.eval_all(scripts::k_extend, keys, with_config(m_timing, args, n), std::vector(n, true));

@@ -130,7 +130,7 @@ public:
   // left, lost when a majority says the token does not own the lock any more. A master that lost
   // the key (a restart) is set again only together with the fence merge (fence >= T there).
   Extended extend(const LockName& name, const std::string& token, std::optional<util::Millis> ttl,
-                  util::Millis lease_ttl, int64_t fence, const std::optional<KeeperInfo>& keeper = {});
+                  util::Millis lease_ttl, int64_t fence, const ExtendNote& note = {});
 
   // What a release on every master found.
   struct Releases {

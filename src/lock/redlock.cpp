@@ -65,9 +65,8 @@ public:
     return m_quorum.verdict(r);
   }
   std::optional<Extension> extend(const LockName& name, const std::string& token, std::optional<util::Millis> ttl,
-                                  util::Millis lease_ttl, int64_t fence,
-                                  const std::optional<KeeperInfo>& keeper) override {
-    Quorum::Extended e = m_quorum.extend(name, token, ttl, lease_ttl, fence, keeper);
+                                  util::Millis lease_ttl, int64_t fence, const ExtendNote& note) override {
+    Quorum::Extended e = m_quorum.extend(name, token, ttl, lease_ttl, fence, note);
     switch (e.outcome) {
       case Quorum::Renewal::renewed: return e.extension;
       case Quorum::Renewal::lost: return std::nullopt;

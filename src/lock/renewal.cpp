@@ -38,7 +38,8 @@ Renewal renew(Backend& backend, Schedule& schedule, const HeldLease& hold) {
     backend.learn_nodes();
     bool confirmed = backend.confirm_master();
     auto sent_at = Clock::now();
-    out.extension = backend.extend(hold.name, hold.token, hold.ttl, hold.ttl, hold.fence, hold.keeper);
+    out.extension =
+        backend.extend(hold.name, hold.token, hold.ttl, hold.ttl, hold.fence, ExtendNote{hold.keeper, hold.tick_ran});
     backend.cap_waits(std::nullopt);
     if (!out.extension) {
       out.outcome = Renewal::Outcome::lost;

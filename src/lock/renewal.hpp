@@ -16,6 +16,7 @@ struct HeldLease {
   util::Millis ttl;
   int64_t fence = 0;
   std::optional<KeeperInfo> keeper;  // acquire --keepalive: the keeper, recorded with the hold
+  bool tick_ran = false;             // run --once-per: the command starts after this renewal
 };
 
 // What one renewal found.

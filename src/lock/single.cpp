@@ -62,8 +62,8 @@ public:
     return lock::release(m_node, name, timing(), token, ending) ? Released::released : Released::not_held;
   }
   std::optional<Extension> extend(const LockName& name, const std::string& token, std::optional<util::Millis> ttl,
-                                  util::Millis, int64_t, const std::optional<KeeperInfo>& keeper) override {
-    return lock::extend(m_node, name, timing(), token, ttl, keeper);
+                                  util::Millis, int64_t, const ExtendNote& note) override {
+    return lock::extend(m_node, name, timing(), token, ttl, note);
   }
   ForcedRelease force_release(const LockName& name) override { return lock::force_release(m_node, name, timing()); }
   LockState inspect(const LockName& name, int most) override { return lock::inspect(m_node, name, most); }

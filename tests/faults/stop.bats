@@ -242,6 +242,28 @@ strace_delay_possible() {
   assert lock_free k
 }
 
+@test "once-per: a run held up past the lease before its start gives its tick back: the next run of the tick runs it" {
+  strace_delay_possible
+  [[ -z ${ASAN_OPTIONS:-} ]] || skip "the sanitizer runtime writes before rlock's request to the guard"
+  printf '#!/bin/sh\necho "$1" >>"%s/ran"\n' "$T" >"$T/cmd"
+  chmod +x "$T/cmd"
+  # As above: the request to the guard, made once the tick is marked run, is held up 4s, twice
+  # the lease (a frozen VM). The guard refuses the start; the command never ran, so its tick is
+  # given back, though the lease ran out meanwhile.
+  bg holder env ASAN_OPTIONS="$(untraced_leak_check)" strace -o "$T/strace" -e trace=write -e inject=write:delay_enter=4000000:when=1 \
+    "$RLOCK_BIN" run k -t 2s --once-per 1h -- "$T/cmd" first
+  wait_until -t 10 lock_held k || fail "the first rlock did not take the lock: $(bg_err holder)"
+  bg_wait holder 20
+  assert_equal "$BG_STATUS" 76
+  [[ $(grep -m 1 'DELAYED' "$T/strace") == 'write('*'"\4\0\0\0'*', 16) = 16 (DELAYED)' ]] ||
+    fail "the delay did not hold up the request to the guard: $(cat "$T/strace")"
+  run --separate-stderr rlock run k -n --once-per 1h -- "$T/cmd" second
+  assert_success
+  run --separate-stderr rlock run k -n --once-per 1h -- "$T/cmd" third
+  assert_failure 75
+  assert_equal "$(xargs <"$T/ran")" "second"
+}
+
 @test "the guard held up past the lease between its check and the child's start: the child does not exec, 76" {
   strace_delay_possible
   printf '#!/bin/sh\ntouch "%s/ran"\n' "$T" >"$T/cmd"

@@ -94,7 +94,7 @@ TEST_F(AcquireTest, ExtendResetsTheLeaseOfItsHolderOnly) {
   EXPECT_EQ(s.holders.at(0).lease_ms, 20'000);
 
   // Without a TTL: the one it was last given.
-  e = lock::extend(node, name, timing, a.token, std::nullopt, lock::KeeperInfo{4242, 4343});
+  e = lock::extend(node, name, timing, a.token, std::nullopt, {lock::KeeperInfo{4242, 4343}});
   ASSERT_TRUE(e);
   EXPECT_EQ(e->ttl, 20'000ms);
   s = state();

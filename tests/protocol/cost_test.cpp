@@ -123,7 +123,7 @@ TEST_F(CostTest, ARenewalRunsAFewCommands) {
   ASSERT_EQ(acquire(a, false).outcome, Outcome::acquired);
   reset();
   lock::KeeperInfo keeper{4242, 101};
-  ASSERT_TRUE(lock::extend(node, name, timing, a.token, Millis(60'000), keeper));
+  ASSERT_TRUE(lock::extend(node, name, timing, a.token, Millis(60'000), {keeper}));
   auto run = commands_run();
   // TIME, GET, HMGET, PTTL; PEXPIRE the lock's key; HSET, PEXPIRE :info.
   EXPECT_LE(total(run), 7) << listing(run);

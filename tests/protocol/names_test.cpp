@@ -142,12 +142,12 @@ TEST_F(NamesTest, StoredKeysFieldsAndEventsAreTheProtocols) {
   ASSERT_EQ(acquire(contender("103"), false).outcome, Outcome::busy);
   ASSERT_TRUE(release(x));
   ASSERT_EQ(step(waiter, queued_at).outcome, Outcome::acquired);
-  ASSERT_TRUE(lock::extend(node, name, timing, waiter.token, std::nullopt, lock::KeeperInfo{12, 13}));
+  ASSERT_TRUE(lock::extend(node, name, timing, waiter.token, std::nullopt, {lock::KeeperInfo{12, 13}}));
   // A semaphore, held by a keeper.
   Contender keeper = contender("104", Mode::semaphore, 3);
   LockName other{name.prefix, name.key + "-sem"};
   ASSERT_EQ(lock::try_acquire(node, other, timing, keeper, true, {}).outcome, Outcome::acquired);
-  ASSERT_TRUE(lock::extend(node, other, timing, keeper.token, std::nullopt, lock::KeeperInfo{10, 11}));
+  ASSERT_TRUE(lock::extend(node, other, timing, keeper.token, std::nullopt, {lock::KeeperInfo{10, 11}}));
 
   std::set<std::string> suffixes{""};
   for (lock::Part p : protocol::k_parts) suffixes.insert(":" + std::string(protocol::suffix(p)));

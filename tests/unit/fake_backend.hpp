@@ -42,6 +42,7 @@ public:
     std::optional<rlock::util::Millis> ttl;
     int64_t fence = 0;
     std::optional<rlock::lock::KeeperInfo> keeper;
+    bool tick_ran = false;
   };
   std::vector<ExtendCall> extend_calls;
 
@@ -80,9 +81,8 @@ public:
   }
   std::optional<rlock::lock::Extension> extend(const rlock::lock::LockName&, const std::string& token,
                                                std::optional<rlock::util::Millis> ttl, rlock::util::Millis,
-                                               int64_t fence,
-                                               const std::optional<rlock::lock::KeeperInfo>& keeper) override {
-    extend_calls.push_back({token, ttl, fence, keeper});
+                                               int64_t fence, const rlock::lock::ExtendNote& note) override {
+    extend_calls.push_back({token, ttl, fence, note.keeper, note.tick_ran});
     if (extend_answers.empty()) return std::nullopt;
     auto answer = extend_answers.front();
     extend_answers.pop_front();

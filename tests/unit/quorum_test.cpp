@@ -37,7 +37,7 @@ Reply answer(int64_t code, std::vector<Reply> payload = {}) {
 Reply granted(int64_t fence) { return answer(1, {integer(fence), text("")}); }
 Reply busy(const std::string& holder_pid) {
   return answer(0, {integer(20000), text("host"), text(holder_pid), text("cmd"), text("1000"), integer(2000),
-                    integer(0), integer(0)});
+                    integer(0), integer(0), text("")});
 }
 
 // Canned answers: for each script name, one behaviour per node; "late" answers move the clock.

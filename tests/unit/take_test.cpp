@@ -2,6 +2,7 @@
 #include "error.hpp"
 #include "fake_backend.hpp"
 #include "util/random.hpp"
+#include "util/text.hpp"
 
 #include <gtest/gtest.h>
 
@@ -270,17 +271,21 @@ TEST(TakeLock, ATickRunBeforeTheFirstAttemptEndsItWithoutCancel) {
   EXPECT_TRUE(b.wait_calls.empty());
 }
 
-// A tick is the nearest multiple of the period: hosts up to half a period apart agree.
-TEST(NearestTick, RoundsToTheNearestMultipleOfThePeriod) {
-  constexpr int64_t t = 1'800'000'000'000;  // a multiple of 5 minutes
-  const Millis period(300'000);
-  EXPECT_EQ(rlock::lock::nearest_tick(t, period), t);
-  EXPECT_EQ(rlock::lock::nearest_tick(t + 2'000, period), t) << "a timer 2s late";
-  EXPECT_EQ(rlock::lock::nearest_tick(t - 2'000, period), t) << "a clock 2s behind";
-  EXPECT_EQ(rlock::lock::nearest_tick(t + 149'999, period), t);
-  EXPECT_EQ(rlock::lock::nearest_tick(t - 150'000, period), t) << "half way: the later one";
-  EXPECT_EQ(rlock::lock::nearest_tick(t + 150'000, period), t + 300'000);
-  EXPECT_EQ(rlock::lock::nearest_tick(t + 299'000, period), t + 300'000);
+// --once-per: each request says the period and how long ago the run fired (its own monotonic
+// clock), never a wall-clock time; without it, the argument is empty.
+TEST(ContenderArgs, TheTickIsThePeriodAndTheAgeOfTheRun) {
+  rlock::lock::Contender c;
+  c.token = std::string(48, 'a');
+  EXPECT_EQ(rlock::lock::contender_args(c, false).at(10), "");
+  c.once_per = rlock::lock::Contender::OncePer{Millis(300'000), rlock::util::BootClock::now() - Millis(2'000)};
+  std::vector<std::string> args = rlock::lock::contender_args(c, false);
+  ASSERT_EQ(args.size(), 11u);
+  std::vector<std::string> words = rlock::util::split(args[10], " ");
+  ASSERT_EQ(words.size(), 2u) << args[10];
+  EXPECT_EQ(words[0], "300000");
+  int64_t age = std::stoll(words[1]);
+  EXPECT_GE(age, 2'000);
+  EXPECT_LT(age, 60'000);
 }
 
 TEST(TakeLock, ReplicasThatDoNotConfirmGiveTheLockBack) {

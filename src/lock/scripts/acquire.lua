@@ -3,9 +3,9 @@
 -- cmd mode limit options min_hold_ms tick; see contender()), then the tokens of enclosing holds.
 -- Returns {1, more, push, fence, slot} when taken; {2, more, push, fence, pttl, i} when the
 -- enclosing hold ARGV[12 + i] owns it (re-entry); {0, more, push, pttl, host, pid, cmd, since,
--- now, queue length, lingering} when busy (not queued); {4, more, push} when dead entries were
--- removed and the budget ran out before a decision (call again); {6, more, push, tick, host, at,
--- now} when its --once-per tick was done (see tick_refusal); or the waiting reply.
+-- now, queue length, lingering, overrun} when busy (not queued); {4, more, push} when dead entries
+-- were removed and the budget ran out before a decision (call again); {6, more, push, tick, host,
+-- at, now, own} when its --once-per tick ran (see tick_refusal); or the waiting reply.
 -- The common cases first, in the fewest commands and with little Lua: an exclusive contender
 -- (no enclosing holds, no --once-per, no --min-hold, options none or q) that finds the lock free
 -- with nothing else there (no queue, shared holder, semaphore, notice, nor :info: a holder to
@@ -60,7 +60,7 @@ if #ARGV == 12 and ARGV[8] == 'x' and ARGV[12] == '' and (ARGV[10] == '' or ARGV
     event(EVENT.busy, {EV.host, ARGV[4], EV.pid, ARGV[5], EV.user, ARGV[6], EV.cmd, ARGV[7], EV.id, id,
                        EV.holder_host, host, EV.holder_pid, pid, EV.holder_cmd, cmd, EV.lingering,
                        lingering and '1' or '0'})
-    return {CODE.busy, 0, PUSH, VIEW.pttl, host, pid, cmd, v[INFO.since] or '', NOW, 0, lingering and 1 or 0}
+    return {CODE.busy, 0, PUSH, VIEW.pttl, host, pid, cmd, v[INFO.since] or '', NOW, 0, lingering and 1 or 0, ''}
   end
 end
 
@@ -110,7 +110,7 @@ if (quiet() or redis.call('ZCARD', K.q) == 0) and can_take(d.m, limit) then
   fence, slot = grant(id, d, true, limit)
   if not string.find(d.o, 'r', 1, true) then
     event(EVENT.acquired, {EV.host, d.h, EV.pid, d.p, EV.user, d.u, EV.cmd, d.c, EV.fence, fence, EV.waited, '0',
-                           EV.id, id})
+                           EV.id, id, EV.tick, d.tk or false, EV.period, d.tp or false})
   end
   set_expiries()
   return reply(CODE.taken, fence, slot)
@@ -141,7 +141,10 @@ end
 tidy_limit()
 local host, pid, cmd, since, lingering, left = holder_view(current_view())
 local queued = quiet() and 0 or redis.call('ZCARD', K.q)
-event(EVENT.busy, {EV.host, d.h, EV.pid, d.p, EV.user, d.u, EV.cmd, d.c, EV.id, id, EV.holder_host, host,
-                   EV.holder_pid, pid, EV.holder_cmd, cmd, EV.lingering, lingering})
+-- (--once-per: a run of the tick before still holds the lock, and this tick is skipped.)
+local overrun = tick_overrun(d)
+event(overrun == '' and EVENT.busy or EVENT.overrun,
+      {EV.host, d.h, EV.pid, d.p, EV.user, d.u, EV.cmd, d.c, EV.id, id, EV.holder_host, host, EV.holder_pid, pid,
+       EV.holder_cmd, cmd, EV.lingering, lingering, EV.tick, d.tk or false, EV.period, d.tp or false})
 set_expiries()
-return reply(CODE.busy, left, host, pid, cmd, since, NOW, queued, lingering)
+return reply(CODE.busy, left, host, pid, cmd, since, NOW, queued, lingering, overrun)

@@ -16,7 +16,7 @@ local K  -- the keys of this call:
 --   sq     the waiters that asked to supersede older ones: ZSET id -> arrival
 --   gone   waiters told to leave (superseded): ZSET id -> when the notice lapses
 --   log    the lock's history: STREAM
---   tick   --once-per: the last tick run: HASH t h at id (and pt ph pa: the one before)
+--   tick   --once-per: the last tick run: HASH t p h at id (and pt ph pa: the one before)
 --   mb     the caller's mailbox: pushed when its hold or its place ends
 --   sum    the lock's summary: HASH of fixed fields (see summarize)
 --   ep     what waiters see: STRING "epoch due" (see view_epoch)
@@ -448,7 +448,7 @@ local function note_expired()
   NOTED = true
   local v = hmget(K.info, INFO.id, INFO.host, INFO.pid, INFO.user, INFO.cmd, INFO.fence, INFO.since, INFO.expires,
                   INFO.claimed, INFO.lingering, INFO.preempt_by, INFO.preemptor, INFO.preempt_seen, INFO.keeper,
-                  INFO.watched, INFO.tick)
+                  INFO.watched, INFO.tick, INFO.tick_period)
   if not v[INFO.id] then
     -- (What a grant does not overwrite: none of it is there, so the grant need not delete :info.)
     INFO_CLEAN = not (v[INFO.lingering] or v[INFO.preempt_by] or v[INFO.preemptor] or v[INFO.preempt_seen] or
@@ -459,7 +459,8 @@ local function note_expired()
     local held = ''
     if v[INFO.since] and v[INFO.expires] then held = tostring(tonumber(v[INFO.expires]) - tonumber(v[INFO.since])) end
     event(EVENT.expired, {EV.host, v[INFO.host], EV.pid, v[INFO.pid], EV.user, v[INFO.user], EV.cmd, v[INFO.cmd],
-                          EV.fence, v[INFO.fence], EV.held, held, EV.id, v[INFO.id]})
+                          EV.fence, v[INFO.fence], EV.held, held, EV.id, v[INFO.id], EV.tick, v[INFO.tick],
+                          EV.period, v[INFO.tick_period]})
   end
   redis.call('DEL', K.info)
   INFO_CLEAN = true
@@ -580,31 +581,69 @@ local function lease_ms(ttl, linger_until)
   return px
 end
 
--- --once-per (exclusive holds only; d.tk is '' without it). A tick is done once a hold recorded
--- it, or a later one, in K.tick when it took the lock. Another contender of that tick (or an
--- earlier one) is refused: the reply's payload {tick done, its host, when (server ms), now}, and a
--- busy event that says so. The record keeps the one before it, which a give-back restores.
+-- --once-per (exclusive holds only; d.tk is nil without it). A contender's tick is when it fired,
+-- by the server's clock: the time of the call less its age (how long ago it started, on its own
+-- monotonic clock), so that no host's wall clock counts, nor where the schedule sits from the
+-- epoch. Two fire times are one tick when they are less than half a period apart, counted from
+-- the tick that last ran: ticks_after(t, d) is how many periods after tick t the contender fired,
+-- rounded to the nearest (0: the same tick).
+--
+-- A tick is pending while the hold that took the lock for it has not started its command: that
+-- is only :info's tk, which ends with the hold (a lapse, any give-back), and a contender of that
+-- tick waits for the lock as any other (with -n: busy). It ran once its holder marked it, right
+-- before it starts its command (tick_mark): :tick then records it, and every contender of that
+-- tick, or of an earlier one, is refused (tick_refusal).
+local function ticks_after(t, d)
+  return math.floor((d.tk - t) / d.tp + 0.5)
+end
+
+-- The refusal of a contender whose tick ran: the reply's payload {tick that ran, its host, when
+-- (server ms), now, the contender's own tick}, and a busy event that says so; nil to go on.
 local function tick_refusal(id, d)
-  if d.tk == '' then return nil end
+  if not d.tk then return nil end
   local v = hmget(K.tick, TICK.tick, TICK.host, TICK.at, TICK.id)
-  local tick = v[TICK.tick]
-  if not tick or tonumber(tick) < tonumber(d.tk) or v[TICK.id] == id then return nil end
-  event(EVENT.busy, {EV.host, d.h, EV.pid, d.p, EV.user, d.u, EV.cmd, d.c, EV.tick, tick, EV.by, v[TICK.host],
-                     EV.id, id})
-  -- The payload of the reply tick_done (AT.tick_done): tick host at now.
-  return {tick, v[TICK.host] or '', v[TICK.at] or '', NOW}
+  local ran = tonumber(v[TICK.tick] or '')
+  if not ran or v[TICK.id] == id or ticks_after(ran, d) > 0 then return nil end
+  event(EVENT.busy, {EV.host, d.h, EV.pid, d.p, EV.user, d.u, EV.cmd, d.c, EV.tick, v[TICK.tick], EV.period, d.tp,
+                     EV.by, v[TICK.host], EV.id, id})
+  -- The payload of the reply tick_done (AT.tick_done).
+  return {v[TICK.tick], v[TICK.host] or '', v[TICK.at] or '', NOW, d.tk}
 end
 
-local function tick_take(id, d)
-  if d.tk == '' then return end
+-- The holder's tick when the lock is held for an earlier tick than contender d's (the run of the
+-- tick before still holds it: an overrun), else ''.
+local function tick_overrun(d)
+  if not d.tk or not lock_value() then return '' end
+  local held = tonumber(redis.call('HGET', K.info, INFO.tick) or '')
+  if held and ticks_after(held, d) > 0 then return held end
+  return ''
+end
+
+-- A hold taken for a tick: pending, on the hold's own record.
+local function tick_take(d)
+  if d.tk then redis.call('HSET', K.info, INFO.tick, d.tk, INFO.tick_period, d.tp) end
+end
+
+-- The holder id marks its tick run (its command starts now): :tick records it, with the record it
+-- replaces; the waiters of that tick leave at their next full step (tick_refusal).
+local function tick_mark(id)
+  local held = hmget(K.info, INFO.tick, INFO.tick_period, INFO.host)
+  if not held[INFO.tick] then return end
   local v = hmget(K.tick, TICK.tick, TICK.host, TICK.at, TICK.id)
-  if v[TICK.id] == id then return end
-  redis.call('HSET', K.tick, TICK.tick, d.tk, TICK.host, d.h, TICK.at, NOW, TICK.id, id, TICK.previous,
-             v[TICK.tick] or '', TICK.previous_host, v[TICK.host] or '', TICK.previous_at, v[TICK.at] or '')
+  if v[TICK.id] ~= id then
+    redis.call('HSET', K.tick, TICK.tick, held[INFO.tick], TICK.period, held[INFO.tick_period] or '', TICK.host,
+               held[INFO.host] or '', TICK.at, NOW, TICK.id, id, TICK.previous, v[TICK.tick] or '',
+               TICK.previous_host, v[TICK.host] or '', TICK.previous_at, v[TICK.at] or '')
+  end
   redis.call('PEXPIRE', K.tick, HISTORY)
-  redis.call('HSET', K.info, INFO.tick, d.tk)
+  redis.call('HSET', K.info, INFO.tick_ran, 1)
+  bump()
 end
 
+-- The give-back of a hold that marked its tick and then proved that its command never started
+-- (the guard refused it): the record it replaced is put back, unless a later hold replaced it.
+-- Held or not: the hold's lease may have run out meanwhile, and no run of that tick can have
+-- taken the lock since (the record refused it).
 local function tick_return(id)
   local v = hmget(K.tick, TICK.id, TICK.previous, TICK.previous_host, TICK.previous_at)
   if v[TICK.id] ~= id then return end
@@ -636,7 +675,7 @@ local function grant(id, d, claimed, limit)
                INFO.linger_until, linger_until, INFO.preemptible, preemptible, INFO.joined, d.js or NOW,
                INFO.history, keep_history())
     redis.call('PEXPIRE', K.info, px + HISTORY)
-    if claimed then tick_take(id, d) end
+    if claimed then tick_take(d) end
   else
     QUIET = false
     bump()
@@ -743,9 +782,10 @@ local function claim(id, mode, ttl, d, known)
     bump()
     redis.call('HSET', K.info, INFO.claimed, 1, INFO.expires, NOW + px, INFO.linger_until, linger_until)
     redis.call('PEXPIRE', K.info, px + HISTORY)
-    tick_take(id, d)
+    tick_take(d)
     event(EVENT.acquired, {EV.host, d.h, EV.pid, d.p, EV.user, d.u, EV.cmd, d.c, EV.fence, v[INFO.fence],
-                           EV.waited, js and tostring(NOW - tonumber(js)) or '', EV.id, id})
+                           EV.waited, js and tostring(NOW - tonumber(js)) or '', EV.id, id, EV.tick, d.tk or false,
+                           EV.period, d.tp or false})
   else
     local v = hmget_of(K.hi, id, HOLDER.joined, HOLDER.fence)
     js = v[HOLDER.joined]
@@ -899,13 +939,16 @@ local function waiting(id)
 end
 
 -- The contender described by ARGV[2..12]: token ttl host pid user cmd mode limit options
--- min_hold_ms tick (--once-per: the tick it runs for, ms since the epoch; '' without). Options:
--- q (join the queue if it cannot be taken now), s (supersede), p (preempt), e (preemptible), r
--- (Redlock's phase 1: the acquisition is recorded by phase 2).
+-- min_hold_ms tick ('' without --once-per, else "PERIOD AGE" in ms: AGE is how long ago it fired,
+-- on its own clock, and may be negative in tests; see ticks_after). Options: q (join the queue if
+-- it cannot be taken now), s (supersede), p (preempt), e (preemptible), r (Redlock's phase 1: the
+-- acquisition is recorded by phase 2).
 local function contender()
-  return {t = ARGS[2], ttl = ARGS[3], h = ARGS[4], p = ARGS[5], u = ARGS[6], c = ARGS[7], m = ARGS[8], o = ARGS[10],
-          mh = ARGS[11], tk = ARGS[12] or ''},
-         tonumber(ARGS[9])
+  local d = {t = ARGS[2], ttl = ARGS[3], h = ARGS[4], p = ARGS[5], u = ARGS[6], c = ARGS[7], m = ARGS[8],
+             o = ARGS[10], mh = ARGS[11]}
+  local period, age = string.match(ARGS[12] or '', '^(%d+) (%-?%d+)$')
+  if period and tonumber(period) > 0 then d.tp, d.tk = tonumber(period), NOW - tonumber(age) end
+  return d, tonumber(ARGS[9])
 end
 
 -- What acquire and wait start with: the contender, its id and limit, once the lock's keys hold

@@ -1,7 +1,8 @@
 -- Resets the lease only if the token still holds the lock (renewal and extend).
 -- KEYS: the lock's keys. ARGV: cfg, token, ttl_ms ('' for the TTL it was taken with), the TTL to
--- assume when the lease recorded none (rlock's default), and for a keeper (acquire --keepalive)
--- its pid and the pid it watches, recorded for status.
+-- assume when the lease recorded none (rlock's default), for a keeper (acquire --keepalive) its pid
+-- and the pid it watches, recorded for status ('' for none), and '1' when the holder's command
+-- starts now: its --once-per tick ran (tick_mark).
 -- Returns {1, more, push, pttl_before, ttl_ms, preempted_by} when extended ("" when nobody asked
 -- the holder to stop, or when the preemptor no longer waits: its request is withdrawn; once
 -- returned, the request is marked seen), {0, more, push} when the token no longer holds the lock.
@@ -19,7 +20,7 @@ if redis.call('GET', K.lock) == token then
   redis.call('PEXPIRE', K.lock, px == tonumber(ttl) and ttl or px)
   -- A lease cut short ends before the time the waiters' light heartbeats count on.
   if before < 0 or px < before then bump() end
-  if ARGV[5] then
+  if (ARGV[5] or '') ~= '' then
     redis.call('HSET', K.info, INFO.ttl, ttl, INFO.claimed, '1', INFO.expires, NOW + px, INFO.keeper, ARGV[5],
                INFO.watched, ARGV[6])
   else
@@ -36,6 +37,7 @@ if redis.call('GET', K.lock) == token then
     end
   end
   redis.call('PEXPIRE', K.info, px + HISTORY)
+  if ARGV[7] == '1' then tick_mark(id) end
   return reply(CODE.extended, before, tonumber(ttl), by)
 end
 local bad = check_types(token)
@@ -48,6 +50,6 @@ local v = hmget_of(K.hi, id, HOLDER.ttl, HOLDER.linger_until)
 if ttl == '' then ttl = v[HOLDER.ttl] or ARGV[4] end
 redis.call('ZADD', K.h, 'XX', NOW + lease_ms(ttl, v[HOLDER.linger_until]), id)
 redis.call('HSET', K.hi, id .. '.' .. HOLDER.ttl, ttl, id .. '.' .. HOLDER.claimed, 1)
-if ARGV[5] then redis.call('HSET', K.hi, id .. '.' .. HOLDER.keeper, ARGV[5], id .. '.' .. HOLDER.watched, ARGV[6]) end
+if (ARGV[5] or '') ~= '' then redis.call('HSET', K.hi, id .. '.' .. HOLDER.keeper, ARGV[5], id .. '.' .. HOLDER.watched, ARGV[6]) end
 set_expiries()
 return reply(CODE.extended, math.floor(tonumber(expiry) - NOW), tonumber(ttl), '')

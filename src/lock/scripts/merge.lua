@@ -36,8 +36,9 @@ if result == CODE.merged then
     end
     redis.call('HSET', K.info, INFO.linger_until, linger_until)
   end
-  local v = hmget(K.info, INFO.host, INFO.pid, INFO.user, INFO.cmd)
+  local v = hmget(K.info, INFO.host, INFO.pid, INFO.user, INFO.cmd, INFO.tick, INFO.tick_period)
   event(EVENT.acquired, {EV.host, v[INFO.host], EV.pid, v[INFO.pid], EV.user, v[INFO.user], EV.cmd, v[INFO.cmd],
-                         EV.fence, ARGV[3], EV.waited, '0', EV.id, CALLER})
+                         EV.fence, ARGV[3], EV.waited, '0', EV.id, CALLER, EV.tick, v[INFO.tick],
+                         EV.period, v[INFO.tick_period]})
 end
 return reply(result)

@@ -15,13 +15,14 @@ local id = id_of(token)
 CALLER = id
 -- The common case first, in the fewest commands and with little Lua: the exclusive holder's
 -- release, used or not, with nobody else there (no queue, shared holder, semaphore or notice),
--- no preempt request, no --once-per tick and nothing to linger. What it does is what the full
+-- no preempt request, no --once-per tick marked run to give back, and nothing to linger. What it does is what the full
 -- path below does in that case; anything else goes there, having written nothing (what it read of
 -- the exclusive holder's :info is not read again: read).
 -- (What both paths read of the exclusive holder's :info, by field.)
 local function read_info()
   return hmget(K.info, INFO.host, INFO.pid, INFO.user, INFO.cmd, INFO.fence, INFO.since, INFO.linger_until,
-               INFO.preempt_by, INFO.tick, INFO.history, INFO.preempt_seen, INFO.preemptor)
+               INFO.preempt_by, INFO.tick_ran, INFO.history, INFO.preempt_seen, INFO.preemptor, INFO.tick,
+               INFO.tick_period)
 end
 local read
 if redis.call('GET', K.lock) == token then
@@ -34,14 +35,15 @@ if redis.call('GET', K.lock) == token then
   elseif used ~= '' then
     linger_until = NOW + (tonumber(used) or 0)
   end
-  if not (v[INFO.preempt_by] and v[INFO.preempt_by] ~= '') and not v[INFO.tick] and
+  if not (v[INFO.preempt_by] and v[INFO.preempt_by] ~= '') and not (used == '' and v[INFO.tick_ran]) and
      not (linger_until and linger_until > NOW) and quiet() then
     history_known(v[INFO.history])
     redis.call('DEL', K.lock, K.info)
     local since = v[INFO.since]
     event(used == '' and EVENT.returned or EVENT.released,
           {EV.host, v[INFO.host], EV.pid, v[INFO.pid], EV.user, v[INFO.user], EV.cmd, v[INFO.cmd], EV.fence,
-           v[INFO.fence], EV.held, since and tostring(NOW - tonumber(since)) or '', EV.exit, status, EV.id, id})
+           v[INFO.fence], EV.held, since and tostring(NOW - tonumber(since)) or '', EV.exit, status, EV.id, id,
+           EV.tick, v[INFO.tick], EV.period, v[INFO.tick_period]})
     return {CODE.released, 0, PUSH}
   end
 end
@@ -56,6 +58,8 @@ if not kind then
   end
   -- A retry cannot tell a hold its first attempt released from one lost before: not recorded.
   if retry then return reply(CODE.not_held) end
+  -- Never used, its lease gone: a --once-per tick it marked run is not done.
+  if used == '' then tick_return(id) end
   event(EVENT.lost, {EV.host, ARGV[4], EV.pid, ARGV[5], EV.user, ARGV[6], EV.cmd, ARGV[7], EV.fence, ARGV[8],
                      EV.exit, status, EV.id, id})
   -- Its lock is gone (deleted, or expired with nobody after it) and its end is now in the
@@ -68,14 +72,15 @@ end
 
 -- The hold's record: the exclusive holder's :info, or the holder's fields in :hi (which has no
 -- preempt request: a shared hold is never preempted).
-local host, pid, user, cmd, fence, since, linger, asked_by, seen, asker, tick
+local host, pid, user, cmd, fence, since, linger, asked_by, seen, asker, tick_ran, tick, period
 if kind == 'x' then
   local v = read or read_info()
   history_known(v[INFO.history])
   host, pid, user, cmd = v[INFO.host], v[INFO.pid], v[INFO.user], v[INFO.cmd]
   fence, since = v[INFO.fence], v[INFO.since]
-  linger, asked_by, seen, asker, tick = v[INFO.linger_until], v[INFO.preempt_by], v[INFO.preempt_seen],
-                                        v[INFO.preemptor], v[INFO.tick]
+  linger, asked_by, seen, asker, tick_ran = v[INFO.linger_until], v[INFO.preempt_by], v[INFO.preempt_seen],
+                                            v[INFO.preemptor], v[INFO.tick_ran]
+  tick, period = v[INFO.tick], v[INFO.tick_period]
 else
   local v = hmget_of(K.hi, id, HOLDER.host, HOLDER.pid, HOLDER.user, HOLDER.cmd, HOLDER.fence, HOLDER.since,
                      HOLDER.linger_until)
@@ -84,7 +89,7 @@ else
 end
 local held = since and tostring(NOW - tonumber(since)) or ''
 local ev = {EV.host, host, EV.pid, pid, EV.user, user, EV.cmd, cmd, EV.fence, fence, EV.held, held, EV.exit, status,
-            EV.id, id}
+            EV.id, id, EV.tick, tick or false, EV.period, period or false}
 -- A --preempt request: the hold ended preempted only if the holder saw the request (ps, marked by
 -- its renewal: its stop began then); it does not linger while its preemptor still waits. A request
 -- whose preemptor is gone, unseen, is neither.
@@ -93,8 +98,8 @@ local preempted = asked and (kind ~= 'x' or seen == '1')
 local wanted = asked and (kind ~= 'x' or (asker and still_waiting(asker)))
 if used == '' then
   event(EVENT.returned, ev)
-  -- Never used: its --once-per tick is not done.
-  if tick then tick_return(id) end
+  -- Never used: a --once-per tick it marked run is not done.
+  if tick_ran then tick_return(id) end
 elseif preempted then
   ev[#ev + 1] = EV.by
   ev[#ev + 1] = asked_by

@@ -8,8 +8,8 @@
 -- that is behind others in the reply has the far lease.
 -- Returns {1, more, push, fence, slot} when the lock is ours now; {5, more, push, reason, by} when
 -- the waiter must leave (reason "superseded", by "host\tpid\tuser\tcmd"); {4, more, push} when
--- the budget ran out (call again); {6, more, push, tick, host, at, now} when its --once-per tick was
--- done (the caller then leaves: cancel.lua); else the waiting reply of common.lua. (A heartbeat
+-- the budget ran out (call again); {6, more, push, tick, host, at, now, own} when its --once-per
+-- tick ran (the caller then leaves: cancel.lua); else the waiting reply of common.lua. (A heartbeat
 -- that only renews the place, while the waiter's view holds, is beat.lua's.)
 -- Asked to stop while only granted (asked: :info's pb and ps): its mailbox is pushed again, for
 -- the watch that its run starts with the command (the push at the request woke this step).
