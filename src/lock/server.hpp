@@ -44,9 +44,11 @@ inline redis::Command info_identity() { return {"INFO", "server"}; }
 Error cluster_member_error(const std::string& server);
 
 // The eviction check's cache (LockName::policy_key): "" for a server that cannot evict locks, else
-// "MAXMEMORY POLICY"; kept k_policy_kept by the SET that remember_policy makes.
+// "MAXMEMORY POLICY"; kept an hour by the SET that remember_policy makes: the policy rarely changes,
+// and a stale answer only delays a warning, where a cron job run every few minutes would otherwise
+// pay an INFO and a SET a run.
 std::string cached_policy(const ServerFacts& facts);
-inline constexpr int64_t k_policy_kept_ms = 60'000;
+inline constexpr int64_t k_policy_kept_ms = 3'600'000;
 inline redis::Command remember_policy(const std::string& key, const std::string& cached) {
   return {"SET", key, cached, "PX", std::to_string(k_policy_kept_ms)};
 }

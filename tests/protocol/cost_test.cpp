@@ -327,5 +327,27 @@ TEST_F(CostTest, AGrantOverwritesInfoAndDeletesWhatItWouldNotOverwrite) {
   EXPECT_GT(pttl(name.info_key()), 60'000) << "kept past the lease";
 }
 
+// The eviction check reads INFO once and keeps what it said beside the lock for an hour: a cron
+// job run every few minutes pays a GET with its first command, not an INFO and a SET a run.
+TEST_F(CostTest, TheEvictionPolicyIsReadOnceAnHour) {
+  auto run_once = [&] {
+    auto b = backend();
+    b->check_eviction_before(name, false);
+    Contender a = contender("101");
+    ASSERT_EQ(b->try_acquire(name, a, false, {}).outcome, Outcome::acquired);
+    b->check_eviction_after(false);
+    ASSERT_EQ(b->release(name, a.token, lock::Ending{}), lock::Released::released);
+  };
+  run_once();
+  int64_t kept = pttl(name.policy_key());
+  EXPECT_GT(kept, 3'500'000) << "kept an hour";
+  reset();
+  run_once();
+  EXPECT_LE(pttl(name.policy_key()), kept) << "not set again";
+  std::istringstream in(call({"INFO", "commandstats"}).str);
+  std::string line;
+  while (std::getline(in, line)) EXPECT_NE(line.rfind("cmdstat_info:", 0), 0u) << "the second run asked INFO: " << line;
+}
+
 }  // namespace
 }  // namespace rlock::test
