@@ -86,14 +86,14 @@ private:
   }
 
   // How long the next wait step may block: a heartbeat (the far one behind others, see
-  // Timing::far_heartbeat) less a random part of at most a fifth of it (so that waiters queued by
-  // one timer do not all step in the same instant), less for the head of the queue, and never
-  // past the end of the wait.
+  // Timing::far_heartbeat) give or take a random tenth of it (so that waiters queued by one timer
+  // do not all step in the same instant, and still step once a heartbeat on average), less for
+  // the head of the queue, and never past the end of the wait.
   Millis next_beat() const {
     Millis heartbeat = m_a.far ? m_backend.timing().far_heartbeat() : m_heartbeat;
-    Millis beat =
-        heartbeat -
-        Millis(static_cast<int64_t>(m_backend.timing().jitter(static_cast<uint64_t>(heartbeat.count() / 5) + 1)));
+    int64_t tenth = heartbeat.count() / 10;
+    Millis beat = heartbeat - Millis(tenth) +
+                  Millis(static_cast<int64_t>(m_backend.timing().jitter(static_cast<uint64_t>(2 * tenth) + 1)));
     // The head of the queue wakes when the holder's lease (or a lingering hold) ends, not a
     // heartbeat later.
     if (m_a.position == 1 && m_a.ttl_left) beat = std::min(beat, *m_a.ttl_left + Millis(2));

@@ -17,7 +17,7 @@ struct Timing {
   util::Millis history{31LL * 24 * 3600 * 1000};  // the fence and the log of an idle lock expire after this
   int log_length = 1'000;                         // events kept per lock (0: no history)
   // The client's alone, not the scripts': where the jitter of a waiter's steps comes from (each
-  // blocks a heartbeat less a random part of at most a fifth of it).
+  // blocks a heartbeat give or take a random tenth of it).
   util::RandomBelow jitter = util::random_below;
   bool summary = true;  // the lock's summary is kept (PREFIX{KEY}:sum)
 

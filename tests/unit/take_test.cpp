@@ -22,8 +22,9 @@ using Outcome = rlock::lock::Attempt::Outcome;
 
 namespace take_test {
 
-// No jitter: each wait step blocks a whole heartbeat, so that the tests can name it.
-uint64_t no_jitter(uint64_t) { return 0; }
+// No jitter: the middle of its range, so that each wait step blocks a whole heartbeat, which the
+// tests can name.
+uint64_t no_jitter(uint64_t bound) { return bound / 2; }
 
 Timing timing() {
   Timing t;
@@ -99,9 +100,9 @@ TEST(TakeLock, WaitsStepByStepWatchingWhatEachAnswerSaid) {
   EXPECT_TRUE(h.pauses.empty());
 }
 
-TEST(TakeLock, WaitStepsAreJitteredByAtMostAFifthOfTheHeartbeat) {
-  // Waiters queued by one timer must not step in phase: each step blocks a heartbeat less a
-  // random part of at most a fifth of it, never more than a heartbeat.
+TEST(TakeLock, WaitStepsAreJitteredByATenthOfTheHeartbeatEitherWay) {
+  // Waiters queued by one timer must not step in phase: each step blocks a heartbeat give or take
+  // a random tenth of it, one heartbeat on average (an idle waiter steps once a heartbeat).
   Timing t = timing();
   t.heartbeat = 1000ms;
   t.jitter = rlock::util::random_below;
@@ -113,21 +114,25 @@ TEST(TakeLock, WaitStepsAreJitteredByAtMostAFifthOfTheHeartbeat) {
   Attempt a = rlock::lock::take_lock(b, k_name, wait_for(std::nullopt), contender(), {}, h.get());
   EXPECT_EQ(a.outcome, Outcome::acquired);
   ASSERT_EQ(b.wait_calls.size(), 51u);
-  Millis least = 1000ms;
+  Millis least = 2000ms;
   Millis most = 0ms;
+  Millis sum = 0ms;
   for (const auto& w : b.wait_calls) {
-    EXPECT_GE(w.heartbeat, 800ms);
-    EXPECT_LE(w.heartbeat, 1000ms);
+    EXPECT_GE(w.heartbeat, 900ms);
+    EXPECT_LE(w.heartbeat, 1100ms);
     least = std::min(least, w.heartbeat);
     most = std::max(most, w.heartbeat);
+    sum += w.heartbeat;
   }
   // 51 draws of 201 values: all within 20ms of each other has a chance below 1e-40.
   EXPECT_GE(most - least, 20ms) << "the steps spread";
+  // Their mean is 1000ms, its standard deviation 8ms: 40ms off has a chance below 1e-6.
+  EXPECT_NEAR(static_cast<double>(sum.count()) / 51.0, 1000.0, 40.0) << "centred on the heartbeat";
 }
 
 TEST(TakeLock, AWaiterBehindOthersWithTheFarLeaseStepsAtTheFarHeartbeat) {
-  // 2.5 heartbeats, less a random part of at most a fifth of that; the standard heartbeat again
-  // once an answer has no far lease (the head of the queue).
+  // 2.5 heartbeats, give or take a random tenth of that; the standard heartbeat again once an
+  // answer has no far lease (the head of the queue).
   Timing t = timing();
   t.heartbeat = 1000ms;
   t.jitter = rlock::util::random_below;
@@ -147,13 +152,13 @@ TEST(TakeLock, AWaiterBehindOthersWithTheFarLeaseStepsAtTheFarHeartbeat) {
   Attempt a = rlock::lock::take_lock(b, k_name, wait_for(std::nullopt), contender(), {}, h.get());
   EXPECT_EQ(a.outcome, Outcome::acquired);
   ASSERT_EQ(b.wait_calls.size(), 22u);
-  EXPECT_LE(b.wait_calls[0].heartbeat, 1000ms) << "after the first attempt: the standard heartbeat";
+  EXPECT_LE(b.wait_calls[0].heartbeat, 1100ms) << "after the first attempt: the standard heartbeat";
   for (size_t i = 1; i <= 20; ++i) {
-    EXPECT_GE(b.wait_calls[i].heartbeat, 2000ms) << i;
-    EXPECT_LE(b.wait_calls[i].heartbeat, 2500ms) << i;
+    EXPECT_GE(b.wait_calls[i].heartbeat, 2250ms) << i;
+    EXPECT_LE(b.wait_calls[i].heartbeat, 2750ms) << i;
   }
-  EXPECT_GE(b.wait_calls[21].heartbeat, 800ms);
-  EXPECT_LE(b.wait_calls[21].heartbeat, 1000ms) << "the head: the standard heartbeat";
+  EXPECT_GE(b.wait_calls[21].heartbeat, 900ms);
+  EXPECT_LE(b.wait_calls[21].heartbeat, 1100ms) << "the head: the standard heartbeat";
 }
 
 TEST(TakeLock, AGrantTheMasterCannotConfirmIsUnavailableWithoutWaitingNeverBusy) {
