@@ -8,6 +8,11 @@
   generate.py scripts PROTOCOL TEMPLATE OUTPUT --common common.lua --scripts A.lua... --light B.lua...
       the lock scripts into generated/lock/scripts.hpp, from lock/scripts.hpp.in: each script's
       source as EVAL runs it, with its SHA1, and the function library of all of them.
+  generate.py luacheck PROTOCOL --config .luacheckrc --common ... --scripts ... --light ...
+      luacheck on the function library as the build makes it, comments kept: every script in one
+      text, so that a name used but defined nowhere, a local or a common.lua function nobody
+      uses, and a script's local shadowing one of common.lua's are all seen; each message names
+      the source file and line it comes from. (scripts/lint runs it: the target luacheck.)
 
 A malformed line of PROTOCOL, or a script that does not fit, stops the build with
 FILE:LINE: what is wrong. Each kind of line has its reader (Reader.read's table: a new kind is
@@ -20,6 +25,7 @@ import argparse
 import hashlib
 import os
 import re
+import subprocess
 import sys
 
 # Names become C++ identifiers and Lua table keys: none may be a keyword of either.
@@ -342,27 +348,35 @@ class Scripts:
     function library of all of them (Redis 7+: FUNCTION LOAD, FCALL)."""
 
     def __init__(self, p, common_path, script_paths, light_paths):
-        self.common = lua_prelude(p) + read_text(common_path)
-        if BEGIN not in self.common:
-            raise Failure(common_path, 0, "no line 'begin(KEYS, ARGV)'")
+        prelude, common = lua_prelude(p), read_text(common_path)
+        self.common = prelude + common
+        # The line begin(KEYS, ARGV): the library has common.lua's text before and after it.
+        if common.split("\n").count(BEGIN.strip()) != 1 or BEGIN not in "\n" + common:
+            raise Failure(common_path, 0, "no line 'begin(KEYS, ARGV)', or more than one")
+        begin = ("\n" + common).find(BEGIN)
         self.sources = []  # (name, its source as EVAL runs it)
-        self.library_parts = [self.common.replace(BEGIN, "\n")]
+        # The library's text before its comment lines go, piece by piece, each with where it comes
+        # from: (text, path, the line there of its first line; None: the library's own line).
+        self.pieces = [(prelude, PRELUDE, 1), (common[:begin], common_path, 1),
+                       (common[begin + len(BEGIN) - 1:], common_path, common.count("\n", 0, begin) + 2)]
         for path in script_paths:
             name, own = script_name(path), read_text(path)
             self.sources.append((name, f"{self.common}\n{own}"))
-            self.library_parts.append(
-                f"\nredis.register_function('@RLOCK_LIBRARY@_{name}', function(KEYS, ARGV)\n{BEGIN[1:]}{own}\nend)\n")
+            self.add_function(name, path, own, BEGIN[1:])
         for path in light_paths:
             name, own = script_name(path), light_source(p, path, read_text(path))
             self.sources.append((name, own))
-            self.library_parts.append(
-                f"\nredis.register_function('@RLOCK_LIBRARY@_{name}', function(KEYS, ARGV)\n{own}\nend)\n")
+            self.add_function(name, path, own, "")
+
+    def add_function(self, name, path, own, begin):
+        self.pieces += [(f"\nredis.register_function('@RLOCK_LIBRARY@_{name}', function(KEYS, ARGV)\n{begin}", path, None),
+                        (own, path, 1), ("\nend)\n", path, None)]
 
     def library(self):
         """The library's name and its text. It goes without its comment lines: C++ compilers need
         not take a longer string literal than 64 KiB, and FUNCTION LOAD sends it whole. Its name
         carries a hash of its text, so that two versions of rlock can use one server at once."""
-        body = re.sub(r"\n[ \t]*--[^\n]*", "", "".join(self.library_parts))
+        body = re.sub(r"\n[ \t]*--[^\n]*", "", "".join(text for text, _, _ in self.pieces))
         name = "rlock_" + sha1(body)[:12]
         return name, f"#!lua name={name}\n" + body.replace("@RLOCK_LIBRARY@", name)
 
@@ -372,6 +386,25 @@ class Scripts:
             f'inline constexpr redis::Script k_{name}{{"{name}", R"lua({source})lua", "{sha1(source)}",\n'
             f'                                        "{library_name}_{name}", k_library}};\n'
             for name, source in self.sources)
+
+    def lint_source(self):
+        """The library with its comments (luacheck's inline options among them), and where each of
+        its lines comes from: [(path, line)], line None for a line of the library's own."""
+        pieces = [("-- luacheck: push no max line length\n", PRELUDE, None)] + self.pieces[:1] + [
+            ("-- luacheck: pop\n", PRELUDE, None)] + self.pieces[1:]
+        origins, open_line = [], False  # open_line: the last piece did not end its last line
+        for text, path, first in pieces:
+            for i in range(text.count("\n") + 1):
+                if i > 0 or not open_line:  # (a line that a piece goes on keeps its origin)
+                    origins.append((path, None if first is None else first + i))
+            open_line = not text.endswith("\n")
+            if not open_line:
+                origins.pop()  # the line after its last line break is the next piece's
+        text = "".join(text for text, _, _ in pieces).replace("@RLOCK_LIBRARY@", "rlock")
+        return text, origins
+
+
+PRELUDE = "the Lua prelude (src/lock/protocol.txt)"
 
 
 def script_name(path):
@@ -407,23 +440,68 @@ def write(path, text):
     os.replace(tmp, path)
 
 
+def luacheck(scripts, program, config):
+    """Runs luacheck on the scripts' lint source; its messages, each at its source's file and line,
+    and whether it found nothing."""
+    text, origins = scripts.lint_source()
+    run = subprocess.run([program, "--formatter", "plain", "--codes", "--no-color", "--config", config,
+                          "--filename", "library.lua", "-"], input=text, capture_output=True, text=True, check=False)
+    out = []
+    for message in (run.stdout + run.stderr).splitlines():
+        at = re.match(r"library\.lua:(\d+):(\d+)(?:-\d+)?: (.*)", message)
+        if at:
+            # "on line N" (where a shadowed or redefined name was defined) is the library's too.
+            said = re.sub(r"on line (\d+)", lambda m: "at " + origin(origins, m.group(1)), at.group(3))
+            message = f"{origin(origins, at.group(1), at.group(2))}: {said}"
+        out.append(message)
+    return out, run.returncode == 0
+
+
+def origin(origins, line, column=None):
+    """Where line (of the lint source) comes from: PATH:LINE[:COLUMN]."""
+    if not 0 < int(line) <= len(origins):
+        return f"library.lua:{line}"
+    path, source_line = origins[int(line) - 1]
+    if source_line is None:
+        return f"{relative(path)} (the line of the library around it)"
+    return f"{relative(path)}:{source_line}" + (f":{column}" if column else "")
+
+
+def relative(path):
+    """path relative to the working directory, if it is under it."""
+    if not os.path.isabs(path):
+        return path
+    rel = os.path.relpath(path)
+    return path if rel.startswith("..") else rel
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     proto = sub.add_parser("protocol", help="generated/lock/protocol.hpp")
     scripts = sub.add_parser("scripts", help="generated/lock/scripts.hpp")
-    for command in (proto, scripts):
+    lint = sub.add_parser("luacheck", help="luacheck on the scripts as the server runs them")
+    for command in (proto, scripts, lint):
         command.add_argument("protocol")
+    for command in (proto, scripts):
         command.add_argument("template")
         command.add_argument("output")
-    scripts.add_argument("--common", required=True)
-    scripts.add_argument("--scripts", nargs="+", default=[], metavar="LUA")
-    scripts.add_argument("--light", nargs="*", default=[], metavar="LUA")
+    for command in (scripts, lint):
+        command.add_argument("--common", required=True)
+        command.add_argument("--scripts", nargs="+", default=[], metavar="LUA")
+        command.add_argument("--light", nargs="*", default=[], metavar="LUA")
+    lint.add_argument("--config", required=True)
+    lint.add_argument("--luacheck", default="luacheck", metavar="PROGRAM")
     args = parser.parse_args(argv)
     try:
         p = read_protocol(args.protocol)
         if args.command == "protocol":
             write(args.output, configure(args.template, {"RLOCK_PROTOCOL_DEFINITIONS": cpp_definitions(p)}))
+        elif args.command == "luacheck":
+            messages, clean = luacheck(Scripts(p, args.common, args.scripts, args.light), args.luacheck, args.config)
+            for message in messages:
+                print(message)
+            return 0 if clean else 1
         else:
             s = Scripts(p, args.common, args.scripts, args.light)
             name, library = s.library()
@@ -436,7 +514,8 @@ def main(argv=None):
         print(e, file=sys.stderr)
         return 1
     except OSError as e:
-        print(f"{e.filename}: {e.strerror}", file=sys.stderr)
+        hint = " (Debian's package lua-check)" if e.filename == getattr(args, "luacheck", None) else ""
+        print(f"{e.filename}: {e.strerror}{hint}", file=sys.stderr)
         return 1
     return 0
 

@@ -6,6 +6,7 @@ malformed input (each fails with FILE:LINE: what is wrong). CTest runs it as uni
 import contextlib
 import io
 import os
+import shutil
 import sys
 import tempfile
 import unittest
@@ -302,11 +303,81 @@ class Scripts(unittest.TestCase):
             generate.Scripts(self.protocol, common, [], [light])
         self.assertEqual(str(caught.exception), f"{light}:3: @reply_gone_code@ names nothing of lock/protocol.txt")
 
-    def test_common_without_begin(self):
-        common = self.file("common.lua", "local x = 1\n")
-        with self.assertRaises(generate.Failure) as caught:
-            generate.Scripts(self.protocol, common, [], [])
-        self.assertEqual(str(caught.exception), f"{common}: no line 'begin(KEYS, ARGV)'")
+    def test_common_without_begin_or_with_two(self):
+        for text in ("local x = 1\n", "local x = 1\nbegin(KEYS, ARGV) \n", "begin(KEYS, ARGV)\nbegin(KEYS, ARGV)\n"):
+            with self.subTest(text=text):
+                common = self.file("common.lua", text)
+                with self.assertRaises(generate.Failure) as caught:
+                    generate.Scripts(self.protocol, common, [], [])
+                self.assertEqual(str(caught.exception), f"{common}: no line 'begin(KEYS, ARGV)', or more than one")
+
+    def test_the_lint_source_and_where_its_lines_come_from(self):
+        common = self.file("common.lua", "-- common\nlocal x = 1\nbegin(KEYS, ARGV)\nlocal y = 2\n")
+        full = self.file("take.lua", "local z = x\nreturn z")  # no line break at its end
+        light = self.file("beat.lua", "return @reply_stale_code@\n")
+        text, origins = generate.Scripts(self.protocol, common, [full], [light]).lint_source()
+        prelude = generate.lua_prelude(self.protocol).splitlines()
+        lines = text.split("\n")
+        self.assertEqual(lines[-1], "")
+        lines.pop()
+        self.assertEqual(len(lines), len(origins))
+        at = {i + 1: (line, origins[i]) for i, line in enumerate(lines)}
+        n = len(prelude) + 2
+        self.assertEqual(at[1], ("-- luacheck: push no max line length", (generate.PRELUDE, None)))
+        self.assertEqual(at[2], (prelude[0], (generate.PRELUDE, 1)))
+        self.assertEqual(at[n], ("-- luacheck: pop", (generate.PRELUDE, None)))
+        self.assertEqual([at[n + i] for i in range(1, 12)], [
+            ("-- common", (common, 1)),
+            ("local x = 1", (common, 2)),
+            ("local y = 2", (common, 4)),  # begin(KEYS, ARGV) is the functions' first line
+            ("", (full, None)),
+            ("redis.register_function('rlock_take', function(KEYS, ARGV)", (full, None)),
+            ("begin(KEYS, ARGV)", (full, None)),
+            ("local z = x", (full, 1)),
+            ("return z", (full, 2)),
+            ("end)", (full, None)),
+            ("", (light, None)),
+            ("redis.register_function('rlock_beat', function(KEYS, ARGV)", (light, None)),
+        ])
+        self.assertEqual([at[n + i] for i in range(12, 15)], [
+            ("return 8", (light, 1)),
+            ("", (light, None)),
+            ("end)", (light, None)),
+        ])
+        self.assertEqual(len(lines), n + 14)
+
+
+@unittest.skipUnless(shutil.which("luacheck"), "luacheck is not installed (Debian's package lua-check)")
+class Luacheck(unittest.TestCase):
+    """luacheck's messages on the library name the source files and lines."""
+
+    def test_messages_name_the_sources(self):
+        with tempfile.TemporaryDirectory() as d:
+            def file(name, text):
+                path = os.path.join(d, name)
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(text)
+                return path
+
+            protocol = read(MINIMAL)
+            common = file("common.lua", "-- common\nlocal NOW\nlocal function begin(keys, argv)\n"
+                          "  NOW = #keys + #argv\nend\nbegin(KEYS, ARGV)\n")
+            take = file("take.lua", "-- take\nlocal unused = 1\nlocal NOW = 2\nreturn NOW + undefined_name\n")
+            config = os.path.join(SOURCE, "..", "..", ".luacheckrc")
+            messages, clean = generate.luacheck(generate.Scripts(protocol, common, [take], []), "luacheck", config)
+            self.assertFalse(clean)
+            lines = [generate.relative(path) for path in (common, take)]
+            self.assertIn(f"{lines[1]}:2:7: (W211) unused variable 'unused'", messages)
+            self.assertIn(f"{lines[1]}:3:7: (W431) shadowing upvalue 'NOW' at {lines[0]}:2", messages)
+            self.assertIn(f"{lines[1]}:4:14: (W113) accessing undefined variable 'undefined_name'", messages)
+            # The prelude's tables that nobody uses.
+            self.assertIn("the Lua prelude (src/lock/protocol.txt):2:7: (W211) unused variable 'CODE'", messages)
+
+            take = file("take.lua", "return CODE.ok + AT.ok.fence + KEY.lock + EV.kind + #EVENT.acquired +\n"
+                        "  #(INFO.x or WAITER.x or HOLDER.x or SEM.x or TICK.x or SUM.x or '') + NOW\n")
+            messages, clean = generate.luacheck(generate.Scripts(protocol, common, [take], []), "luacheck", config)
+            self.assertEqual(messages, [])
+            self.assertTrue(clean)
 
 
 class CommandLine(unittest.TestCase):
