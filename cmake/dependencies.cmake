@@ -22,3 +22,6 @@ find_package(OpenSSL REQUIRED)
 add_library(rlock_openssl INTERFACE)
 target_include_directories(rlock_openssl INTERFACE ${OPENSSL_INCLUDE_DIR})
 target_link_libraries(rlock_openssl INTERFACE ${CMAKE_DL_LIBS})
+
+# Python 3 runs the lock protocol's generator at build time (src/lock/generate.py) and its tests.
+find_program(Python3_EXECUTABLE NAMES python3 REQUIRED)

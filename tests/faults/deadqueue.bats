@@ -87,7 +87,7 @@ lease_lapsed() { sleep 6; }
 }
 
 # load_scripts: every lock script into the server's script cache, as the build makes it
-# (the protocol's Lua prelude, common.lua, a newline, the script: src/CMakeLists.txt). What SLOWLOG measures is the scripts'
+# (the protocol's Lua prelude, common.lua, a newline, the script: src/lock/generate.py). What SLOWLOG measures is the scripts'
 # bounded work, not the one-off compile of a script at its first EVAL (over 5ms for the 22 KB
 # scripts on a loaded 2-core machine). Each SHA must be one that the binary calls by EVALSHA.
 load_scripts() {

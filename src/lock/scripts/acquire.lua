@@ -128,7 +128,7 @@ if queue then
   enqueue(id, d, preemptor)
   if preemptor and preempt(d, id) then
     advance()
-    ours, fence, slot, claimed = held_by(d.t, id, d.m)
+    ours, fence, slot = held_by(d.t, id, d.m)
     if ours then
       claim(id, d.m, d.ttl, d)
       set_expiries()

@@ -50,6 +50,8 @@ local v = hmget_of(K.hi, id, HOLDER.ttl, HOLDER.linger_until)
 if ttl == '' then ttl = v[HOLDER.ttl] or ARGV[4] end
 redis.call('ZADD', K.h, 'XX', NOW + lease_ms(ttl, v[HOLDER.linger_until]), id)
 redis.call('HSET', K.hi, id .. '.' .. HOLDER.ttl, ttl, id .. '.' .. HOLDER.claimed, 1)
-if (ARGV[5] or '') ~= '' then redis.call('HSET', K.hi, id .. '.' .. HOLDER.keeper, ARGV[5], id .. '.' .. HOLDER.watched, ARGV[6]) end
+if (ARGV[5] or '') ~= '' then
+  redis.call('HSET', K.hi, id .. '.' .. HOLDER.keeper, ARGV[5], id .. '.' .. HOLDER.watched, ARGV[6])
+end
 set_expiries()
 return reply(CODE.extended, math.floor(tonumber(expiry) - NOW), tonumber(ttl), '')

@@ -39,7 +39,7 @@ if held == ARGV[2] and ARGV[8] == 'x' and (ARGV[12] or '') == '' and not string.
   end
 end
 
-local d, id, limit, bad = prologue()
+local d, id, _, bad = prologue()
 if bad then return bad end
 
 local by = redis.call('HGET', K.w, id .. '.' .. WAITER.superseded_by)

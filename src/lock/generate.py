@@ -1,0 +1,524 @@
+#!/usr/bin/env python3
+"""The lock protocol's generator, run by the build (src/CMakeLists.txt; Python 3.7 or later).
+
+  generate.py protocol PROTOCOL TEMPLATE OUTPUT
+      lock/protocol.txt (its format is described at its top) into generated/lock/protocol.hpp,
+      from lock/protocol.hpp.in: the names for the C++ of lock/, and the Lua prelude of constant
+      tables that goes in front of every script (k_lua_prelude).
+  generate.py scripts PROTOCOL TEMPLATE OUTPUT --common common.lua --scripts A.lua... --light B.lua...
+      the lock scripts into generated/lock/scripts.hpp, from lock/scripts.hpp.in: each script's
+      source as EVAL runs it, with its SHA1, and the function library of all of them.
+  generate.py luacheck PROTOCOL --config .luacheckrc --common ... --scripts ... --light ...
+      luacheck on the function library as the build makes it, comments kept: every script in one
+      text, so that a name used but defined nowhere, a local or a common.lua function nobody
+      uses, and a script's local shadowing one of common.lua's are all seen; each message names
+      the source file and line it comes from. (scripts/lint runs it: the target luacheck.)
+
+A malformed line of PROTOCOL, or a script that does not fit, stops the build with
+FILE:LINE: what is wrong. Each kind of line has its reader (Reader.read's table: a new kind is
+one more method), and what the outputs say of it is a few lines in cpp_definitions and
+lua_prelude.
+The tests are tests/unit/generate_test.py (CTest: unit.generate).
+"""
+
+import argparse
+import hashlib
+import os
+import re
+import subprocess
+import sys
+
+# Names become C++ identifiers and Lua table keys: none may be a keyword of either.
+RESERVED = frozenset("""
+  and break do else elseif end false for function goto if in local nil not or repeat return then true until while
+  auto bool case char class const default delete double enum explicit extern float friend inline int long namespace
+  new operator private protected public register short signed sizeof static struct switch template this throw try
+  typedef typename union unsigned using virtual void volatile""".split())
+
+NAME = re.compile(r"[a-z][a-z0-9_]*")
+# The kinds of Redis field line (KIND NAME FIELD): the namespace in C++, the table in Lua, and
+# what the header says of them.
+FIELD_KINDS = (
+    ("info", "INFO", "The exclusive holder's hash, :info"),
+    ("waiter", "WAITER", 'A waiter\'s fields in :w, "<id>.FIELD"'),
+    ("holder", "HOLDER", 'A shared or semaphore holder\'s fields in :hi, "<id>.FIELD"'),
+    ("sem", "SEM", "The semaphore's hash, :sem"),
+    ("tick", "TICK", "The last tick run's hash, :tick (--once-per)"),
+    ("summary", "SUM", "The lock's summary, :sum (a field ending in '.': a prefix, FIELD<event>)"),
+    ("event_field", "EV", "The fields of a history event (an entry of :log)"),
+)
+FIELD_KIND_NAMES = tuple(kind for kind, _, _ in FIELD_KINDS)
+
+
+class Failure(Exception):
+    """What is wrong, and where: PATH:LINE: MESSAGE (PATH: MESSAGE for the file as a whole)."""
+
+    def __init__(self, path, line, message):
+        super().__init__(f"{path}:{line}: {message}" if line else f"{path}: {message}")
+
+
+class Reply:
+    def __init__(self, name, code):
+        self.name = name
+        self.code = code  # as written (digits)
+        self.fields = []
+        self.rest = None  # the last field, when written FIELD...: the rest of the array
+
+
+class Protocol:
+    """What protocol.txt defines, in the order of its lines."""
+
+    def __init__(self):
+        self.header = []
+        self.replies = []
+        self.keys = []  # (part, lua, suffix)
+        self.sides = []  # (name, suffix)
+        self.events = []
+        self.fields = {kind: [] for kind in FIELD_KIND_NAMES}  # kind: [(name, field)]
+
+
+class Reader:
+    """Reads protocol.txt into a Protocol, line by line: line_KIND(words) for a line of KIND."""
+
+    def __init__(self, path):
+        self.path = path
+        self.line = 0
+        self.protocol = Protocol()
+        self.seen = {}  # what: the names defined so far
+
+    def fail(self, message):
+        raise Failure(self.path, self.line, message)
+
+    def name(self, name):
+        if not NAME.fullmatch(name):
+            self.fail(f"'{name}' is not a name (a-z, 0-9 and _, a letter first)")
+        if name in RESERVED:
+            self.fail(f"'{name}' is a keyword of C++ or Lua, or a name the header reserves")
+        return name
+
+    def unique(self, what, name):
+        names = self.seen.setdefault(what, set())
+        if name in names:
+            self.fail(f"{what} '{name}' is defined twice")
+        names.add(name)
+        return name
+
+    def arity(self, words, count, usage):
+        if len(words) != count:
+            self.fail(usage)
+
+    def read(self, text):
+        # Each kind of line and what reads it.
+        kinds = {"header": self.line_header, "reply": self.line_reply, "key": self.line_key,
+                 "side": self.line_side, "event": self.line_event}
+        kinds.update({kind: self.field_line(kind) for kind in FIELD_KIND_NAMES})
+        for self.line, line in enumerate(text.split("\n"), 1):
+            words = line.split("#", 1)[0].split()
+            if not words:
+                continue
+            kind = words.pop(0)
+            if kind not in kinds:
+                self.fail(f"unknown kind '{kind}' ({', '.join(kinds)})")
+            kinds[kind](words)
+        self.line = 0
+        self.check()
+        return self.protocol
+
+    # ---- One method a kind of line.
+
+    def line_header(self, words):
+        p = self.protocol
+        if p.header or not words:
+            self.fail("one header line, with the fields every reply starts with")
+        for field in words:
+            self.name(field)
+            if field == "size":
+                self.fail("header: 'size' is a name the header reserves")
+            p.header.append(self.unique("header field", field))
+
+    def line_reply(self, words):
+        if len(words) < 2:
+            self.fail("reply NAME CODE [FIELD...]")
+        name, code, *fields = words
+        reply = Reply(self.unique("reply", self.name(name)), code)
+        if not re.fullmatch(r"[0-9]+", code):
+            self.fail(f"reply {name}: the code '{code}' is not a number")
+        for i, field in enumerate(fields):
+            if field.endswith("..."):
+                field = field[: -len("...")]
+                if i != len(fields) - 1:
+                    self.fail(f"reply {name}: only the last field may be the rest (FIELD...)")
+                reply.rest = field
+            self.name(field)
+            if field in ("code", "size"):
+                self.fail(f"reply {name}: '{field}' is a name the header reserves")
+            if field in self.protocol.header:
+                self.fail(f"reply {name}: '{field}' is a header field")
+            reply.fields.append(self.unique(f"reply {name}: the field", field))
+        self.protocol.replies.append(reply)
+
+    def line_key(self, words):
+        self.arity(words, 3, "key PART LUA SUFFIX")
+        part, lua, suffix = words
+        self.name(part)
+        self.name(lua)
+        if not re.fullmatch(r"-|[a-z]+(:ID)?", suffix):
+            self.fail(f"key {part}: the suffix '{suffix}' is not -, a word or WORD:ID")
+        self.unique("key", part)
+        self.unique("key (its Lua name)", lua)
+        self.unique("key (its suffix)", suffix)
+        self.protocol.keys.append((part, lua, suffix))
+
+    def line_side(self, words):
+        self.arity(words, 2, "side NAME SUFFIX")
+        name, suffix = words
+        self.name(name)
+        if not re.fullmatch(r"[a-z]+", suffix):
+            self.fail(f"side {name}: the suffix '{suffix}' is not a word")
+        self.unique("side key", name)
+        if suffix in self.seen.get("key (its suffix)", ()):
+            self.fail(f"side {name}: the suffix '{suffix}' is a key's")
+        self.unique("side key (its suffix)", suffix)
+        self.protocol.sides.append((name, suffix))
+
+    def line_event(self, words):
+        self.arity(words, 1, "event NAME")
+        self.protocol.events.append(self.unique("event", self.name(words[0])))
+
+    def field_line(self, kind):
+        """What reads a line KIND NAME FIELD (FIELD_KINDS)."""
+
+        def read(words):
+            self.arity(words, 2, f"{kind} NAME FIELD")
+            name, field = words
+            self.name(name)
+            if kind == "summary" and re.fullmatch(r"[a-z][a-z0-9_]*\.", field):
+                pass  # a prefix: FIELD<event>
+            elif not NAME.fullmatch(field):
+                self.fail(f"{kind} {name}: '{field}' is not a Redis field of rlock's (a-z, 0-9 and _)")
+            self.unique(kind, name)
+            self.unique(f"{kind} (its Redis field)", field)
+            self.protocol.fields[kind].append((name, field))
+
+        return read
+
+    # ---- The file as a whole.
+
+    def check(self):
+        p = self.protocol
+        if not p.header or not p.replies or not p.events or not p.fields["event_field"]:
+            self.fail("a header, replies, events and event fields are needed")
+        for field in ("code", "more", "push"):
+            if field not in p.header:
+                self.fail(f"the header needs the field '{field}' (lock/lease.cpp reads it)")
+        if len(p.keys) < 3:
+            self.fail("a lock needs its key, its companions and the caller's mailbox")
+        suffixes = [suffix for _, _, suffix in p.keys]
+        for _, suffix in p.sides:
+            if suffix in suffixes:
+                self.fail(f"the side key suffix '{suffix}' is a key's")
+        if suffixes[0] != "-":  # (and no other: suffixes are unique)
+            self.fail("the first key is the lock's own (suffix -)")
+        if sum(s.endswith(":ID") for s in suffixes[1:]) != 1:
+            self.fail("one key, not the first, is the caller's mailbox (WORD:ID)")
+
+
+def read_protocol(path):
+    with open(path, encoding="utf-8", newline="") as f:
+        return Reader(path).read(f.read())
+
+
+# ---- protocol.hpp
+
+
+def cpp_definitions(p):
+    """The body of namespace rlock::lock::protocol (RLOCK_PROTOCOL_DEFINITIONS)."""
+    out = []
+    out.append("// The first element of every reply. Codes repeat across scripts: each script answers with a few.\n")
+    out.append("enum class Code : int64_t {\n")
+    out += [f"  {r.name} = {r.code},\n" for r in p.replies]
+    out.append("};\n\n// The positions of the header that every reply starts with.\nnamespace header {\n")
+    out += [f"inline constexpr size_t {field} = {i};\n" for i, field in enumerate(p.header)]
+    out.append(f"inline constexpr size_t size = {len(p.header)};\n}}  // namespace header\n\n")
+    out.append("// Each reply's code and the positions of its payload (after the header); size: its fixed fields.\n")
+    out.append("namespace reply {\n")
+    for r in p.replies:
+        out.append(f"struct {r.name} {{\n  static constexpr Code code = Code::{r.name};\n")
+        i = 0
+        for field in r.fields:
+            if field == r.rest:
+                out.append(f"  static constexpr size_t {field} = {i};  // the first of the rest\n")
+            else:
+                out.append(f"  static constexpr size_t {field} = {i};\n")
+                i += 1
+        out.append(f"  static constexpr size_t size = {i};\n}};\n")
+    out.append("}  // namespace reply\n\n")
+
+    parts, before, after, cases, mailbox = [], [], [], [], ""
+    for part, _, suffix in p.keys:
+        if suffix == "-":
+            continue
+        if suffix.endswith(":ID"):
+            mailbox = suffix[: -len(":ID")]
+            continue
+        parts.append(part)
+        (after if mailbox else before).append(f"Part::{part}")
+        cases.append(f'    case Part::{part}: return "{suffix}";\n')
+    out.append("// The companions of a lock's key, PREFIX{KEY}:SUFFIX, in the order the scripts are given them:\n")
+    out.append(f"// k_parts after the lock's key and before the caller's mailbox (PREFIX{{KEY}}:{mailbox}:ID),\n")
+    out.append("// k_parts_after after it.\n")
+    out.append(f"enum class Part {{ {', '.join(parts)} }};\n")
+    out.append(f"inline constexpr std::array<Part, {len(before)}> k_parts = {{{', '.join(before)}}};\n")
+    out.append(f"inline constexpr std::array<Part, {len(after)}> k_parts_after = {{{', '.join(after)}}};\n")
+    out.append(f"constexpr std::string_view suffix(Part part) {{\n  switch (part) {{\n{''.join(cases)}  }}\n")
+    out.append('  return "";\n}\n')
+    out.append(f'inline constexpr std::string_view k_mailbox = "{mailbox}";\n\n')
+    out.append("// The keys of a lock that no script is given, PREFIX{KEY}:SUFFIX.\nnamespace side {\n")
+    out += [f'inline constexpr std::string_view {name} = "{suffix}";\n' for name, suffix in p.sides]
+    out.append("}  // namespace side\n\n")
+
+    for kind, _, doc in FIELD_KINDS:
+        fields = p.fields[kind]
+        names = [name for name, _ in fields]
+        out.append(f"// {doc}; k_all: every one.\nnamespace {kind} {{\n")
+        out += [f'inline constexpr std::string_view {name} = "{field}";\n' for name, field in fields]
+        out.append(f"inline constexpr std::array<std::string_view, {len(names)}> k_all = {{{', '.join(names)}}};\n")
+        out.append("// Their names, in k_all's order (the Lua prelude's keys).\n")
+        quoted = ", ".join(f'"{name}"' for name in names)
+        out.append(f"inline constexpr std::array<std::string_view, {len(names)}> k_names = {{{quoted}}};\n")
+        out.append(f"}}  // namespace {kind}\n\n")
+    out.append("// The kinds of history event (the field event_field::kind).\nnamespace event {\n")
+    out += [f'inline constexpr std::string_view {name} = "{name}";\n' for name in p.events]
+    out.append(f"inline constexpr std::array<std::string_view, {len(p.events)}> k_all = {{{', '.join(p.events)}}};\n")
+    out.append("}  // namespace event\n")
+
+    # The prelude is in the header too, for the tests that check the two agree.
+    out.append("\n// The Lua prelude that goes in front of every lock script (lock/scripts.hpp).\n")
+    out.append(f'inline constexpr std::string_view k_lua_prelude = R"lua({lua_prelude(p)})lua";\n')
+    return "".join(out)
+
+
+def lua_prelude(p):
+    """The Lua prelude: the protocol's names as constant tables (see protocol.txt)."""
+
+    def table(entries):
+        return "{" + ", ".join(entries) + "}"
+
+    def quoted(text):
+        return "'" + text + "'"
+
+    out = ["-- Generated from src/lock/protocol.txt, the protocol's names (see there).\n"]
+    out.append(f"local CODE = {table(f'{r.name} = {r.code}' for r in p.replies)}\n")
+    out.append(f"local AT = {{\n  header = {table(f'{f} = {i}' for i, f in enumerate(p.header, 1))},\n")
+    for r in p.replies:
+        out.append(f"  {r.name} = {table(f'{f} = {i}' for i, f in enumerate(r.fields, len(p.header) + 1))},\n")
+    out.append("}\n")
+    out.append(f"local KEY = {table(f'{lua} = {i}' for i, (_, lua, _) in enumerate(p.keys, 1))}\n")
+    for kind, lua_table, _ in FIELD_KINDS:
+        out.append(f"local {lua_table} = {table(f'{name} = {quoted(field)}' for name, field in p.fields[kind])}\n")
+    out.append(f"local EVENT = {table(f'{name} = {quoted(name)}' for name in p.events)}\n")
+    return "".join(out)
+
+
+# ---- scripts.hpp
+
+BEGIN = "\nbegin(KEYS, ARGV)\n"
+
+
+def read_text(path):
+    with open(path, encoding="utf-8", newline="") as f:
+        return f.read()
+
+
+def light_source(p, path, text):
+    """A light script's source with the reply codes it names put in (@reply_NAME_code@)."""
+    codes = {f"reply_{r.name}_code": r.code for r in p.replies}
+
+    def code(match):
+        if match.group(1) not in codes:
+            line = text.count("\n", 0, match.start()) + 1
+            raise Failure(path, line, f"{match.group(0)} names nothing of lock/protocol.txt")
+        return codes[match.group(1)]
+
+    return re.sub(r"@([A-Za-z_]+)@", code, text)
+
+
+class Scripts:
+    """The lock scripts as the build makes them: each one's source as EVAL runs it, and the
+    function library of all of them (Redis 7+: FUNCTION LOAD, FCALL)."""
+
+    def __init__(self, p, common_path, script_paths, light_paths):
+        prelude, common = lua_prelude(p), read_text(common_path)
+        self.common = prelude + common
+        # The line begin(KEYS, ARGV): the library has common.lua's text before and after it.
+        if common.split("\n").count(BEGIN.strip()) != 1 or BEGIN not in "\n" + common:
+            raise Failure(common_path, 0, "no line 'begin(KEYS, ARGV)', or more than one")
+        begin = ("\n" + common).find(BEGIN)
+        self.sources = []  # (name, its source as EVAL runs it)
+        # The library's text before its comment lines go, piece by piece, each with where it comes
+        # from: (text, path, the line there of its first line; None: the library's own line).
+        self.pieces = [(prelude, PRELUDE, 1), (common[:begin], common_path, 1),
+                       (common[begin + len(BEGIN) - 1:], common_path, common.count("\n", 0, begin) + 2)]
+        for path in script_paths:
+            name, own = script_name(path), read_text(path)
+            self.sources.append((name, f"{self.common}\n{own}"))
+            self.add_function(name, path, own, BEGIN[1:])
+        for path in light_paths:
+            name, own = script_name(path), light_source(p, path, read_text(path))
+            self.sources.append((name, own))
+            self.add_function(name, path, own, "")
+
+    def add_function(self, name, path, own, begin):
+        self.pieces += [(f"\nredis.register_function('@RLOCK_LIBRARY@_{name}', function(KEYS, ARGV)\n{begin}", path, None),
+                        (own, path, 1), ("\nend)\n", path, None)]
+
+    def library(self):
+        """The library's name and its text. It goes without its comment lines: C++ compilers need
+        not take a longer string literal than 64 KiB, and FUNCTION LOAD sends it whole. Its name
+        carries a hash of its text, so that two versions of rlock can use one server at once."""
+        body = re.sub(r"\n[ \t]*--[^\n]*", "", "".join(text for text, _, _ in self.pieces))
+        name = "rlock_" + sha1(body)[:12]
+        return name, f"#!lua name={name}\n" + body.replace("@RLOCK_LIBRARY@", name)
+
+    def definitions(self, library_name):
+        """RLOCK_SCRIPT_DEFINITIONS: one redis::Script a script."""
+        return "".join(
+            f'inline constexpr redis::Script k_{name}{{"{name}", R"lua({source})lua", "{sha1(source)}",\n'
+            f'                                        "{library_name}_{name}", k_library}};\n'
+            for name, source in self.sources)
+
+    def lint_source(self):
+        """The library with its comments (luacheck's inline options among them), and where each of
+        its lines comes from: [(path, line)], line None for a line of the library's own."""
+        pieces = [("-- luacheck: push no max line length\n", PRELUDE, None)] + self.pieces[:1] + [
+            ("-- luacheck: pop\n", PRELUDE, None)] + self.pieces[1:]
+        origins, open_line = [], False  # open_line: the last piece did not end its last line
+        for text, path, first in pieces:
+            for i in range(text.count("\n") + 1):
+                if i > 0 or not open_line:  # (a line that a piece goes on keeps its origin)
+                    origins.append((path, None if first is None else first + i))
+            open_line = not text.endswith("\n")
+            if not open_line:
+                origins.pop()  # the line after its last line break is the next piece's
+        text = "".join(text for text, _, _ in pieces).replace("@RLOCK_LIBRARY@", "rlock")
+        return text, origins
+
+
+PRELUDE = "the Lua prelude (src/lock/protocol.txt)"
+
+
+def script_name(path):
+    return os.path.splitext(os.path.basename(path))[0]
+
+
+def sha1(text):
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()
+
+
+# ---- Output
+
+
+def configure(template_path, values):
+    """The template with each @NAME@ replaced by values[NAME], as CMake's configure_file @ONLY."""
+    text = read_text(template_path)
+
+    def value(match):
+        if match.group(1) not in values:
+            line = text.count("\n", 0, match.start()) + 1
+            raise Failure(template_path, line, f"{match.group(0)} is not something the generator makes")
+        return values[match.group(1)]
+
+    return re.sub(r"@([A-Za-z_]+)@", value, text)
+
+
+def write(path, text):
+    """Writes path whole or not at all (a failed build leaves no half header behind)."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def luacheck(scripts, program, config):
+    """Runs luacheck on the scripts' lint source; its messages, each at its source's file and line,
+    and whether it found nothing."""
+    text, origins = scripts.lint_source()
+    run = subprocess.run([program, "--formatter", "plain", "--codes", "--no-color", "--config", config,
+                          "--filename", "library.lua", "-"], input=text, capture_output=True, text=True, check=False)
+    out = []
+    for message in (run.stdout + run.stderr).splitlines():
+        at = re.match(r"library\.lua:(\d+):(\d+)(?:-\d+)?: (.*)", message)
+        if at:
+            # "on line N" (where a shadowed or redefined name was defined) is the library's too.
+            said = re.sub(r"on line (\d+)", lambda m: "at " + origin(origins, m.group(1)), at.group(3))
+            message = f"{origin(origins, at.group(1), at.group(2))}: {said}"
+        out.append(message)
+    return out, run.returncode == 0
+
+
+def origin(origins, line, column=None):
+    """Where line (of the lint source) comes from: PATH:LINE[:COLUMN]."""
+    if not 0 < int(line) <= len(origins):
+        return f"library.lua:{line}"
+    path, source_line = origins[int(line) - 1]
+    if source_line is None:
+        return f"{relative(path)} (the line of the library around it)"
+    return f"{relative(path)}:{source_line}" + (f":{column}" if column else "")
+
+
+def relative(path):
+    """path relative to the working directory, if it is under it."""
+    if not os.path.isabs(path):
+        return path
+    rel = os.path.relpath(path)
+    return path if rel.startswith("..") else rel
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    proto = sub.add_parser("protocol", help="generated/lock/protocol.hpp")
+    scripts = sub.add_parser("scripts", help="generated/lock/scripts.hpp")
+    lint = sub.add_parser("luacheck", help="luacheck on the scripts as the server runs them")
+    for command in (proto, scripts, lint):
+        command.add_argument("protocol")
+    for command in (proto, scripts):
+        command.add_argument("template")
+        command.add_argument("output")
+    for command in (scripts, lint):
+        command.add_argument("--common", required=True)
+        command.add_argument("--scripts", nargs="+", default=[], metavar="LUA")
+        command.add_argument("--light", nargs="*", default=[], metavar="LUA")
+    lint.add_argument("--config", required=True)
+    lint.add_argument("--luacheck", default="luacheck", metavar="PROGRAM")
+    args = parser.parse_args(argv)
+    try:
+        p = read_protocol(args.protocol)
+        if args.command == "protocol":
+            write(args.output, configure(args.template, {"RLOCK_PROTOCOL_DEFINITIONS": cpp_definitions(p)}))
+        elif args.command == "luacheck":
+            messages, clean = luacheck(Scripts(p, args.common, args.scripts, args.light), args.luacheck, args.config)
+            for message in messages:
+                print(message)
+            return 0 if clean else 1
+        else:
+            s = Scripts(p, args.common, args.scripts, args.light)
+            name, library = s.library()
+            write(args.output, configure(args.template, {
+                "RLOCK_LIBRARY": name,
+                "RLOCK_LIBRARY_SOURCE": library,
+                "RLOCK_SCRIPT_DEFINITIONS": s.definitions(name),
+            }))
+    except Failure as e:
+        print(e, file=sys.stderr)
+        return 1
+    except OSError as e:
+        hint = " (Debian's package lua-check)" if e.filename == getattr(args, "luacheck", None) else ""
+        print(f"{e.filename}: {e.strerror}{hint}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
