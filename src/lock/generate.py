@@ -48,6 +48,8 @@ FIELD_KINDS = (
     ("event_field", "EV", "The fields of a history event (an entry of :log)"),
 )
 FIELD_KIND_NAMES = tuple(kind for kind, _, _ in FIELD_KINDS)
+# Where a record (a record line) may be written: the hashes of the holders and waiters, and events.
+RECORD_KINDS = ("info", "waiter", "holder", "event_field")
 
 
 class Failure(Exception):
@@ -65,16 +67,42 @@ class Reply:
         self.rest = None  # the last field, when written FIELD...: the rest of the array
 
 
+class Call:
+    """A script's request: its arguments after the configuration (none for a light script), in
+    order, each (name, what): what is "arg", "rest" (the rest of ARGV) or a record's name (its
+    fields, in order); and the replies it answers with."""
+
+    def __init__(self, name, light):
+        self.name = name
+        self.light = light
+        self.args = []
+        self.answers = None
+
+
 class Protocol:
     """What protocol.txt defines, in the order of its lines."""
 
     def __init__(self):
+        self.version = None
+        self.config = []
+        self.records = {}  # name: [field names]
+        self.options = []  # (name, letter)
+        self.calls = []
         self.header = []
         self.replies = []
         self.keys = []  # (part, lua, suffix)
         self.sides = []  # (name, suffix)
         self.events = []
+        self.retired = {kind: [] for kind in FIELD_KIND_NAMES}  # kind: [(field, version)]
         self.fields = {kind: [] for kind in FIELD_KIND_NAMES}  # kind: [(name, field)]
+
+    def call(self, name):
+        return next(c for c in self.calls if c.name == name)
+
+    def record_places(self, record):
+        """The field kinds where a record is written: those that name every one of its fields."""
+        return [kind for kind in RECORD_KINDS
+                if all(any(name == field for name, _ in self.fields[kind]) for field in self.records[record])]
 
 
 class Reader:
@@ -109,7 +137,10 @@ class Reader:
 
     def read(self, text):
         # Each kind of line and what reads it.
-        kinds = {"header": self.line_header, "reply": self.line_reply, "key": self.line_key,
+        kinds = {"version": self.line_version, "config": self.line_config, "record": self.line_record,
+                 "option": self.line_option, "call": self.call_line(False), "light": self.call_line(True),
+                 "answers": self.line_answers, "retired": self.line_retired,
+                 "header": self.line_header, "reply": self.line_reply, "key": self.line_key,
                  "side": self.line_side, "event": self.line_event}
         kinds.update({kind: self.field_line(kind) for kind in FIELD_KIND_NAMES})
         for self.line, line in enumerate(text.split("\n"), 1):
@@ -125,6 +156,95 @@ class Reader:
         return self.protocol
 
     # ---- One method a kind of line.
+
+    def line_version(self, words):
+        self.arity(words, 1, "version N")
+        if self.protocol.version is not None:
+            self.fail("one version line")
+        if not re.fullmatch(r"[1-9][0-9]*", words[0]):
+            self.fail(f"version: '{words[0]}' is not a whole number above 0")
+        self.protocol.version = int(words[0])
+
+    def line_config(self, words):
+        if self.protocol.config or not words:
+            self.fail("one config line, with the names of the configuration's arguments")
+        for name in words:
+            self.protocol.config.append(self.unique("config argument", self.name(name)))
+
+    def line_record(self, words):
+        if len(words) < 2:
+            self.fail("record NAME FIELD...")
+        name, *fields = words
+        self.unique("record", self.name(name))
+        for field in fields:
+            self.unique(f"record {name}: the field", self.name(field))
+        self.protocol.records[name] = fields
+
+    def line_option(self, words):
+        self.arity(words, 2, "option NAME LETTER")
+        name, letter = words
+        self.unique("option", self.name(name))
+        if not re.fullmatch(r"[a-z]", letter):
+            self.fail(f"option {name}: '{letter}' is not a letter (a-z)")
+        self.unique("option (its letter)", letter)
+        self.protocol.options.append((name, letter))
+
+    def call_line(self, light):
+        """What reads a line call NAME ARG... (light NAME ARG...: a script without configuration)."""
+        kind = "light" if light else "call"
+
+        def read(words):
+            if not words:
+                self.fail(f"{kind} NAME [ARG...]")
+            call = Call(self.unique("call", self.name(words[0])), light)
+            for i, arg in enumerate(words[1:]):
+                what = "arg"
+                if arg.endswith("..."):
+                    arg, what = arg[: -len("...")], "rest"
+                    if i != len(words) - 2:
+                        self.fail(f"{kind} {call.name}: only the last argument may be the rest (ARG...)")
+                elif arg in self.protocol.records:
+                    what = arg
+                self.name(arg)
+                if arg in ("args", "size", "answer"):
+                    self.fail(f"{kind} {call.name}: '{arg}' is a name the header reserves")
+                call.args.append((self.unique(f"{kind} {call.name}: the argument", arg), what))
+            self.protocol.calls.append(call)
+
+        return read
+
+    def line_answers(self, words):
+        if len(words) < 2:
+            self.fail("answers CALL REPLY...")
+        name, *replies = words
+        calls = {c.name: c for c in self.protocol.calls}
+        if name not in calls:
+            self.fail(f"answers {name}: no call or light line names '{name}' before")
+        if calls[name].answers is not None:
+            self.fail(f"answers {name}: the call's answers are given twice")
+        known = {r.name: r for r in self.protocol.replies}
+        codes = {}
+        for reply in replies:
+            if reply not in known:
+                self.fail(f"answers {name}: no reply line names '{reply}' before")
+            code = known[reply].code
+            if code in codes:
+                self.fail(f"answers {name}: '{reply}' has the code of '{codes[code]}' ({code})")
+            codes[code] = reply
+            self.unique(f"answers {name}: the reply", reply)
+        calls[name].answers = replies
+
+    def line_retired(self, words):
+        self.arity(words, 3, "retired KIND FIELD VERSION")
+        kind, field, version = words
+        if kind not in ("waiter", "holder"):
+            self.fail(f"retired: '{kind}' is not waiter or holder (the hashes of many records)")
+        if not NAME.fullmatch(field):
+            self.fail(f"retired {kind}: '{field}' is not a Redis field of rlock's (a-z, 0-9 and _)")
+        if not re.fullmatch(r"[1-9][0-9]*", version):
+            self.fail(f"retired {kind} {field}: '{version}' is not a version")
+        self.unique(f"{kind} (its Redis field)", field)
+        self.protocol.retired[kind].append((field, int(version)))
 
     def line_header(self, words):
         p = self.protocol
@@ -221,6 +341,20 @@ class Reader:
             self.fail("the first key is the lock's own (suffix -)")
         if sum(s.endswith(":ID") for s in suffixes[1:]) != 1:
             self.fail("one key, not the first, is the caller's mailbox (WORD:ID)")
+        if p.calls and not p.config:
+            self.fail("calls need a config line (the arguments every script but the light ones starts with)")
+        if p.calls and p.version is None:
+            self.fail("calls need a version line (the data version written with the records)")
+        for call in p.calls:
+            if call.answers is None:
+                self.fail(f"{'light' if call.light else 'call'} {call.name}: no answers line says what it answers")
+        for name, fields in p.records.items():
+            if not p.record_places(name):
+                self.fail(f"record {name}: no field kind ({', '.join(RECORD_KINDS)}) names all its fields")
+        for kind, retired in p.retired.items():
+            for field, version in retired:
+                if version >= (p.version or 1):
+                    self.fail(f"retired {kind} {field}: version {version} is not before the version {p.version}")
 
 
 def read_protocol(path):
@@ -229,6 +363,105 @@ def read_protocol(path):
 
 
 # ---- protocol.hpp
+
+
+def camel(name):
+    """A record's name as a C++ type: who -> Who, exit_status -> ExitStatus."""
+    return "".join(word.capitalize() for word in name.split("_"))
+
+
+def call_arity(p, call):
+    """The number of a call's fixed arguments, its configuration included."""
+    fixed = sum(len(p.records[what]) if what in p.records else 1 for _, what in call.args if what != "rest")
+    return fixed + (0 if call.light else len(p.config))
+
+
+def call_indices(p, call):
+    """Each argument's 1-based position in ARGV: (name, index, what)."""
+    at = 1 if call.light else len(p.config) + 1
+    out = []
+    for name, what in call.args:
+        out.append((name, at, what))
+        at += len(p.records[what]) if what in p.records else 1
+    return out
+
+
+def cpp_record(p, name, fields):
+    """A record's struct and the places of its fields."""
+    n, kind = len(fields), camel(name)
+    out = [f"// The record {name}, written whole wherever it goes: a call's arguments, and the fields of\n",
+           f"// {', '.join(p.record_places(name))}, named as their own lines name them ({name}_fields::KIND).\n",
+           f"struct {kind} {{\n"]
+    out += [f"  std::string {field};\n" for field in fields]
+    out.append("\n  // Its fields in order, after args' last.\n")
+    out.append("  void append_to(std::vector<std::string>& args) const {\n")
+    out += [f"    args.push_back({field});\n" for field in fields]
+    out.append("  }\n  // Read from the fields of a place (get(FIELD): the value, empty when missing).\n")
+    out.append("  template <class Get>\n")
+    out.append(f"  static {kind} read(const std::array<std::string_view, {n}>& fields, const Get& get) {{\n")
+    out.append(f"    {kind} r;\n")
+    out += [f"    r.{field} = get(fields[{i}]);\n" for i, field in enumerate(fields)]
+    out.append("    return r;\n  }\n")
+    out.append(f"  bool operator==(const {kind}&) const = default;\n}};\n")
+    out.append(f"namespace {name}_fields {{\n")
+    for place in p.record_places(name):
+        names = ", ".join(f"{place}::{field}" for field in fields)
+        out.append(f"inline constexpr std::array<std::string_view, {n}> {place} = {{{names}}};\n")
+    out.append(f"}}  // namespace {name}_fields\n\n")
+    return out
+
+
+def cpp_call(p, call):
+    """A call's struct: its arguments, args(), and Answer."""
+    codes = {r.name: r.code for r in p.replies}
+    words = " ".join(name + ("..." if what == "rest" else "") for name, what in call.args)
+    out = [f"// {'light ' if call.light else ''}{call.name}: {words or '(nothing)'}\n", f"struct {call.name} {{\n"]
+    for name, what in call.args:
+        kind = "std::vector<std::string>" if what == "rest" else camel(what) if what in p.records else "std::string"
+        out.append(f"  {kind} {name};\n")
+    fixed = call_arity(p, call) - (0 if call.light else len(p.config))
+    rest = [name for name, what in call.args if what == "rest"]
+    out.append("\n  // The values in ARGV's order (after the configuration).\n")
+    out.append("  std::vector<std::string> args() const {\n    std::vector<std::string> a;\n")
+    out.append(f"    a.reserve({fixed}{f' + {rest[0]}.size()' if rest else ''});\n")
+    for name, what in call.args:
+        if what == "rest":
+            out.append(f"    a.insert(a.end(), {name}.begin(), {name}.end());\n")
+        elif what in p.records:
+            out.append(f"    {name}.append_to(a);\n")
+        else:
+            out.append(f"    a.push_back({name});\n")
+    out.append("    return a;\n  }\n")
+    answers = ", ".join(f"{r} = {codes[r]}" for r in call.answers)
+    out.append(f"  // What it answers (the code of its reply).\n  enum class Answer : int64_t {{ {answers} }};\n}};\n")
+    return out
+
+
+def cpp_requests(p):
+    """The requests: the data version, the configuration's positions, the records, the options and
+    one struct a call."""
+    out = []
+    if p.version is not None:
+        out.append("// The data version written with the records (:info, :w, :hi).\n")
+        out.append(f"inline constexpr int k_data_version = {p.version};\n\n")
+    if p.config:
+        out.append("// The configuration that every script but the light ones is given first, by position.\n")
+        out.append("namespace config {\n")
+        out += [f"inline constexpr size_t {name} = {i};\n" for i, name in enumerate(p.config)]
+        out.append(f"inline constexpr size_t size = {len(p.config)};\n}}  // namespace config\n\n")
+    for name, fields in p.records.items():
+        out += cpp_record(p, name, fields)
+    if p.options:
+        out.append("// A contender's options: letters in its options argument.\nnamespace option {\n")
+        out += [f"inline constexpr char {name} = '{letter}';\n" for name, letter in p.options]
+        out.append("}  // namespace option\n\n")
+    if p.calls:
+        out.append("// Each script's request: its arguments after the configuration, by name (args(): their\n")
+        out.append("// values in ARGV's order), and what it answers.\nnamespace call {\n")
+        for call in p.calls:
+            out += cpp_call(p, call)
+        out.append("}  // namespace call\n\n")
+    return "".join(out)
 
 
 def cpp_definitions(p):
@@ -292,6 +525,7 @@ def cpp_definitions(p):
     out.append(f"inline constexpr std::array<std::string_view, {len(p.events)}> k_all = {{{', '.join(p.events)}}};\n")
     out.append("}  // namespace event\n")
 
+    out.append("\n" + cpp_requests(p))
     # The prelude is in the header too, for the tests that check the two agree.
     out.append("\n// The Lua prelude that goes in front of every lock script (lock/scripts.hpp).\n")
     out.append(f'inline constexpr std::string_view k_lua_prelude = R"lua({lua_prelude(p)})lua";\n')
@@ -308,6 +542,30 @@ def lua_prelude(p):
         return "'" + text + "'"
 
     out = ["-- Generated from src/lock/protocol.txt, the protocol's names (see there).\n"]
+    if p.version is not None:
+        out.append(f"local VERSION = '{p.version}'\n")
+    if p.config:
+        out.append(f"local CFG = {table(f'{name} = {i}' for i, name in enumerate(p.config, 1))}\n")
+    if p.calls:
+        out.append("local A = {\n")
+        for call in p.calls:
+            out.append(f"  {call.name} = {table(f'{name} = {i}' for name, i, _ in call_indices(p, call))},\n")
+        out.append("}\n")
+    if p.options:
+        out.append(f"local OPT = {table(f'{name} = {quoted(letter)}' for name, letter in p.options)}\n")
+    if p.records:
+        out.append("local RECORD = {\n")
+        for name, fields in p.records.items():
+            places = [f"names = {table(quoted(f) for f in fields)}"]
+            for kind in p.record_places(name):
+                named = dict(p.fields[kind])
+                places.append(f"{kind} = {table(quoted(named[f]) for f in fields)}")
+            out.append(f"  {name} = {table(places)},\n")
+        out.append("}\n")
+    for kind in ("waiter", "holder"):
+        if p.retired[kind]:
+            retired = table(quoted(field) for field, _ in p.retired[kind])
+            out.append(f"local RETIRED_{kind.upper()} = {retired}\n")
     out.append(f"local CODE = {table(f'{r.name} = {r.code}' for r in p.replies)}\n")
     out.append(f"local AT = {{\n  header = {table(f'{f} = {i}' for i, f in enumerate(p.header, 1))},\n")
     for r in p.replies:
@@ -331,8 +589,11 @@ def read_text(path):
 
 
 def light_source(p, path, text):
-    """A light script's source with the reply codes it names put in (@reply_NAME_code@)."""
+    """A light script's source with the reply codes and argument positions it names put in
+    (@reply_NAME_code@, @arg_CALL_ARG@): it goes without the prelude."""
     codes = {f"reply_{r.name}_code": r.code for r in p.replies}
+    for call in p.calls:
+        codes.update({f"arg_{call.name}_{name}": str(i) for name, i, _ in call_indices(p, call)})
 
     def code(match):
         if match.group(1) not in codes:

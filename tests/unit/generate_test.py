@@ -142,6 +142,72 @@ local EVENT = {acquired = 'acquired'}
         self.assertTrue(cpp.endswith('inline constexpr std::string_view k_lua_prelude = R"lua(-- Generated from'
                                      + generate.lua_prelude(read(MINIMAL))[len("-- Generated from"):] + ')lua";\n'))
 
+    def test_version_config_and_options(self):
+        p = read("version 3\nconfig lease claim\noption queue q\noption preempt p\n" + MINIMAL)
+        self.assertEqual((p.version, p.config, p.options), (3, ["lease", "claim"], [("queue", "q"), ("preempt", "p")]))
+        cpp = generate.cpp_definitions(p)
+        self.assertIn("inline constexpr int k_data_version = 3;\n", cpp)
+        self.assertIn("namespace config {\ninline constexpr size_t lease = 0;\ninline constexpr size_t claim = 1;\n"
+                      "inline constexpr size_t size = 2;\n}  // namespace config\n", cpp)
+        self.assertIn("namespace option {\ninline constexpr char queue = 'q';\ninline constexpr char preempt = 'p';\n"
+                      "}  // namespace option\n", cpp)
+        lua = generate.lua_prelude(p)
+        self.assertIn("local VERSION = '3'\nlocal CFG = {lease = 1, claim = 2}\n", lua)
+        self.assertIn("local OPT = {queue = 'q', preempt = 'p'}\n", lua)
+
+    REQUESTS = ("version 2\nconfig lease claim\nrecord who host pid\n" + MINIMAL +
+                "reply busy 0 pttl\ninfo host host\ninfo pid pid\nwaiter host h\nwaiter pid p\nwaiter cmd c\n"
+                "event_field host h\n"
+                "call take token who tick enclosing...\nanswers take ok busy\n"
+                "light beat id epoch\nanswers beat ok\n")
+
+    def test_records_and_calls(self):
+        p = read(self.REQUESTS)
+        self.assertEqual(p.records, {"who": ["host", "pid"]})
+        self.assertEqual(p.record_places("who"), ["info", "waiter"], "event_field lacks pid")
+        take = p.call("take")
+        self.assertEqual((take.light, take.args, take.answers),
+                         (False, [("token", "arg"), ("who", "who"), ("tick", "arg"), ("enclosing", "rest")],
+                          ["ok", "busy"]))
+        self.assertEqual(generate.call_indices(p, take),
+                         [("token", 3, "arg"), ("who", 4, "who"), ("tick", 6, "arg"), ("enclosing", 7, "rest")])
+        self.assertEqual(generate.call_indices(p, p.call("beat")), [("id", 1, "arg"), ("epoch", 2, "arg")])
+        cpp = generate.cpp_definitions(p)
+        self.assertIn("struct Who {\n  std::string host;\n  std::string pid;\n", cpp)
+        self.assertIn("    r.host = get(fields[0]);\n    r.pid = get(fields[1]);\n", cpp)
+        self.assertIn("namespace who_fields {\n"
+                      "inline constexpr std::array<std::string_view, 2> info = {info::host, info::pid};\n"
+                      "inline constexpr std::array<std::string_view, 2> waiter = {waiter::host, waiter::pid};\n"
+                      "}  // namespace who_fields\n", cpp)
+        self.assertIn("struct take {\n  std::string token;\n  Who who;\n  std::string tick;\n"
+                      "  std::vector<std::string> enclosing;\n", cpp)
+        self.assertIn("    a.reserve(4 + enclosing.size());\n    a.push_back(token);\n    who.append_to(a);\n"
+                      "    a.push_back(tick);\n    a.insert(a.end(), enclosing.begin(), enclosing.end());\n", cpp)
+        self.assertIn("  enum class Answer : int64_t { ok = 1, busy = 0 };\n", cpp)
+        self.assertIn("// light beat: id epoch\nstruct beat {\n", cpp)
+        self.assertLess(cpp.index("namespace waiter {"), cpp.index("namespace who_fields {"), "fields first")
+        lua = generate.lua_prelude(p)
+        self.assertIn("local A = {\n  take = {token = 3, who = 4, tick = 6, enclosing = 7},\n"
+                      "  beat = {id = 1, epoch = 2},\n}\n", lua)
+        self.assertIn("local RECORD = {\n  who = {names = {'host', 'pid'}, info = {'host', 'pid'}, "
+                      "waiter = {'h', 'p'}},\n}\n", lua)
+
+    def test_retired_fields(self):
+        p = read(self.REQUESTS + "retired waiter mh 1\nretired holder x 1\n")
+        self.assertEqual(p.retired["waiter"], [("mh", 1)])
+        self.assertIn("local RETIRED_WAITER = {'mh'}\nlocal RETIRED_HOLDER = {'x'}\n", generate.lua_prelude(p))
+
+    def test_a_light_script_names_its_arguments(self):
+        with tempfile.TemporaryDirectory() as d:
+            common = os.path.join(d, "common.lua")
+            light = os.path.join(d, "beat.lua")
+            with open(common, "w") as f:
+                f.write("begin(KEYS, ARGV)\n")
+            with open(light, "w") as f:
+                f.write("return ARGV[@arg_beat_epoch@] and @reply_ok_code@\n")
+            s = generate.Scripts(read(self.REQUESTS), common, [], [light])
+            self.assertEqual(s.sources, [("beat", "return ARGV[2] and 1\n")])
+
     def test_the_projects_own_protocol(self):
         p = generate.read_protocol(os.path.join(SOURCE, "protocol.txt"))
         self.assertEqual(p.header[:3], ["code", "more", "push"])
@@ -165,13 +231,51 @@ class Malformed(unittest.TestCase):
         """The lines added at the end: the error is on the last."""
         self.fails(MINIMAL + lines, MINIMAL.count("\n") + lines.count("\n"), message)
 
+    KINDS = ("version, config, record, option, call, light, answers, retired, header, reply, key, side, event, "
+             "info, waiter, holder, sem, tick, summary, event_field")
+
     def test_unknown_kind(self):
-        self.added("replies ok 1\n", "unknown kind 'replies' (header, reply, key, side, event, info, waiter, "
-                   "holder, sem, tick, summary, event_field)")
+        self.added("replies ok 1\n", f"unknown kind 'replies' ({self.KINDS})")
 
     def test_the_line_number_counts_comments_and_blank_lines(self):
-        self.fails("# one\n\n# three\nbogus x\n" + MINIMAL, 4, "unknown kind 'bogus' (header, reply, key, side, "
-                   "event, info, waiter, holder, sem, tick, summary, event_field)")
+        self.fails("# one\n\n# three\nbogus x\n" + MINIMAL, 4, f"unknown kind 'bogus' ({self.KINDS})")
+
+    def test_malformed_requests(self):
+        self.added("version\n", "version N")
+        self.added("version 0\n", "version: '0' is not a whole number above 0")
+        self.added("version 2\nversion 3\n", "one version line")
+        self.added("config\n", "one config line, with the names of the configuration's arguments")
+        self.added("config a a\n", "config argument 'a' is defined twice")
+        self.added("record who\n", "record NAME FIELD...")
+        self.added("record who host host\n", "record who: the field 'host' is defined twice")
+        self.added("option queue\n", "option NAME LETTER")
+        self.added("option queue Q\n", "option queue: 'Q' is not a letter (a-z)")
+        self.added("option queue q\noption other q\n", "option (its letter) 'q' is defined twice")
+        self.added("call\n", "call NAME [ARG...]")
+        self.added("call take rest... token\n", "call take: only the last argument may be the rest (ARG...)")
+        self.added("call take token token\n", "call take: the argument 'token' is defined twice")
+        self.added("call take args\n", "call take: 'args' is a name the header reserves")
+        self.added("call take Token\n", "'Token' is not a name (a-z, 0-9 and _, a letter first)")
+        self.added("answers take ok\n", "answers take: no call or light line names 'take' before")
+        self.added("call take\nanswers take gone\n", "answers take: no reply line names 'gone' before")
+        self.added("reply done 1\ncall take\nanswers take ok done\n", "answers take: 'done' has the code of 'ok' (1)")
+        self.added("call take\nanswers take ok\nanswers take ok\n", "answers take: the call's answers are given twice")
+        self.added("retired queue x 1\n", "retired: 'queue' is not waiter or holder (the hashes of many records)")
+        self.added("retired waiter X 1\n", "retired waiter: 'X' is not a Redis field of rlock's (a-z, 0-9 and _)")
+        self.added("retired waiter x one\n", "retired waiter x: 'one' is not a version")
+        self.added("waiter host h\nretired waiter h 1\n", "waiter (its Redis field) 'h' is defined twice")
+
+    def test_malformed_requests_as_a_whole(self):
+        self.fails("version 2\n" + MINIMAL + "call take\nanswers take ok\n", None,
+                   "calls need a config line (the arguments every script but the light ones starts with)")
+        self.fails("config a\n" + MINIMAL + "call take\nanswers take ok\n", None,
+                   "calls need a version line (the data version written with the records)")
+        self.fails("version 2\nconfig a\n" + MINIMAL + "call take\n", None,
+                   "call take: no answers line says what it answers")
+        self.fails("record who host\n" + MINIMAL, None,
+                   "record who: no field kind (info, waiter, holder, event_field) names all its fields")
+        self.fails("version 2\n" + MINIMAL + "retired waiter mh 2\n", None,
+                   "retired waiter mh: version 2 is not before the version 2")
 
     def test_bad_names(self):
         for name in ("Ok", "1ok", "o-k", "ok.", "_ok"):
