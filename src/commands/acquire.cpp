@@ -99,7 +99,7 @@ lock::Attempt take(lock::Backend& locker, const lock::LockName& name, const Acqu
                           if (util::poll_until(&p, 1, util::BootClock::now() + d) > 0) drain();
                           return !interrupted;
                         },
-                        [&] { return interrupted.has_value(); }, std::ref(display)};
+                        [&] { return interrupted.has_value(); }, std::ref(display), display.fresh_every()};
   return lock::take_lock(locker, name, wait_limits(options.take), contender, enclosing, hooks);
 }
 
@@ -251,7 +251,7 @@ int release(const ReleaseOptions& options) {
     }
     if (!r.holder.host.empty()) {
       log::info(fmt::format("removed {}, held by {}@{} pid {} ({}), fence {}", options.key, r.holder.user,
-                            r.holder.host, r.holder.pid, r.holder.command,
+                            r.holder.host, r.holder.pid, r.holder.cmd,
                             r.fence ? std::to_string(*r.fence) : std::string("?")));
     }
     if (r.shared_holds > 0)
@@ -259,7 +259,7 @@ int release(const ReleaseOptions& options) {
     log::event(log::Severity::warning, "released {} by force (--force){}", options.key,
                r.holder.host.empty() ? ""
                                      : fmt::format(", held by {}@{} pid {} ({})", r.holder.user, r.holder.host,
-                                                   r.holder.pid, r.holder.command));
+                                                   r.holder.pid, r.holder.cmd));
     return exit_code::k_ok;
   }
   std::string token = read_token(options.token);

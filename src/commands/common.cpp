@@ -58,7 +58,7 @@ std::string holder_text(const lock::Attempt& a) {
   std::string who;
   if (!a.holder.host.empty()) who = fmt::format(" by {} pid {}", a.holder.host, a.holder.pid);
   if (a.held_for) who += fmt::format(" for {}", util::format_duration(*a.held_for));
-  if (!a.holder.command.empty()) who += fmt::format(" ({})", a.holder.command);
+  if (!a.holder.cmd.empty()) who += fmt::format(" ({})", a.holder.cmd);
   return who;
 }
 
@@ -80,7 +80,7 @@ lock::Holder this_holder(const std::string& command) {
   } else {
     h.user = fmt::format("uid {}", ::getuid());
   }
-  h.command = command.size() > 200 ? command.substr(0, 197) + "..." : command;
+  h.cmd = command.size() > 200 ? command.substr(0, 197) + "..." : command;
   return h;
 }
 
@@ -160,7 +160,7 @@ std::string tick_done_message(const lock::LockName& name, const lock::Attempt& a
 std::string who_text(const lock::Holder& h) {
   std::string out = fmt::format("{} pid {}", util::printable(h.host), util::printable(h.pid));
   if (!h.user.empty()) out += fmt::format(" user {}", util::printable(h.user));
-  if (!h.command.empty()) out += fmt::format(" ({})", util::printable(h.command));
+  if (!h.cmd.empty()) out += fmt::format(" ({})", util::printable(h.cmd));
   return out;
 }
 
@@ -212,6 +212,16 @@ WaitDisplay::~WaitDisplay() {
   if (m_shown) log::raw("\r\x1b[K");
 }
 
+util::Millis WaitDisplay::fresh_every() const {
+  if (log::verbose_enabled()) return util::Millis(1);
+  switch (m_mode) {
+    case Progress::line: return std::chrono::seconds(5);
+    case Progress::lines: return k_progress_every;
+    case Progress::none: break;
+  }
+  return util::Millis(0);
+}
+
 void WaitDisplay::operator()(const lock::Attempt& a, util::Millis waited) {
   if (!m_logged) {
     m_logged = true;
@@ -233,8 +243,12 @@ void WaitDisplay::operator()(const lock::Attempt& a, util::Millis waited) {
     return;
   }
   auto now = util::BootClock::now();
-  std::string holder = fmt::format("{}\n{}\n{}\n{}", a.lingering, a.holder.host, a.holder.pid, a.holder.command);
-  if (m_printed_at && now < *m_printed_at + k_progress_every && holder == m_holder && a.position == m_position) return;
+  std::string holder = fmt::format("{}\n{}\n{}\n{}", a.lingering, a.holder.host, a.holder.pid, a.holder.cmd);
+  // (A light step's view is the last full step's: a line is printed from a full step's.)
+  if (a.light ||
+      (m_printed_at && now < *m_printed_at + k_progress_every && holder == m_holder && a.position == m_position)) {
+    return;
+  }
   log::raw(fmt::format("rlock: {}\n", util::printable(text)));
   m_printed_at = now;
   m_holder = std::move(holder);

@@ -56,6 +56,9 @@ public:
   WaitDisplay(const WaitDisplay&) = delete;
   WaitDisplay& operator=(const WaitDisplay&) = delete;
   void operator()(const lock::Attempt& attempt, util::Millis waited);
+  // How often at least the wait's step is a full one, so that what it shows is current: with -v,
+  // every step; a terminal's line, every few seconds; CI's lines, before each is due.
+  util::Millis fresh_every() const;
 
 private:
   const lock::LockName& m_name;

@@ -235,7 +235,7 @@ int Supervisor::run() {
   {
     WaitDisplay display(m_name);
     lock::WaitHooks hooks{[this](Millis d) { return pause(d); }, [this] { return m_interrupted.has_value(); },
-                          std::ref(display)};
+                          std::ref(display), display.fresh_every()};
     attempt = lock::take_lock(*m_backend, m_name, wait_limits(m_options.take), m_contender, enclosing, hooks);
   }
   if (attempt.outcome == lock::Attempt::Outcome::reentered) exec_nested(attempt, enclosing[attempt.enclosing]);

@@ -49,7 +49,7 @@ std::string holder_json(const lock::HolderState& h) {
       "\"ttl_ms\":{},\"lease_ms\":{},\"fence\":{},\"slot\":{},\"shared\":{},\"keeper_pid\":{},"
       "\"watched_pid\":{},\"state\":{},\"preemptible\":{},\"tick\":{},\"tick_state\":{}}}",
       util::json_quote(h.holder.host), pid_json(h.holder.pid), util::json_quote(h.holder.user),
-      util::json_quote(h.holder.command), h.since_ms ? util::json_quote(iso_time(*h.since_ms)) : "null",
+      util::json_quote(h.holder.cmd), h.since_ms ? util::json_quote(iso_time(*h.since_ms)) : "null",
       json_or_null(h.since_ms), json_or_null(h.held_for_ms), json_or_null(h.ttl_left_ms), json_or_null(h.lease_ms),
       json_or_null(h.fence), h.slot > 0 ? std::to_string(h.slot) : "null", h.shared,
       h.keeper ? std::to_string(h.keeper->keeper) : "null", h.keeper ? std::to_string(h.keeper->watched) : "null",
@@ -67,7 +67,7 @@ std::string waiter_json(const lock::WaiterState& w) {
       "{{\"host\":{},\"pid\":{},\"user\":{},\"command\":{},\"shared\":{},\"waiting_since\":{},"
       "\"waiting_since_ms\":{},\"waited_ms\":{},\"position\":{}}}",
       util::json_quote(w.holder.host), pid_json(w.holder.pid), util::json_quote(w.holder.user),
-      util::json_quote(w.holder.command), w.shared, w.since_ms ? util::json_quote(iso_time(*w.since_ms)) : "null",
+      util::json_quote(w.holder.cmd), w.shared, w.since_ms ? util::json_quote(iso_time(*w.since_ms)) : "null",
       json_or_null(w.since_ms), json_or_null(w.waited_ms), w.position);
 }
 
@@ -97,7 +97,7 @@ std::string to_json(const lock::LockState& s) {
       "\"held_for_ms\":{},\"ttl_ms\":{},\"lease_ms\":{},\"fence\":{},\"mode\":{},\"limit\":{},\"holders\":[{}],"
       "\"holder_count\":{},\"queue_length\":{},\"waiters\":[{}],\"masters\":{},\"agreeing\":{},\"state\":{}}}",
       util::json_quote(s.key), held, json_text_or_null(held, h.holder.host), held ? pid_json(h.holder.pid) : "null",
-      json_text_or_null(held, h.holder.user), json_text_or_null(held, h.holder.command),
+      json_text_or_null(held, h.holder.user), json_text_or_null(held, h.holder.cmd),
       h.since_ms ? util::json_quote(iso_time(*h.since_ms)) : "null", json_or_null(h.since_ms),
       json_or_null(h.held_for_ms), json_or_null(h.ttl_left_ms), json_or_null(h.lease_ms),
       json_or_null(held && h.fence ? h.fence : s.fence), mode ? util::json_quote(mode) : "null", json_or_null(s.limit),
@@ -146,7 +146,7 @@ void print_table(const std::vector<lock::LockState>& states, bool verbose) {
     for (const lock::HolderState& h : s.holders) {
       rows.push_back({key, state_text(s, h), util::printable(h.holder.host), util::printable(h.holder.pid),
                       util::printable(h.holder.user), ms_text(h.held_for_ms, "?"), ms_text(h.ttl_left_ms, "none"),
-                      h.fence ? std::to_string(*h.fence) : "-", waiting, util::printable(h.holder.command)});
+                      h.fence ? std::to_string(*h.fence) : "-", waiting, util::printable(h.holder.cmd)});
     }
     // A quorum: how many masters agree, and every one that does not (always shown).
     if (!s.masters.empty() && static_cast<size_t>(s.agreeing) < s.masters.size()) {
@@ -174,7 +174,7 @@ void print_table(const std::vector<lock::LockState>& states, bool verbose) {
     for (const lock::WaiterState& w : s.waiters) {
       waiting_list +=
           fmt::format("{} waiter {}: {} pid {} ({}), {}waiting for {} ({})\n", key, w.position,
-                      util::printable(w.holder.host), util::printable(w.holder.pid), util::printable(w.holder.command),
+                      util::printable(w.holder.host), util::printable(w.holder.pid), util::printable(w.holder.cmd),
                       w.shared ? "shared, " : "", ms_text(w.waited_ms, "?"), w.since_ms ? iso_time(*w.since_ms) : "?");
     }
   }

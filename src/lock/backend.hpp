@@ -67,7 +67,8 @@ public:
   // Fewer than a majority answering throws Error 69 naming the masters that failed (never busy).
   virtual Attempt try_acquire(const LockName& name, const Contender& c, bool queue,
                               const std::vector<std::string>& enclosing) = 0;
-  virtual Attempt wait_turn(const LockName& name, const Contender& c, const Attempt& last, util::Millis heartbeat) = 0;
+  virtual Attempt wait_turn(const LockName& name, const Contender& c, const Attempt& last, util::Millis heartbeat,
+                            bool fresh) = 0;
   virtual void cancel(const LockName& name, const std::string& token, bool timed_out) = 0;
   // Sentinel: the release goes to the master a majority of the sentinels names (with its ROLE),
   // asking them first; a hold taken on a master they no longer name is not_held there.

@@ -402,6 +402,10 @@ def cpp_record(p, name, fields):
     out.append(f"    {kind} r;\n")
     out += [f"    r.{field} = get(fields[{i}]);\n" for i, field in enumerate(fields)]
     out.append("    return r;\n  }\n")
+    out.append("  // From its fields' values in order (one missing: empty).\n")
+    out.append(f"  static {kind} from_values(const std::vector<std::string>& values) {{\n    {kind} r;\n")
+    out += [f"    if (values.size() > {i}) r.{field} = values[{i}];\n" for i, field in enumerate(fields)]
+    out.append("    return r;\n  }\n")
     out.append(f"  bool operator==(const {kind}&) const = default;\n}};\n")
     out.append(f"namespace {name}_fields {{\n")
     for place in p.record_places(name):
@@ -432,6 +436,10 @@ def cpp_call(p, call):
         else:
             out.append(f"    a.push_back({name});\n")
     out.append("    return a;\n  }\n")
+    out.append("  // Each argument's place in ARGV, 0-based (the configuration's places first; a record's:\n")
+    out.append("  // its first field's).\n  struct at {\n")
+    out += [f"    static constexpr size_t {name} = {index - 1};\n" for name, index, _ in call_indices(p, call)]
+    out.append("  };\n")
     answers = ", ".join(f"{r} = {codes[r]}" for r in call.answers)
     out.append(f"  // What it answers (the code of its reply).\n  enum class Answer : int64_t {{ {answers} }};\n}};\n")
     return out
@@ -467,16 +475,14 @@ def cpp_requests(p):
 def cpp_definitions(p):
     """The body of namespace rlock::lock::protocol (RLOCK_PROTOCOL_DEFINITIONS)."""
     out = []
-    out.append("// The first element of every reply. Codes repeat across scripts: each script answers with a few.\n")
-    out.append("enum class Code : int64_t {\n")
-    out += [f"  {r.name} = {r.code},\n" for r in p.replies]
-    out.append("};\n\n// The positions of the header that every reply starts with.\nnamespace header {\n")
+    out.append("// The positions of the header that every reply starts with (its code: a call's Answer).\n")
+    out.append("namespace header {\n")
     out += [f"inline constexpr size_t {field} = {i};\n" for i, field in enumerate(p.header)]
     out.append(f"inline constexpr size_t size = {len(p.header)};\n}}  // namespace header\n\n")
-    out.append("// Each reply's code and the positions of its payload (after the header); size: its fixed fields.\n")
-    out.append("namespace reply {\n")
+    out.append("// The positions of each reply's payload (after the header); size: its fixed fields. (Its code\n")
+    out.append("// is a call's: call::NAME::Answer.)\nnamespace reply {\n")
     for r in p.replies:
-        out.append(f"struct {r.name} {{\n  static constexpr Code code = Code::{r.name};\n")
+        out.append(f"struct {r.name} {{\n")
         i = 0
         for field in r.fields:
             if field == r.rest:
@@ -564,8 +570,9 @@ def lua_prelude(p):
         out.append("}\n")
     for kind in ("waiter", "holder"):
         if p.retired[kind]:
-            retired = table(quoted(field) for field, _ in p.retired[kind])
-            out.append(f"local RETIRED_{kind.upper()} = {retired}\n")
+            # Every field a record of :w or :hi may have, those that earlier versions wrote included.
+            every = [field for _, field in p.fields[kind]] + [field for field, _ in p.retired[kind]]
+            out.append(f"local {kind.upper()}_ALL = {table(quoted(field) for field in every)}\n")
     out.append(f"local CODE = {table(f'{r.name} = {r.code}' for r in p.replies)}\n")
     out.append(f"local AT = {{\n  header = {table(f'{f} = {i}' for i, f in enumerate(p.header, 1))},\n")
     for r in p.replies:
@@ -604,12 +611,24 @@ def light_source(p, path, text):
     return re.sub(r"@([A-Za-z_]+)@", code, text)
 
 
+def named_arguments_only(path, text):
+    """A script reads its arguments by their names in protocol.txt (arg(A.CALL.NAME), CFG.NAME;
+    @arg_CALL_NAME@ in a light script), never by a position written in it."""
+    for number, line in enumerate(text.split("\n"), 1):
+        code = line.split("--", 1)[0]
+        if re.search(r"ARGV\[\s*\d", code):
+            raise Failure(path, number, "reads ARGV by a position: name the argument in protocol.txt "
+                          "(arg(A.CALL.NAME); @arg_CALL_NAME@ in a light script)")
+
+
 class Scripts:
     """The lock scripts as the build makes them: each one's source as EVAL runs it, and the
     function library of all of them (Redis 7+: FUNCTION LOAD, FCALL)."""
 
     def __init__(self, p, common_path, script_paths, light_paths):
         prelude, common = lua_prelude(p), read_text(common_path)
+        for path in [common_path, *script_paths, *light_paths]:
+            named_arguments_only(path, common if path == common_path else read_text(path))
         self.common = prelude + common
         # The line begin(KEYS, ARGV): the library has common.lua's text before and after it.
         if common.split("\n").count(BEGIN.strip()) != 1 or BEGIN not in "\n" + common:

@@ -214,7 +214,7 @@ std::vector<Event> parse_events(const redis::Reply& reply, const std::string& ke
       else if (name == field::user)
         e.holder.user = value;
       else if (name == field::cmd)
-        e.holder.command = value;
+        e.holder.cmd = value;
       else if (name == field::fence)
         e.fence = number(value);
       else if (name == field::waited)
@@ -236,7 +236,7 @@ std::vector<Event> parse_events(const redis::Reply& reply, const std::string& ke
       else if (name == field::holder_pid)
         e.held_by.pid = value;
       else if (name == field::holder_cmd)
-        e.held_by.command = value;
+        e.held_by.cmd = value;
       else if (name == field::lingering)
         e.lingering = value == "1";
       else if (name == field::time)
@@ -297,14 +297,14 @@ std::string format_event(const Event& e, bool with_key) {
     Holder by = parse_who(e.by);
     line += by.pid.empty() ? " by " + util::printable(e.by)
                            : fmt::format(" by {} pid {} ({})", util::printable(by.host), util::printable(by.pid),
-                                         util::printable(by.command));
+                                         util::printable(by.cmd));
   }
   if (!e.held_by.host.empty() || !e.held_by.pid.empty()) {
     line += fmt::format(" held by {} pid {} ({}){}", util::printable(e.held_by.host.empty() ? "?" : e.held_by.host),
-                        util::printable(e.held_by.pid.empty() ? "?" : e.held_by.pid),
-                        util::printable(e.held_by.command), e.lingering ? ", only lingering (--min-hold)" : "");
+                        util::printable(e.held_by.pid.empty() ? "?" : e.held_by.pid), util::printable(e.held_by.cmd),
+                        e.lingering ? ", only lingering (--min-hold)" : "");
   }
-  if (!e.holder.command.empty()) line += ": " + util::printable(e.holder.command);
+  if (!e.holder.cmd.empty()) line += ": " + util::printable(e.holder.cmd);
   return line;
 }
 
@@ -314,22 +314,21 @@ std::string event_json(const Event& e) {
   std::string by = "null";
   if (!e.by.empty()) {
     Holder h = parse_who(e.by);
-    by = h.pid.empty()
-             ? util::json_quote(e.by)
-             : fmt::format("{{\"host\":{},\"pid\":{},\"user\":{},\"cmd\":{}}}", util::json_quote(h.host),
-                           json_or_null(number(h.pid)), util::json_quote(h.user), util::json_quote(h.command));
+    by = h.pid.empty() ? util::json_quote(e.by)
+                       : fmt::format("{{\"host\":{},\"pid\":{},\"user\":{},\"cmd\":{}}}", util::json_quote(h.host),
+                                     json_or_null(number(h.pid)), util::json_quote(h.user), util::json_quote(h.cmd));
   }
   std::string held_by = "null";
   if (!e.held_by.host.empty() || !e.held_by.pid.empty()) {
     held_by = fmt::format("{{\"host\":{},\"pid\":{},\"cmd\":{},\"lingering\":{}}}", text_or_null(e.held_by.host),
-                          json_or_null(number(e.held_by.pid)), text_or_null(e.held_by.command), e.lingering);
+                          json_or_null(number(e.held_by.pid)), text_or_null(e.held_by.cmd), e.lingering);
   }
   return fmt::format(
       "{{\"time\":{},\"time_ms\":{},\"key\":{},\"event\":{},\"host\":{},\"pid\":{},\"user\":{},\"cmd\":{},"
       "\"fence\":{},\"waited_ms\":{},\"held_ms\":{},\"exit\":{},\"by\":{},\"holder\":{},\"tick\":{},"
       "\"period_ms\":{}}}",
       util::json_quote(iso_time(e.time_ms)), e.time_ms, util::json_quote(e.key), util::json_quote(e.kind),
-      text_or_null(e.holder.host), json_or_null(pid), text_or_null(e.holder.user), text_or_null(e.holder.command),
+      text_or_null(e.holder.host), json_or_null(pid), text_or_null(e.holder.user), text_or_null(e.holder.cmd),
       json_or_null(e.fence), json_or_null(e.waited_ms), json_or_null(e.held_ms), json_or_null(exit), by, held_by,
       e.tick ? util::json_quote(iso_time(*e.tick)) : std::string("null"), json_or_null(e.period_ms));
 }

@@ -16,7 +16,7 @@ namespace rlock::lock {
 
 namespace {
 
-using protocol::Code;
+namespace call = protocol::call;
 using redis::Reply;
 namespace reply = protocol::reply;
 
@@ -64,8 +64,7 @@ void deliver(Node& node, const LockName& name, const Timing& timing, const std::
 // The mailboxes the script names are pushed.
 ScriptReply run_script(Node& node, const LockName& name, const Timing& timing, const redis::Script& script,
                        std::string_view id, std::vector<std::string> args, const redis::Undo& undo = {}) {
-  args.insert(args.begin(), timing.script_config());
-  ScriptReply r = read_script_reply(node.eval(script, name.script_keys(id), args, undo), name);
+  ScriptReply r = read_script_reply(node.eval(script, name.script_keys(id), timing.script_args(args), undo), name);
   deliver(node, name, timing, r.push);
   return r;
 }
@@ -75,7 +74,7 @@ ScriptReply run_script(Node& node, const LockName& name, const Timing& timing, c
 // so is the number of calls.
 void finish_work(Node& node, const LockName& name, const Timing& timing, bool more) {
   for (int round = 0; more && round < 10'000; ++round) {
-    more = run_script(node, name, timing, scripts::k_advance, "0000000000000000", {}).more;
+    more = run_script(node, name, timing, scripts::k_advance, "0000000000000000", call::advance{}.args()).more;
   }
 }
 
@@ -84,7 +83,7 @@ template <class R>
 void read_holder(const std::vector<Reply>& e, size_t since_at, int64_t now, Attempt& a) {
   a.holder.host = e[R::host].text();
   a.holder.pid = e[R::pid].text();
-  a.holder.command = e[R::cmd].text();
+  a.holder.cmd = e[R::cmd].text();
   int64_t since = e[since_at].number();
   if (since > 0 && now >= since) a.held_for = util::Millis(now - since);
 }
@@ -112,38 +111,46 @@ Attempt read_waiting(const std::vector<Reply>& e, const LockName& name) {
 
 std::string new_token() { return util::random_hex(24); }
 
-Holder parse_who(const std::string& text) {
-  Holder h;
-  std::string* parts[] = {&h.host, &h.pid, &h.user, &h.command};
-  size_t start = 0;
-  for (size_t i = 0; i < 4; ++i) {
-    size_t tab = i < 3 ? text.find('\t', start) : std::string::npos;
-    *parts[i] = text.substr(start, tab == std::string::npos ? std::string::npos : tab - start);
-    if (tab == std::string::npos) break;
-    start = tab + 1;
-  }
-  return h;
-}
+// The record's fields in order, joined by tabs (who_text in scripts/common.lua).
+Holder parse_who(const std::string& text) { return Holder::from_values(util::split(text, "\t")); }
 
-std::vector<std::string> contender_args(const Contender& c, bool queue, bool redlock) {
-  std::string options;
-  if (queue) options += 'q';
-  if (c.supersede) options += 's';
-  if (c.preempt) options += 'p';
-  if (c.preemptible) options += 'e';
-  if (redlock) options += 'r';
-  std::vector<std::string> args{c.token,           std::to_string(c.ttl.count()),
-                                c.holder.host,     c.holder.pid,
-                                c.holder.user,     c.holder.command,
-                                mode_code(c.mode), std::to_string(c.limit),
-                                options,           std::to_string(c.min_hold.count())};
+namespace {
+
+// What the acquire and wait requests say of a contender: the same arguments, by name.
+template <class Call>
+Call contender_call(const Contender& c, bool queue, bool redlock) {
+  namespace option = protocol::option;
+  Call call;
+  call.token = c.token;
+  call.ttl = std::to_string(c.ttl.count());
+  call.who = c.holder;
+  call.mode = mode_code(c.mode);
+  call.limit = std::to_string(c.limit);
+  if (queue) call.options += option::queue;
+  if (c.supersede) call.options += option::supersede;
+  if (c.preempt) call.options += option::preempt;
+  if (c.preemptible) call.options += option::preemptible;
+  if (redlock) call.options += option::redlock;
+  call.min_hold = std::to_string(c.min_hold.count());
   if (c.once_per) {
     auto age = std::chrono::duration_cast<util::Millis>(util::BootClock::now() - c.once_per->fired_at);
-    args.push_back(fmt::format("{} {}", c.once_per->period.count(), age.count()));
-  } else {
-    args.emplace_back();
+    call.tick = fmt::format("{} {}", c.once_per->period.count(), age.count());
   }
-  return args;
+  return call;
+}
+
+}  // namespace
+
+call::acquire acquire_call(const Contender& c, bool queue, bool redlock, const std::vector<std::string>& enclosing) {
+  call::acquire call = contender_call<call::acquire>(c, queue, redlock);
+  call.enclosing = enclosing;
+  return call;
+}
+
+call::wait wait_call(const Contender& c, std::string far_lease) {
+  call::wait call = contender_call<call::wait>(c, true, false);
+  call.far_lease = std::move(far_lease);
+  return call;
 }
 
 ScriptReply read_script_reply(Reply reply, const LockName& name) {
@@ -155,7 +162,7 @@ ScriptReply read_script_reply(Reply reply, const LockName& name) {
     unexpected(name, "malformed answer to a lock script");
   }
   ScriptReply out;
-  out.code = static_cast<Code>(e[header::code].integer);
+  out.code = e[header::code].integer;
   out.more = e[header::more].number() == 1;
   for (const Reply& id : e[header::push].elements) out.push.push_back(id.text());
   out.payload.assign(std::make_move_iterator(reply.elements.begin() + header::size),
@@ -163,17 +170,32 @@ ScriptReply read_script_reply(Reply reply, const LockName& name) {
   return out;
 }
 
+// The wait script answers as the acquire script does, and may also say leave.
+static_assert(static_cast<int64_t>(call::wait::Answer::taken) == static_cast<int64_t>(call::acquire::Answer::taken) &&
+              static_cast<int64_t>(call::wait::Answer::waiting) ==
+                  static_cast<int64_t>(call::acquire::Answer::waiting) &&
+              static_cast<int64_t>(call::wait::Answer::again) == static_cast<int64_t>(call::acquire::Answer::again) &&
+              static_cast<int64_t>(call::wait::Answer::tick_done) ==
+                  static_cast<int64_t>(call::acquire::Answer::tick_done));
+
 Attempt read_attempt(const ScriptReply& r, const LockName& name, size_t enclosing_count) {
+  using Answer = call::acquire::Answer;
   const auto& e = r.payload;
   Attempt a;
-  switch (r.code) {
-    case reply::taken::code:
+  if (answer<call::wait>(r) == call::wait::Answer::leave) {
+    if (e.size() < reply::leave::size) unexpected(name, "malformed answer to the wait script");
+    a.outcome = Attempt::Outcome::superseded;
+    a.superseded_by = parse_who(e[reply::leave::by].text());
+    return a;
+  }
+  switch (answer<call::acquire>(r)) {
+    case Answer::taken:
       if (e.size() < reply::taken::size) unexpected(name, "malformed answer to a lock script");
       a.outcome = Attempt::Outcome::acquired;
       a.fence = e[reply::taken::fence].number();
       a.slot = static_cast<int>(e[reply::taken::slot].number());
       return a;
-    case reply::reentered::code: {
+    case Answer::reentered: {
       using R = reply::reentered;
       if (e.size() < R::size || e[R::enclosing].number() < 1 ||
           static_cast<size_t>(e[R::enclosing].number()) > enclosing_count) {
@@ -185,13 +207,8 @@ Attempt read_attempt(const ScriptReply& r, const LockName& name, size_t enclosin
       a.enclosing = static_cast<size_t>(e[R::enclosing].number() - 1);
       return a;
     }
-    case reply::waiting::code: return read_waiting(e, name);
-    case reply::leave::code:
-      if (e.size() < reply::leave::size) unexpected(name, "malformed answer to the wait script");
-      a.outcome = Attempt::Outcome::superseded;
-      a.superseded_by = parse_who(e[reply::leave::by].text());
-      return a;
-    case reply::tick_done::code: {
+    case Answer::waiting: return read_waiting(e, name);
+    case Answer::tick_done: {
       using R = reply::tick_done;
       if (e.size() < R::size) unexpected(name, "malformed answer to a lock script");
       a.outcome = Attempt::Outcome::done;
@@ -202,7 +219,7 @@ Attempt read_attempt(const ScriptReply& r, const LockName& name, size_t enclosin
       if (a.tick_at > 0 && e[R::now].number() >= a.tick_at) a.held_for = util::Millis(e[R::now].number() - a.tick_at);
       return a;
     }
-    case reply::busy::code: {
+    case Answer::busy: {
       using R = reply::busy;
       if (e.size() < R::size) unexpected(name, "malformed answer to the acquire script");
       a.outcome = Attempt::Outcome::busy;
@@ -213,8 +230,9 @@ Attempt read_attempt(const ScriptReply& r, const LockName& name, size_t enclosin
       if (int64_t tick = e[R::overrun].number(); tick > 0) a.overrun = tick;
       return a;
     }
-    default: unexpected(name, "unknown answer to a lock script");
+    case Answer::again: break;
   }
+  unexpected(name, "unknown answer to a lock script");
 }
 
 Error foreign_data(const std::string& key) {
@@ -264,28 +282,28 @@ void check_reply(const redis::Reply& reply, const LockName& name) {
 Attempt try_acquire(Node& node, const LockName& name, const Timing& timing, const Contender& contender, bool queue,
                     const std::vector<std::string>& enclosing_tokens) {
   std::vector<std::string> keys = name.script_keys(contender.id());
-  std::vector<std::string> args = contender_args(contender, queue);
-  args.insert(args.end(), enclosing_tokens.begin(), enclosing_tokens.end());
+  std::vector<std::string> args = acquire_call(contender, queue, false, enclosing_tokens).args();
   // If the answer is lost to a timeout, the server may still run the acquire later (it was only
   // slow): the release and the leave, sent right behind it on the same connection, then run right
   // after it, instead of the lock (or a place in the queue) staying with a process that gave up.
-  const std::string quiet = timing.quiet().script_config();
   // Made only when it is sent: each command carries a whole script (EVAL), tens of kilobytes
   // that every acquire would otherwise copy (and start-up fault in).
   redis::Undo undo = [&] {
+    const Timing quiet = timing.quiet();
     // Moved in, not listed: an initializer list would copy each whole script once more.
     std::vector<redis::Command> commands;
     commands.reserve(2);
-    commands.push_back(
-        redis::eval_command(scripts::k_release, keys, {quiet, contender.token, "", "", "", "", "", ""}, true));
-    commands.push_back(redis::eval_command(scripts::k_cancel, keys, {quiet, contender.token, ""}, true));
+    commands.push_back(redis::eval_command(scripts::k_release, keys,
+                                           quiet.script_args(release_call(contender.token, Ending{}).args()), true));
+    commands.push_back(redis::eval_command(
+        scripts::k_cancel, keys, quiet.script_args(call::cancel{.token = contender.token, .reason = ""}.args()), true));
     return commands;
   };
   // Dead waiters at the head are dropped a budget at a time: call again until there is an answer.
   for (int round = 0;; ++round) {
     auto sent_at = util::BootClock::now();
     ScriptReply r = run_script(node, name, timing, scripts::k_acquire, contender.id(), args, undo);
-    if (r.code == reply::again::code && round < 10'000) continue;
+    if (answer<call::acquire>(r) == call::acquire::Answer::again && round < 10'000) continue;
     Attempt a = read_attempt(r, name, enclosing_tokens.size());
     a.sent_at = sent_at;
     return a;
@@ -293,29 +311,35 @@ Attempt try_acquire(Node& node, const LockName& name, const Timing& timing, cons
 }
 
 Attempt wait_turn(Node& node, const LockName& name, const Timing& timing, const Contender& contender,
-                  const Attempt& last, util::Millis heartbeat) {
+                  const Attempt& last, util::Millis heartbeat, bool fresh) {
   redis::Command blpop{"BLPOP", name.mailbox(contender.id())};
   for (const std::string& id : last.watch) {
     if (id != contender.id()) blpop.push_back(name.mailbox(id));
   }
   blpop.push_back(fmt::format("{}.{:03}", heartbeat.count() / 1000, heartbeat.count() % 1000));
-  // A waiter that is no preemptor (which keeps its request alive at each step), nor a --once-per
-  // run at the head (whose full step looks whether its tick was run meanwhile), may take the light
-  // step at a heartbeat that no push woke (beat.lua): while the view it keeps holds (no lease,
-  // the holder's included, can have run out), it only renews the place, with the far lease of a
-  // waiter behind others, and the waiter keeps that view. It goes in the BLPOP's pipeline and runs
-  // on the server the moment the BLPOP returns, so a heartbeat costs one round trip. It may: it
-  // claims nothing, so a waiter stopped meanwhile (^Z, SIGSTOP) keeps at most its place for one
-  // more heartbeat. (Woken by a push, the waiter takes the full step whatever the light step
-  // found.)
-  bool light =
-      !last.epoch.empty() && !contender.preempt && (last.position > 1 || (last.position == 1 && !contender.once_per));
+  // A waiter that is no preemptor (which keeps its request alive at each step) may take the light
+  // step at a heartbeat that no push woke (beat.lua): while the view it keeps holds (no waiter's
+  // lease can have run out, and it is not the new head of the queue), it only renews the place,
+  // with the far lease of a waiter behind others, and the waiter keeps that view. It goes in the
+  // BLPOP's pipeline and runs on the server the moment the BLPOP returns, so a heartbeat costs one
+  // round trip. It may: it claims nothing, so a waiter stopped meanwhile (^Z, SIGSTOP) keeps at
+  // most its place for one more heartbeat. (Woken by a push, the waiter takes the full step
+  // whatever the light step found.) The head takes the full step when this heartbeat reaches the
+  // end of the holder's lease (the holders' leases are the head's to watch), or when it is a
+  // --once-per run (whose full step looks whether its tick ran meanwhile).
+  bool head = last.position == 1;
+  bool lease_end = head && last.ttl_left && heartbeat >= *last.ttl_left;
+  bool light = !fresh && !last.epoch.empty() && !contender.preempt && !lease_end && !(head && contender.once_per);
   std::vector<std::string> beat_keys, beat_args;
   std::vector<redis::Command> commands{blpop};
   if (light) {
     beat_keys = {name.key_of(protocol::Part::leases), name.key_of(protocol::Part::epoch)};
     util::Millis lease = last.position > 1 ? timing.far_lease() : timing.lease;
-    beat_args = {contender.id(), last.epoch, std::to_string(lease.count()), std::to_string(timing.claim.count())};
+    beat_args = call::beat{.id = contender.id(),
+                           .epoch = last.epoch,
+                           .lease = std::to_string(lease.count()),
+                           .claim = std::to_string(timing.claim.count())}
+                    .args();
     commands.push_back(node.script_command(scripts::k_beat, beat_keys, beat_args));
   }
   std::vector<Reply> woke = node.pipeline(commands, heartbeat);
@@ -326,7 +350,7 @@ Attempt wait_turn(Node& node, const LockName& name, const Timing& timing, const 
     // A server without the library (or the script): loaded, and the light step again.
     if (r.is_error()) r = node.eval(scripts::k_beat, beat_keys, beat_args);
     check_reply(r, name);
-    if (r.type == Reply::Type::integer && r.integer == static_cast<int64_t>(reply::unchanged::code)) {
+    if (r.type == Reply::Type::integer && r.integer == static_cast<int64_t>(call::beat::Answer::unchanged)) {
       // Nothing changed: the same place, holder and watch list; the time in the queue and the
       // holder's time go on, and the holder's lease left (the head's) is counted down (a renewal
       // since, which changes no epoch, comes with the full step at the old lease's end).
@@ -337,6 +361,7 @@ Attempt wait_turn(Node& node, const LockName& name, const Timing& timing, const 
       if (a.held_for) a.held_for = *a.held_for + elapsed;
       if (a.ttl_left) a.ttl_left = std::max(util::Millis(0), *a.ttl_left - elapsed);
       a.sent_at = sent_at;
+      a.light = true;
       return a;
     }
   }
@@ -345,12 +370,12 @@ Attempt wait_turn(Node& node, const LockName& name, const Timing& timing, const 
   // TTL without knowing; this way its grant lapses after the claim window.
   // A waiter behind others after the step has the far lease, and its heartbeat may be the far
   // one; a preemptor steps at every heartbeat (it keeps its request alive).
-  std::vector<std::string> args = contender_args(contender, true);
-  args.push_back(contender.preempt ? std::string() : std::to_string(timing.far_lease().count()));
+  std::vector<std::string> args =
+      wait_call(contender, contender.preempt ? std::string() : std::to_string(timing.far_lease().count())).args();
   for (int round = 0;; ++round) {
     auto sent_at = util::BootClock::now();
     ScriptReply r = run_script(node, name, timing, scripts::k_wait, contender.id(), args);
-    if (r.code == reply::again::code && round < 10'000) continue;
+    if (answer<call::wait>(r) == call::wait::Answer::again && round < 10'000) continue;
     Attempt a = read_attempt(r, name, 0);
     a.sent_at = sent_at;
     a.far = a.outcome == Attempt::Outcome::queued && a.position > 1 && !contender.preempt;
@@ -359,7 +384,8 @@ Attempt wait_turn(Node& node, const LockName& name, const Timing& timing, const 
 }
 
 void cancel(Node& node, const LockName& name, const Timing& timing, const std::string& token, bool timed_out) {
-  ScriptReply r = run_script(node, name, timing, scripts::k_cancel, id_of(token), {token, timed_out ? "t" : ""});
+  ScriptReply r = run_script(node, name, timing, scripts::k_cancel, id_of(token),
+                             call::cancel{.token = token, .reason = timed_out ? "t" : ""}.args());
   finish_work(node, name, timing, r.more);
 }
 
@@ -372,44 +398,38 @@ void confirm_replicas(Node& node, const LockName& name, int n, util::Millis time
   }
 }
 
-std::vector<std::string> release_args(const std::string& token, const Ending& ending) {
+call::release release_call(const std::string& token, const Ending& ending) {
   std::string used;
   if (ending.used) used = ending.linger ? std::to_string(std::max<int64_t>(ending.linger->count(), 0)) : "h";
-  return {token,
-          ending.exit_status,
-          ending.holder.host,
-          ending.holder.pid,
-          ending.holder.user,
-          ending.holder.command,
-          ending.fence ? std::to_string(ending.fence) : "",
-          used,
-          ending.retry ? "1" : ""};
+  return {.token = token,
+          .exit = ending.exit_status,
+          .who = ending.holder,
+          .fence = ending.fence ? std::to_string(ending.fence) : "",
+          .used = used,
+          .retry = ending.retry ? "1" : ""};
 }
 
 bool release(Node& node, const LockName& name, const Timing& timing, const std::string& token, const Ending& ending) {
-  ScriptReply r = run_script(node, name, timing, scripts::k_release, id_of(token), release_args(token, ending));
+  ScriptReply r = run_script(node, name, timing, scripts::k_release, id_of(token), release_call(token, ending).args());
   finish_work(node, name, timing, r.more);
-  return r.code == reply::released::code;
+  return answer<call::release>(r) == call::release::Answer::released;
 }
 
-std::vector<std::string> extend_args(const std::string& token, std::optional<util::Millis> ttl,
-                                     const ExtendNote& note) {
+call::extend extend_call(const std::string& token, std::optional<util::Millis> ttl, const ExtendNote& note) {
   // The default TTL is extend.lua's fallback for a lease that recorded none.
-  std::vector<std::string> args{token, ttl ? std::to_string(ttl->count()) : std::string(),
-                                std::to_string(k_default_ttl.count())};
-  if (note.keeper || note.tick_ran) {
-    args.push_back(note.keeper ? std::to_string(note.keeper->keeper) : std::string());
-    args.push_back(note.keeper ? std::to_string(note.keeper->watched) : std::string());
-  }
-  if (note.tick_ran) args.emplace_back("1");
-  return args;
+  return {.token = token,
+          .ttl = ttl ? std::to_string(ttl->count()) : std::string(),
+          .default_ttl = std::to_string(k_default_ttl.count()),
+          .keeper = note.keeper ? std::to_string(note.keeper->keeper) : std::string(),
+          .watched = note.keeper ? std::to_string(note.keeper->watched) : std::string(),
+          .tick_ran = note.tick_ran ? "1" : ""};
 }
 
 std::optional<Extension> extend(Node& node, const LockName& name, const Timing& timing, const std::string& token,
                                 std::optional<util::Millis> ttl, const ExtendNote& note) {
-  ScriptReply r = run_script(node, name, timing, scripts::k_extend, id_of(token), extend_args(token, ttl, note));
+  ScriptReply r = run_script(node, name, timing, scripts::k_extend, id_of(token), extend_call(token, ttl, note).args());
   using R = reply::extended;
-  if (r.code == reply::not_held::code) return std::nullopt;
+  if (answer<call::extend>(r) == call::extend::Answer::not_held) return std::nullopt;
   if (r.payload.size() < R::size || r.payload[R::ttl].type != Reply::Type::integer) {
     unexpected(name, "malformed answer to the extend script");
   }
@@ -421,7 +441,8 @@ std::optional<Extension> extend(Node& node, const LockName& name, const Timing& 
 ForcedRelease force_release(Node& node, const LockName& name, const Timing& timing) {
   ForcedRelease out;
   for (int round = 0; round < 100'000; ++round) {
-    ScriptReply r = run_script(node, name, timing, scripts::k_force_release, "0000000000000000", {});
+    ScriptReply r =
+        run_script(node, name, timing, scripts::k_force_release, "0000000000000000", call::force_release{}.args());
     using R = reply::forced;
     namespace info = protocol::info;
     if (r.payload.size() != R::size) unexpected(name, "malformed answer to the force-release script");
@@ -438,7 +459,7 @@ ForcedRelease force_release(Node& node, const LockName& name, const Timing& timi
       else if (field == info::user)
         out.holder.user = value;
       else if (field == info::cmd)
-        out.holder.command = value;
+        out.holder.cmd = value;
       else if (field == info::fence)
         out.fence = fields[i + 1].number();
     }

@@ -19,13 +19,9 @@
 
 namespace rlock::lock {
 
-// Who takes a lock, as shown by status and the history (never the token).
-struct Holder {
-  std::string host;
-  std::string pid;
-  std::string user;
-  std::string command;
-};
+// Who takes a lock, as shown by status and the history (never the token): the protocol's record
+// who (host, pid, user, cmd).
+using Holder = protocol::Who;
 
 // The kinds of hold.
 enum class Mode {
@@ -82,6 +78,7 @@ struct Attempt {
                                          // waiting (take_lock): how long it waited, by ours
   std::vector<std::string> watch;        // queued: the ids whose mailboxes to wait on
   std::string epoch;                     // queued: the epoch of this view (the next heartbeat's light step)
+  bool light = false;                    // queued: a light step kept the last full step's view (position, holder)
   bool far = false;                      // queued: behind others, with the far lease: the far heartbeat
   bool contended = false;                // busy, Redlock: nobody has a majority (leftovers, a split)
   Holder superseded_by;                  // superseded: the newer request
@@ -101,14 +98,18 @@ Attempt try_acquire(Node& node, const LockName& name, const Timing& timing, cons
 // One step of waiting in the queue: blocks (BLPOP) until one of the watched mailboxes, or the
 // contender's own, is pushed or `heartbeat` passes, then claims the lock if it was granted, else
 // renews the place in the queue (joining it again if it was lost). Returns acquired, queued, or
-// superseded (a newer --supersede request took the place). `last` is the previous answer: its
-// watch list, and, for a waiter behind others that is no preemptor, the epoch of its view; after
-// a BLPOP that timed out, the light heartbeat (beat.lua) sends that epoch, and while nothing
-// changed it only renews the place and `last` is returned again; else the full step follows.
+// superseded (a newer --supersede request took its place). `last` is the previous answer: its
+// watch list, and, for a waiter that is no preemptor, the epoch of its view; after a BLPOP that
+// timed out, the light heartbeat (beat.lua) sends that epoch, and while nothing it must see
+// changed, it only renews the place and `last` is returned again (light: its position and holder
+// are the last full step's); else the full step follows. The head of the queue takes the full
+// step when its heartbeat ends with the holder's lease (it hands the lock on if the holder is
+// gone), and so does a --once-per run at the head; with fresh, every waiter does (to show a
+// position and holder that are current).
 // A waiter that is no preemptor and stays behind others after the step is given the far lease
 // (Timing::far_lease) and returns `far`: its next heartbeat may be the far one.
 Attempt wait_turn(Node& node, const LockName& name, const Timing& timing, const Contender& contender,
-                  const Attempt& last, util::Millis heartbeat);
+                  const Attempt& last, util::Millis heartbeat, bool fresh = false);
 
 // Leaves the queue (or gives back a grant not yet claimed), waking whoever waited behind; with
 // timed_out (--wait ran out), the history records the refusal.
@@ -136,9 +137,9 @@ struct Ending {
   bool retry = false;
 };
 
-// The release script's arguments after the timing: token, exit status, who, fence, and whether
-// and how long the hold lingers (see scripts/release.lua).
-std::vector<std::string> release_args(const std::string& token, const Ending& ending);
+// The release script's request (see scripts/release.lua): token, exit status, who, fence, and
+// whether and how long the hold lingers.
+protocol::call::release release_call(const std::string& token, const Ending& ending);
 
 // Gives the hold of token back and hands the lock on (a used hold with --min-hold lingers until
 // its time); false when the token no longer holds it.
@@ -163,8 +164,8 @@ struct ExtendNote {
   bool tick_ran = false;             // run --once-per: the command starts now, so its tick ran
 };
 
-// The extend script's arguments after the timing (see scripts/extend.lua).
-std::vector<std::string> extend_args(const std::string& token, std::optional<util::Millis> ttl, const ExtendNote& note);
+// The extend script's request (see scripts/extend.lua).
+protocol::call::extend extend_call(const std::string& token, std::optional<util::Millis> ttl, const ExtendNote& note);
 
 // Resets the lease of token's hold, to ttl or (nullopt) the TTL it was taken with, recording what
 // note says; nullopt when the token no longer holds the lock.
@@ -199,9 +200,10 @@ void check_reply(const redis::Reply& reply, const LockName& name);
 // The error (65) for another program's data at one of a lock's keys.
 Error foreign_data(const std::string& key);
 
-// The reply every lock script gives: {code, more, {ids to push}, payload...} (lock/protocol.txt).
+// The reply every lock script gives: {code, more, {ids to push}, payload...} (lock/protocol.txt):
+// code is the script's Answer (protocol::call::NAME::Answer), read with answer().
 struct ScriptReply {
-  protocol::Code code = protocol::Code::busy;
+  int64_t code = 0;
   bool more = false;                  // the script's budget ran out with work left: call again
   std::vector<std::string> push;      // contenders whose mailboxes the caller pushes
   std::vector<redis::Reply> payload;  // the rest, by script and code
@@ -209,9 +211,17 @@ struct ScriptReply {
 // Reads a script's reply; throws as check_reply does for an error reply, Error 70 when malformed.
 ScriptReply read_script_reply(redis::Reply reply, const LockName& name);
 
-// The contender's arguments of the acquire and wait scripts: token ttl host pid user cmd mode
-// limit options min_hold tick (see scripts/common.lua); the tick ("PERIOD AGE") as of now.
-std::vector<std::string> contender_args(const Contender& c, bool queue, bool redlock = false);
+// The acquire script's request for the contender (see scripts/acquire.lua); the tick ("PERIOD
+// AGE") as of now.
+protocol::call::acquire acquire_call(const Contender& c, bool queue, bool redlock = false,
+                                     const std::vector<std::string>& enclosing_tokens = {});
+// The wait script's request for the contender, with the far lease ('' for a preemptor).
+protocol::call::wait wait_call(const Contender& c, std::string far_lease);
+// A script reply's code as the answer of call Call.
+template <class Call>
+typename Call::Answer answer(const ScriptReply& r) {
+  return static_cast<typename Call::Answer>(r.code);
+}
 // Reads an acquire or wait script's reply into an attempt (enclosing_count: the enclosing tokens
 // sent, for a re-entry's index).
 Attempt read_attempt(const ScriptReply& reply, const LockName& name, size_t enclosing_count);

@@ -18,6 +18,7 @@ namespace {
 
 using redis::Reply;
 namespace reply = protocol::reply;
+namespace call = protocol::call;
 
 // "NAME: why", without NAME twice when the reason names the master already.
 std::string named(const std::string& name, const std::string& why) {
@@ -44,10 +45,10 @@ std::optional<ScriptReply> usable(const NodeAnswer& a, const std::string& master
   return std::nullopt;
 }
 
-// The timing with the script configuration as the first argument of each master's arguments.
-std::vector<std::vector<std::string>> with_config(const Timing& timing, std::vector<std::string> args, size_t n) {
-  args.insert(args.begin(), timing.script_config());
-  return std::vector<std::vector<std::string>>(n, args);
+// The same arguments for each of n masters, after the timing's configuration.
+std::vector<std::vector<std::string>> with_config(const Timing& timing, const std::vector<std::string>& args,
+                                                  size_t n) {
+  return std::vector<std::vector<std::string>>(n, timing.script_args(args));
 }
 
 }  // namespace
@@ -162,10 +163,9 @@ std::vector<NodeAnswer> Quorum::phase1(const LockName& name, const Contender& co
   const size_t n = m_nodes.size();
   // Phase 1 records nothing of the acquisition in the masters' histories: phase 2 does, once a
   // majority granted it.
-  std::vector<std::string> args = contender_args(contender, false, true);
-  args.insert(args.end(), enclosing.begin(), enclosing.end());
-  std::vector<NodeAnswer> answers =
-      m_nodes.eval_all(scripts::k_acquire, keys, with_config(m_timing, args, n), std::vector(n, true));
+  std::vector<NodeAnswer> answers = m_nodes.eval_all(
+      scripts::k_acquire, keys, with_config(m_timing, acquire_call(contender, false, true, enclosing).args(), n),
+      std::vector(n, true));
   for (size_t i = 0; i < n; ++i) {
     if (answers[i].error && answers[i].error->exit_code() == exit_code::k_config) {
       // A member that cannot be one (a Cluster node): nothing may stay taken on the others.
@@ -187,8 +187,9 @@ Quorum::Votes Quorum::count(const std::vector<NodeAnswer>& answers,
     if (!reply) continue;
     const auto& e = reply->payload;
     ++votes.answered;
-    switch (reply->code) {
-      case reply::taken::code:
+    using Answer = call::acquire::Answer;
+    switch (answer<call::acquire>(*reply)) {
+      case Answer::taken:
         votes.took[i] = 1;
         votes.highest = std::max(votes.highest, e.size() > reply::taken::fence ? e[reply::taken::fence].number() : 0);
         votes.lowest = std::min(votes.lowest, e.size() > reply::taken::fence ? e[reply::taken::fence].number() : 0);
@@ -199,17 +200,18 @@ Quorum::Votes Quorum::count(const std::vector<NodeAnswer>& answers,
           ++votes.granted;
         }
         break;
-      case reply::reentered::code:
+      case Answer::reentered:
         if (e.size() >= reply::reentered::size) {
           ++votes.reentered[e[reply::reentered::fence].number()];
           votes.reentered_index = static_cast<size_t>(e[reply::reentered::enclosing].number() - 1);
         }
         break;
-      case reply::busy::code: refused(e, votes, out.attempt); break;
-      case reply::tick_done::code:
+      case Answer::busy: refused(e, votes, out.attempt); break;
+      case Answer::tick_done:
         if (++votes.done == 1) votes.tick = read_attempt(*reply, name, 0);
         break;
-      default: break;
+      case Answer::waiting:
+      case Answer::again: break;
     }
   }
   return votes;
@@ -240,8 +242,12 @@ bool Quorum::merge_fence(const LockName& name, const std::vector<std::string>& k
   // Phase 2: the fence the quorum agreed on, written back to the masters that granted.
   std::vector<std::vector<std::string>> args =
       with_config(m_timing,
-                  {contender.token, std::to_string(highest), std::to_string(contender.ttl.count()), "0",
-                   std::to_string(contender.min_hold.count())},
+                  call::merge{.token = contender.token,
+                              .fence = std::to_string(highest),
+                              .ttl = std::to_string(contender.ttl.count()),
+                              .rejoin = "0",
+                              .min_hold = std::to_string(contender.min_hold.count())}
+                      .args(),
                   n);
   if (unanimous && contender.min_hold.count() <= 0) {
     // Every granting master handed out T itself: its counter is T already, on a majority, set
@@ -256,8 +262,8 @@ bool Quorum::merge_fence(const LockName& name, const std::vector<std::string>& k
   for (size_t i = 0; i < n; ++i) {
     if (!out.granted[i] || !acks[i].reply) continue;
     try {
-      protocol::Code code = read_script_reply(*acks[i].reply, name).code;
-      if (code == reply::merged::code || code == reply::rejoined::code) ++merged;
+      auto merge = answer<call::merge>(read_script_reply(*acks[i].reply, name));
+      if (merge == call::merge::Answer::merged || merge == call::merge::Answer::rejoined) ++merged;
     } catch (const Error&) {
     }
   }
@@ -284,7 +290,7 @@ Quorum::Extended Quorum::extend(const LockName& name, const std::string& token, 
                                 util::Millis lease_ttl, int64_t fence, const ExtendNote& note) {
   const size_t n = m_nodes.size();
   std::vector<std::string> keys = name.script_keys(id_of(token));
-  std::vector<std::string> args = extend_args(token, ttl, note);
+  std::vector<std::string> args = extend_call(token, ttl, note).args();
   auto sent_at = m_now();
   std::vector<NodeAnswer> answers =
       m_nodes.eval_all(scripts::k_extend, keys, with_config(m_timing, args, n), std::vector(n, true));
@@ -298,12 +304,13 @@ Quorum::Extended Quorum::extend(const LockName& name, const std::string& token, 
     if (!reply) continue;
     if (std::optional<std::string> restarted = discount_restarted(i)) {
       out.failures.push_back(*restarted);
-      missing[i] = reply->code == reply::not_held::code;  // set again with the fence, but not counted
+      // Set again with the fence, but not counted.
+      missing[i] = answer<call::extend>(*reply) == call::extend::Answer::not_held;
       continue;
     }
     using R = reply::extended;
     const auto& e = reply->payload;
-    if (reply->code == reply::not_held::code) {
+    if (answer<call::extend>(*reply) == call::extend::Answer::not_held) {
       ++lost;
       missing[i] = true;
     } else if (e.size() > R::ttl) {
@@ -322,10 +329,16 @@ Quorum::Extended Quorum::extend(const LockName& name, const std::string& token, 
     // A master that lost the key (it restarted) gets it back, but only with the fence merge, so
     // that no later holder's INCR there can fall below this hold's fence.
     if (fence > 0 && std::find(missing.begin(), missing.end(), true) != missing.end()) {
-      m_nodes.eval_all(
-          scripts::k_merge, keys,
-          with_config(m_timing.quiet(), {token, std::to_string(fence), std::to_string(new_ttl.count()), "1"}, n),
-          missing);
+      m_nodes.eval_all(scripts::k_merge, keys,
+                       with_config(m_timing.quiet(),
+                                   call::merge{.token = token,
+                                               .fence = std::to_string(fence),
+                                               .ttl = std::to_string(new_ttl.count()),
+                                               .rejoin = "1",
+                                               .min_hold = ""}
+                                       .args(),
+                                   n),
+                       missing);
     }
   } else if (lost >= majority()) {
     out.outcome = Renewal::lost;
@@ -337,7 +350,7 @@ Quorum::Releases Quorum::release(const LockName& name, const std::string& token,
   const size_t n = m_nodes.size();
   const Timing timing = quiet ? m_timing.quiet() : m_timing;
   const std::vector<std::string> keys = name.script_keys(id_of(token));
-  const std::vector<std::vector<std::string>> args = with_config(timing, release_args(token, ending), n);
+  const std::vector<std::vector<std::string>> args = with_config(timing, release_call(token, ending).args(), n);
   if (quiet) {
     // The leftovers of an attempt that failed: every answer read, as the retry that follows uses
     // the same connections.
@@ -369,7 +382,7 @@ Quorum::Releases Quorum::tally_releases(const std::vector<NodeAnswer>& answers, 
       ++out.discounted;
       continue;
     }
-    if (reply->code == reply::released::code) ++out.held;
+    if (answer<call::release>(*reply) == call::release::Answer::released) ++out.held;
   }
   return out;
 }

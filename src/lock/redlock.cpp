@@ -53,7 +53,7 @@ public:
     }
     return a.attempt;
   }
-  Attempt wait_turn(const LockName&, const Contender&, const Attempt&, util::Millis) override {
+  Attempt wait_turn(const LockName&, const Contender&, const Attempt&, util::Millis, bool) override {
     throw Error(exit_code::k_internal, "a Redlock quorum has no queue to wait in");
   }
   void cancel(const LockName& name, const std::string& token, bool) override {

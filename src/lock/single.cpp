@@ -45,8 +45,9 @@ public:
                       const std::vector<std::string>& enclosing) override {
     return lock::try_acquire(m_node, name, timing(), c, queue, enclosing);
   }
-  Attempt wait_turn(const LockName& name, const Contender& c, const Attempt& last, util::Millis heartbeat) override {
-    return lock::wait_turn(m_node, name, timing(), c, last, heartbeat);
+  Attempt wait_turn(const LockName& name, const Contender& c, const Attempt& last, util::Millis heartbeat,
+                    bool fresh) override {
+    return lock::wait_turn(m_node, name, timing(), c, last, heartbeat, fresh);
   }
   void cancel(const LockName& name, const std::string& token, bool timed_out) override {
     lock::cancel(m_node, name, timing(), token, timed_out);

@@ -70,7 +70,10 @@ private:
   // confirm is an error, waited out as after a failover.
   void ask() {
     if (m_queued) {
-      m_a = m_backend.wait_turn(m_name, m_contender, m_a, next_beat());
+      auto now = Clock::now();
+      bool fresh = m_hooks.fresh_every.count() > 0 && now >= m_full_at + m_hooks.fresh_every;
+      m_a = m_backend.wait_turn(m_name, m_contender, m_a, next_beat(), fresh);
+      if (!m_a.light) m_full_at = now;
     } else {
       m_a = m_backend.try_acquire(m_name, m_contender, m_waiting, m_enclosing);
     }
@@ -230,6 +233,7 @@ private:
   bool m_queued = false;   // we have (or had) a place in the queue: leave it when giving up
   int m_position = 0;
   int m_contended_tries = 0;
+  Clock::time_point m_full_at = Clock::now();  // when the last full step (or the first attempt) was sent
   Attempt m_a;
 };
 

@@ -27,6 +27,9 @@ struct WaitHooks {
   std::function<bool()> interrupted;
   // Each answer while the lock is busy or queued, with the time waited so far (a progress line).
   std::function<void(const Attempt&, util::Millis)> progress;
+  // How often at least a wait step is a full one, for the position and holder that progress shows
+  // (0: as the protocol needs; a light step keeps the last full step's).
+  util::Millis fresh_every{0};
 };
 
 // Takes the lock, waiting in its queue (FIFO, woken at once on release, a heartbeat at least

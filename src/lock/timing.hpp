@@ -4,6 +4,7 @@
 #include "util/random.hpp"
 
 #include <string>
+#include <vector>
 
 namespace rlock::lock {
 
@@ -31,8 +32,9 @@ struct Timing {
   static Timing standard(int log_length);
   // The same without history or summary: for calls that only clean up after a failed attempt.
   Timing quiet() const;
-  // ARGV[1] of every script: "lease_ms claim_ms mailbox_ms history_ms log_length summary(0/1)".
-  std::string script_config() const;
+  // The arguments every script but the light ones starts with (protocol.txt, config): lease,
+  // claim, mailbox, history and keep (ms), log_length, summary (0/1), then args.
+  std::vector<std::string> script_args(const std::vector<std::string>& args) const;
 };
 
 }  // namespace rlock::lock

@@ -18,7 +18,7 @@ TEST_F(AcquireTest, FreeLockIsTakenAndInspectShowsTheHolder) {
   ASSERT_EQ(s.holders.size(), 1u);
   EXPECT_EQ(s.holder_count, 1);
   EXPECT_EQ(s.holders[0].holder.pid, "101");
-  EXPECT_EQ(s.holders[0].holder.command, "cmd 101");
+  EXPECT_EQ(s.holders[0].holder.cmd, "cmd 101");
   EXPECT_EQ(s.holders[0].fence, got.fence);
   EXPECT_EQ(s.fence, got.fence);
   EXPECT_EQ(s.holders[0].lease_ms, 20'000);

@@ -61,8 +61,8 @@ private:
   lock::Node& m_inner;
 };
 
-constexpr int64_t k_unchanged = static_cast<int64_t>(protocol::reply::unchanged::code);
-constexpr int64_t k_waiting = static_cast<int64_t>(protocol::reply::waiting::code);
+constexpr int64_t k_unchanged = static_cast<int64_t>(protocol::call::beat::Answer::unchanged);
+constexpr int64_t k_waiting = static_cast<int64_t>(protocol::call::wait::Answer::waiting);
 
 // The calls of each command the server counted (INFO commandstats), scripts' commands included.
 std::map<std::string, int64_t> command_calls(redis::Reply info) {
@@ -140,7 +140,7 @@ TEST_F(HeartbeatTest, TheLightStepRenewsOnlyWhileTheViewHolds) {
     return r.integer;
   };
   auto lease_of = [&](const std::string& id) { return call({"ZSCORE", wl, id}).str; };
-  constexpr int64_t k_stale = static_cast<int64_t>(protocol::reply::stale::code);
+  constexpr int64_t k_stale = static_cast<int64_t>(protocol::call::beat::Answer::stale);
   std::string before = lease_of(c.id());
   std::this_thread::sleep_for(5ms);
   EXPECT_EQ(beat(c.id(), at.epoch, timing.lease), k_unchanged);
@@ -245,7 +245,7 @@ TEST_F(HeartbeatTest, TheHeadTakesTheLightStepUntilTheHoldersLeaseEnds) {
   while (at.outcome == Outcome::queued && since(start) < 5s) at = lock::wait_turn(counting, name, timing, b, at, 20ms);
   EXPECT_EQ(at.outcome, Outcome::acquired);
   EXPECT_GE(since(start), 250ms) << "not before a's lease ran out";
-  EXPECT_EQ(counting.last(), static_cast<int64_t>(protocol::reply::taken::code));
+  EXPECT_EQ(counting.last(), static_cast<int64_t>(protocol::call::wait::Answer::taken));
 }
 
 // The light step gives no lease that the queue's keys would not outlive by the claim window.
@@ -300,21 +300,37 @@ TEST_F(HeartbeatTest, SomeoneAheadLeavingMakesTheNextStepAFullOne) {
   EXPECT_NE(next.epoch, at.epoch);
 }
 
-TEST_F(HeartbeatTest, ANewHolderMakesTheNextStepAFullOne) {
+// A hand-off (a release that grants the head) keeps the epoch and names the waiter that is the
+// queue's head now: its step is a full one (it learns it watches the holder's lease), as is the
+// granted one's (it claims); the steps of the waiters behind stay light (their position is the
+// one they last read, until a fresh step).
+TEST_F(HeartbeatTest, AHandOffMakesOnlyTheNewHeadsStepAFullOne) {
   Contender a = contender("100"), b = contender("101"), c = contender("102"), d = contender("103");
   ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
   Attempt ab = acquire(b);
-  ASSERT_EQ(acquire(c).position, 2);
+  Attempt ac = acquire(c);
+  ASSERT_EQ(ac.position, 2);
   Attempt ad = acquire(d);
   ASSERT_EQ(ad.position, 3);
   ASSERT_TRUE(release(a));
-  ASSERT_EQ(step(b, ab).outcome, Outcome::acquired);
-  call({"DEL", name.mailbox(b.id()), name.mailbox(c.id()), name.mailbox(d.id())});
+  // The pushes are lost: every step is a heartbeat's, with the epoch of its last view.
+  call({"DEL", name.mailbox(a.id()), name.mailbox(b.id()), name.mailbox(c.id()), name.mailbox(d.id())});
   CodeNode counting(node);
-  Attempt next = lock::wait_turn(counting, name, timing, d, ad, 20ms);
-  EXPECT_EQ(counting.last(), k_waiting);
-  EXPECT_EQ(next.position, 2);
-  EXPECT_EQ(next.holder.pid, "101");
+  Attempt behind = lock::wait_turn(counting, name, timing, d, ad, 20ms);
+  EXPECT_EQ(counting.last(), k_unchanged) << "a waiter behind: the light step";
+  EXPECT_EQ(behind.position, 3);
+  Attempt got = lock::wait_turn(counting, name, timing, b, ab, 20ms);
+  EXPECT_EQ(got.outcome, Outcome::acquired) << "the new head: the full step, which claims";
+  ac = lock::wait_turn(counting, name, timing, c, ac, 20ms);
+  EXPECT_EQ(counting.last(), k_waiting) << "the head now: the full step";
+  EXPECT_EQ(ac.position, 1);
+  EXPECT_EQ(ac.watch, std::vector<std::string>{b.id()});
+  behind = lock::wait_turn(counting, name, timing, d, behind, 20ms);
+  EXPECT_EQ(counting.last(), k_unchanged) << "still light behind it: the claim changed nothing for it";
+  Attempt now = fresh_step(d, behind);
+  EXPECT_EQ(now.position, 2);
+  EXPECT_EQ(now.holder.pid, "101");
+  EXPECT_EQ(now.epoch, ad.epoch) << "a hand-off keeps the epoch";
 }
 
 TEST_F(HeartbeatTest, AWaiterAheadThatDiedIsDroppedByTheNextStepBehindIt) {
@@ -341,24 +357,45 @@ TEST_F(HeartbeatTest, AWaiterAheadThatDiedIsDroppedByTheNextStepBehindIt) {
   EXPECT_TRUE(call({"ZSCORE", name.lock_key() + ":q", b.id()}).is_nil());
 }
 
-TEST_F(HeartbeatTest, AHolderWhoseLeaseRunsOutIsHandedOnByTheStepBehind) {
+// The holders' leases are the head's to watch: its step at the end of the holder's lease is a
+// full one, which hands the lock on; the step behind it stays light meanwhile.
+TEST_F(HeartbeatTest, AHolderWhoseLeaseRunsOutIsHandedOnByTheHeadsStep) {
   Contender a = contender("100", Mode::exclusive, 1, 300ms), b = contender("101"), c = contender("102");
   ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
   Attempt ab = acquire(b);
   Attempt at = acquire(c);
   ASSERT_EQ(at.position, 2);
-  // Only c steps: a dies (no release), its lease runs out, and c's step hands the lock to b.
+  // a dies (no release); b and c keep stepping, and b gets the lock when a's lease runs out.
   CodeNode counting(node);
   auto start = std::chrono::steady_clock::now();
-  while (call({"GET", name.lock_key()}).str != b.token) {
+  while (ab.outcome != Outcome::acquired) {
     ASSERT_LT(since(start), 5s) << "the lock was never handed on";
+    ab = lock::wait_turn(counting, name, timing, b, ab, 20ms);
     at = lock::wait_turn(counting, name, timing, c, at, 20ms);
   }
   EXPECT_GE(since(start), 200ms);
   EXPECT_NE(std::find(counting.codes.begin(), counting.codes.end(), k_unchanged), counting.codes.end())
       << "light steps while a held it";
-  EXPECT_EQ(counting.last(), k_waiting);
-  EXPECT_EQ(step(b, ab).outcome, Outcome::acquired);
+  EXPECT_EQ(call({"GET", name.lock_key()}).str, b.token);
+}
+
+// A head that died too is dropped by the step behind it once its own lease runs out, and the lock
+// goes to that waiter.
+TEST_F(HeartbeatTest, AHolderAndAHeadThatDiedAreHandedOnByTheStepBehind) {
+  Timing t = timing;
+  t.lease = 400ms;
+  Contender a = contender("100", Mode::exclusive, 1, 300ms), b = contender("101"), c = contender("102");
+  ASSERT_EQ(acquire(a, true, &t).outcome, Outcome::acquired);
+  ASSERT_EQ(acquire(b, true, &t).outcome, Outcome::queued);
+  Attempt at = acquire(c, true, &t);
+  ASSERT_EQ(at.position, 2);
+  auto start = std::chrono::steady_clock::now();
+  while (at.outcome != Outcome::acquired) {
+    ASSERT_LT(since(start), 5s) << "the lock was never handed on";
+    at = lock::wait_turn(node, name, t, c, at, 20ms);
+  }
+  EXPECT_GE(since(start), 250ms) << "not before a's lease ran out";
+  EXPECT_TRUE(call({"ZSCORE", name.lock_key() + ":q", b.id()}).is_nil());
 }
 
 }  // namespace

@@ -13,25 +13,28 @@ namespace {
 
 namespace protocol = lock::protocol;
 namespace reply = protocol::reply;
+namespace call = protocol::call;
 using redis::Reply;
 
 class NamesTest : public ProtocolTest {
 protected:
   // Runs script for contender c as lock/lease.cpp does, and returns its raw reply.
   Reply run(const redis::Script& script, const Contender& c, std::vector<std::string> args) {
-    args.insert(args.begin(), timing.script_config());
-    Reply r = node.eval(script, name.script_keys(c.id()), args);
+    Reply r = node.eval(script, name.script_keys(c.id()), timing.script_args(args));
     EXPECT_FALSE(r.is_error()) << r.str;
     return r;
   }
   Reply acquire_raw(const Contender& c, bool queue) {
-    return run(lock::scripts::k_acquire, c, lock::contender_args(c, queue));
+    return run(lock::scripts::k_acquire, c, lock::acquire_call(c, queue).args());
   }
 
   // The element of a raw reply at a payload position.
   static const Reply& at(const Reply& r, size_t position) { return r.elements.at(protocol::header::size + position); }
   static int64_t code_of(const Reply& r) { return r.elements.at(protocol::header::code).integer; }
-  static int64_t code(protocol::Code c) { return static_cast<int64_t>(c); }
+  template <class Answer>
+  static int64_t code(Answer c) {
+    return static_cast<int64_t>(c);
+  }
 
   // The field names of a hash (HGETALL).
   std::set<std::string> fields_of(const std::string& key) {
@@ -52,7 +55,7 @@ std::set<std::string> set_of(const std::array<std::string_view, N>& names) {
 TEST_F(NamesTest, RepliesAreReadByTheirPositionNames) {
   Contender a = contender("101", Mode::exclusive, 1, 20s);
   Reply taken = acquire_raw(a, false);
-  ASSERT_EQ(code_of(taken), code(reply::taken::code));
+  ASSERT_EQ(code_of(taken), code(call::acquire::Answer::taken));
   EXPECT_EQ(taken.elements.size(), protocol::header::size + reply::taken::size);
   EXPECT_EQ(taken.elements.at(protocol::header::more).integer, 0);
   EXPECT_EQ(taken.elements.at(protocol::header::push).type, Reply::Type::array);
@@ -60,7 +63,7 @@ TEST_F(NamesTest, RepliesAreReadByTheirPositionNames) {
 
   Contender b = contender("102");
   Reply busy = acquire_raw(b, false);
-  ASSERT_EQ(code_of(busy), code(reply::busy::code));
+  ASSERT_EQ(code_of(busy), code(call::acquire::Answer::busy));
   EXPECT_EQ(busy.elements.size(), protocol::header::size + reply::busy::size);
   EXPECT_EQ(at(busy, reply::busy::host).text(), "host");
   EXPECT_EQ(at(busy, reply::busy::pid).text(), "101");
@@ -72,7 +75,7 @@ TEST_F(NamesTest, RepliesAreReadByTheirPositionNames) {
   EXPECT_EQ(at(busy, reply::busy::lingering).number(), 0);
 
   Reply waiting = acquire_raw(b, true);
-  ASSERT_EQ(code_of(waiting), code(reply::waiting::code));
+  ASSERT_EQ(code_of(waiting), code(call::acquire::Answer::waiting));
   EXPECT_EQ(at(waiting, reply::waiting::position).number(), 1);
   EXPECT_EQ(at(waiting, reply::waiting::queued).number(), 1);
   EXPECT_EQ(at(waiting, reply::waiting::pid).text(), "101");
@@ -84,26 +87,30 @@ TEST_F(NamesTest, RepliesAreReadByTheirPositionNames) {
   ASSERT_EQ(waiting.elements.size(), protocol::header::size + reply::waiting::watch + 1);
   EXPECT_EQ(at(waiting, reply::waiting::watch).text(), a.id()) << "the head watches the holder";
 
-  Reply extended = run(lock::scripts::k_extend, a, {a.token, "15000", "30000"});
-  ASSERT_EQ(code_of(extended), code(reply::extended::code));
+  Reply extended =
+      run(lock::scripts::k_extend, a,
+          call::extend{
+              .token = a.token, .ttl = "15000", .default_ttl = "30000", .keeper = "", .watched = "", .tick_ran = ""}
+              .args());
+  ASSERT_EQ(code_of(extended), code(call::extend::Answer::extended));
   EXPECT_EQ(at(extended, reply::extended::ttl).number(), 15'000);
   EXPECT_GT(at(extended, reply::extended::pttl_before).number(), 10'000);
   EXPECT_EQ(at(extended, reply::extended::preempted_by).text(), "");
 
   lock::Ending ending;
   ending.used = true;
-  Reply released = run(lock::scripts::k_release, a, lock::release_args(a.token, ending));
-  EXPECT_EQ(code_of(released), code(reply::released::code));
+  Reply released = run(lock::scripts::k_release, a, lock::release_call(a.token, ending).args());
+  EXPECT_EQ(code_of(released), code(call::release::Answer::released));
   EXPECT_EQ(released.elements.size(), protocol::header::size + reply::released::size);
-  Reply not_held = run(lock::scripts::k_release, a, lock::release_args(a.token, ending));
-  EXPECT_EQ(code_of(not_held), code(reply::not_held::code));
+  Reply not_held = run(lock::scripts::k_release, a, lock::release_call(a.token, ending).args());
+  EXPECT_EQ(code_of(not_held), code(call::release::Answer::not_held));
   // The release handed the lock to b: its push names it, and its next step takes it.
-  Reply step = run(lock::scripts::k_wait, b, lock::contender_args(b, true));
-  ASSERT_EQ(code_of(step), code(reply::taken::code));
+  Reply step = run(lock::scripts::k_wait, b, lock::wait_call(b, "").args());
+  ASSERT_EQ(code_of(step), code(call::wait::Answer::taken));
   EXPECT_GT(at(step, reply::taken::fence).number(), at(taken, reply::taken::fence).number());
 
-  Reply forced = run(lock::scripts::k_force_release, b, {});
-  ASSERT_EQ(code_of(forced), code(reply::forced::code));
+  Reply forced = run(lock::scripts::k_force_release, b, call::force_release{}.args());
+  ASSERT_EQ(code_of(forced), code(call::force_release::Answer::forced));
   EXPECT_EQ(at(forced, reply::forced::removed).number(), 1);
   EXPECT_EQ(at(forced, reply::forced::shared).number(), 0);
   const Reply& info = at(forced, reply::forced::info);
@@ -115,17 +122,17 @@ TEST_F(NamesTest, RepliesAreReadByTheirPositionNames) {
 
 TEST_F(NamesTest, SupersededWaiterIsToldToLeaveByName) {
   Contender a = contender("101");
-  ASSERT_EQ(code_of(acquire_raw(a, false)), code(reply::taken::code));
+  ASSERT_EQ(code_of(acquire_raw(a, false)), code(call::acquire::Answer::taken));
   Contender b = contender("102");
-  ASSERT_EQ(code_of(acquire_raw(b, true)), code(reply::waiting::code));
+  ASSERT_EQ(code_of(acquire_raw(b, true)), code(call::acquire::Answer::waiting));
   Contender c = contender("103");
   c.supersede = true;
   Contender d = contender("104");
   d.supersede = true;
-  ASSERT_EQ(code_of(acquire_raw(c, true)), code(reply::waiting::code));
-  ASSERT_EQ(code_of(acquire_raw(d, true)), code(reply::waiting::code));
-  Reply leave = run(lock::scripts::k_wait, c, lock::contender_args(c, true));
-  ASSERT_EQ(code_of(leave), code(reply::leave::code));
+  ASSERT_EQ(code_of(acquire_raw(c, true)), code(call::acquire::Answer::waiting));
+  ASSERT_EQ(code_of(acquire_raw(d, true)), code(call::acquire::Answer::waiting));
+  Reply leave = run(lock::scripts::k_wait, c, lock::wait_call(c, "").args());
+  ASSERT_EQ(code_of(leave), code(call::wait::Answer::leave));
   EXPECT_EQ(at(leave, reply::leave::reason).text(), "superseded");
   EXPECT_EQ(lock::parse_who(at(leave, reply::leave::by).text()).pid, "104");
 }
@@ -261,13 +268,13 @@ return {CODE.busy, CODE.taken, CODE.waiting, CODE.again, CODE.leave, CODE.not_he
   std::vector<int64_t> got;
   for (const Reply& r : n.elements) got.push_back(r.integer);
   const int64_t h = protocol::header::size + 1;  // Lua counts from 1, after the header
-  std::vector<int64_t> want{code(reply::busy::code),
-                            code(reply::taken::code),
-                            code(reply::waiting::code),
-                            code(reply::again::code),
-                            code(reply::leave::code),
-                            code(reply::not_held::code),
-                            code(reply::rejoined::code),
+  std::vector<int64_t> want{code(call::acquire::Answer::busy),
+                            code(call::acquire::Answer::taken),
+                            code(call::acquire::Answer::waiting),
+                            code(call::acquire::Answer::again),
+                            code(call::wait::Answer::leave),
+                            code(call::release::Answer::not_held),
+                            code(call::merge::Answer::rejoined),
                             protocol::header::code + 1,
                             protocol::header::more + 1,
                             protocol::header::push + 1,

@@ -94,10 +94,14 @@ protected:
     EXPECT_EQ(acquire(b).outcome, Outcome::queued);
     return acquire(c);
   }
-  // One wait step of c, after its last answer (its watch list; a light step if nothing changed).
-  Attempt step(const Contender& c, const Attempt& last, Millis heartbeat = 50ms, const Timing* t = nullptr) {
-    return lock::wait_turn(node, name, t ? *t : timing, c, last, heartbeat);
+  // One wait step of c, after its last answer (its watch list; a light step if nothing it must see
+  // changed, unless fresh).
+  Attempt step(const Contender& c, const Attempt& last, Millis heartbeat = 50ms, const Timing* t = nullptr,
+               bool fresh = false) {
+    return lock::wait_turn(node, name, t ? *t : timing, c, last, heartbeat, fresh);
   }
+  // A full step of c: its position and holder as they are now.
+  Attempt fresh_step(const Contender& c, const Attempt& last) { return step(c, last, 50ms, nullptr, true); }
   bool release(const Contender& c) { return lock::release(node, name, timing, c.token, lock::Ending{}); }
   LockState state(int most = 100) { return lock::inspect(node, name, most); }
   redis::Reply call(const redis::Command& command) { return m_client.call(command); }

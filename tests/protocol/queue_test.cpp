@@ -88,9 +88,10 @@ TEST_F(QueueTest, WaitersAreServedInArrivalOrder) {
   int64_t fence = 0;
   Contender* holder = &a;
   for (size_t i = 0; i < w.size(); ++i) {
-    // The ones behind are not served before their turn.
+    // The ones behind are not served before their turn (a full step: a light one keeps the
+    // position it last read).
     for (size_t j = i + 1; j < w.size(); ++j) {
-      Attempt later = step(w[j], at[j]);
+      Attempt later = fresh_step(w[j], at[j]);
       ASSERT_EQ(later.outcome, Outcome::queued);
       EXPECT_EQ(later.position, static_cast<int>(j - i + 1));
       at[j] = later;
@@ -409,7 +410,7 @@ TEST_F(QueueTest, ANewerSupersedingRequestReplacesTheOlderWaiter) {
   Attempt told = step(old, ao, 8s);
   ASSERT_EQ(told.outcome, Outcome::superseded);
   EXPECT_EQ(told.superseded_by.pid, "103");
-  EXPECT_EQ(told.superseded_by.command, "cmd 103");
+  EXPECT_EQ(told.superseded_by.cmd, "cmd 103");
   EXPECT_LT(since(start), 3s);
   EXPECT_EQ(state().queue_length, 2);
 

@@ -29,6 +29,7 @@ public:
   struct WaitCall {
     std::vector<std::string> watch;
     rlock::util::Millis heartbeat;
+    bool fresh = false;
   };
   std::vector<bool> acquire_calls;  // the `queue` flag of each
   std::vector<WaitCall> wait_calls;
@@ -68,8 +69,8 @@ public:
     return next(acquire_answers);
   }
   Attempt wait_turn(const rlock::lock::LockName&, const rlock::lock::Contender&, const Attempt& last,
-                    rlock::util::Millis heartbeat) override {
-    wait_calls.push_back({last.watch, heartbeat});
+                    rlock::util::Millis heartbeat, bool fresh) override {
+    wait_calls.push_back({last.watch, heartbeat, fresh});
     return next(wait_answers);
   }
   void cancel(const rlock::lock::LockName&, const std::string&, bool timed_out) override {

@@ -48,13 +48,12 @@ class Lines(unittest.TestCase):
         self.assertEqual(names, [("ok", "1", ["fence"], None), ("waiting", "3", ["position", "watch"], "watch"),
                                  ("again", "4", [], None)])
         cpp = generate.cpp_definitions(p)
-        self.assertIn("enum class Code : int64_t {\n  ok = 1,\n  waiting = 3,\n  again = 4,\n};\n", cpp)
-        self.assertIn("struct waiting {\n  static constexpr Code code = Code::waiting;\n"
+        self.assertNotIn("enum class Code", cpp, "codes are each call's: call::NAME::Answer")
+        self.assertIn("struct waiting {\n"
                       "  static constexpr size_t position = 0;\n"
                       "  static constexpr size_t watch = 1;  // the first of the rest\n"
                       "  static constexpr size_t size = 1;\n};\n", cpp)
-        self.assertIn("struct again {\n  static constexpr Code code = Code::again;\n"
-                      "  static constexpr size_t size = 0;\n};\n", cpp)
+        self.assertIn("struct again {\n  static constexpr size_t size = 0;\n};\n", cpp)
         lua = generate.lua_prelude(p)
         self.assertIn("local CODE = {ok = 1, waiting = 3, again = 4}\n", lua)
         self.assertIn("  waiting = {position = 4, watch = 5},\n  again = {},\n", lua)
@@ -195,7 +194,7 @@ local EVENT = {acquired = 'acquired'}
     def test_retired_fields(self):
         p = read(self.REQUESTS + "retired waiter mh 1\nretired holder x 1\n")
         self.assertEqual(p.retired["waiter"], [("mh", 1)])
-        self.assertIn("local RETIRED_WAITER = {'mh'}\nlocal RETIRED_HOLDER = {'x'}\n", generate.lua_prelude(p))
+        self.assertIn("local WAITER_ALL = {'h', 'p', 'c', 'mh'}\nlocal HOLDER_ALL = {'x'}\n", generate.lua_prelude(p))
 
     def test_a_light_script_names_its_arguments(self):
         with tempfile.TemporaryDirectory() as d:
@@ -399,6 +398,21 @@ class Scripts(unittest.TestCase):
         self.assertIn(f'inline constexpr redis::Script k_beat{{"beat", R"lua({s.sources[1][1]})lua", '
                       f'"{generate.sha1(s.sources[1][1])}",\n                                        '
                       f'"{name}_beat", k_library}};\n', definitions)
+
+    def test_a_script_reading_an_argument_by_its_position(self):
+        common = self.file("common.lua", "local n = ARGV[CFG.lease] -- not ARGV[1]\nbegin(KEYS, ARGV)\n")
+        ok = self.file("ok.lua", "return reply(CODE.ok, arg(A.call.x)) -- ARGV[2] in a comment\n")
+        generate.Scripts(self.protocol, common, [ok], [])
+        for name, text, line in (("take.lua", "local a = 1\nlocal t = ARGV[ 2]\n", 2),
+                                 ("beat.lua", "return ARGV[1]\n", 1)):
+            path = self.file(name, text)
+            with self.assertRaises(generate.Failure) as caught:
+                generate.Scripts(self.protocol, common, [path] if name == "take.lua" else [], [path])
+            self.assertEqual(str(caught.exception), f"{path}:{line}: reads ARGV by a position: name the argument "
+                             "in protocol.txt (arg(A.CALL.NAME); @arg_CALL_NAME@ in a light script)")
+        bad_common = self.file("common2.lua", "local n = ARGV[3]\nbegin(KEYS, ARGV)\n")
+        with self.assertRaises(generate.Failure):
+            generate.Scripts(self.protocol, bad_common, [], [])
 
     def test_a_light_script_naming_no_reply(self):
         common = self.file("common.lua", "begin(KEYS, ARGV)\n")

@@ -18,6 +18,7 @@ using rlock::lock::NodeAnswer;
 using rlock::lock::NodeSet;
 using rlock::lock::Quorum;
 using rlock::redis::Reply;
+namespace call = rlock::lock::protocol::call;
 using rlock::redis::Script;
 using rlock::util::BootClock;
 using rlock::util::Millis;
@@ -128,7 +129,7 @@ TEST(Quorum, AMajorityTakesTheLargestFenceAndWritesItBack) {
   EXPECT_EQ(a.failures.size(), 2u);
   // Phase 2 goes to the masters that granted, with T = 12.
   EXPECT_EQ(nodes_called(nodes, "merge"), (std::set<size_t>{0, 1, 3}));
-  for (const auto& [i, args] : nodes.calls["merge"]) EXPECT_EQ(args[2], "12");
+  for (const auto& [i, args] : nodes.calls["merge"]) EXPECT_EQ(args.at(call::merge::at::fence), "12");
   EXPECT_TRUE(nodes_called(nodes, "release").empty());
 }
 
@@ -158,8 +159,7 @@ TEST(Quorum, TheMinimumHoldStartsAtPhaseTwoAndAFailedAttemptsGiveBackNeverLinger
   ASSERT_EQ(q1.acquire(k_name, c, {}).attempt.outcome, Attempt::Outcome::acquired);
   ASSERT_EQ(held.calls["merge"].size(), 2u);
   for (const auto& [i, args] : held.calls["merge"]) {
-    ASSERT_EQ(args.size(), 6u);
-    EXPECT_EQ(args[5], "60000");
+    EXPECT_EQ(args.at(call::merge::at::min_hold), "60000");
   }
   // No majority: the give-back on the master that granted says the hold was never used.
   ScriptedNodes failed(3, clock);
@@ -168,9 +168,8 @@ TEST(Quorum, TheMinimumHoldStartsAtPhaseTwoAndAFailedAttemptsGiveBackNeverLinger
   ASSERT_EQ(q2.acquire(k_name, c, {}).attempt.outcome, Attempt::Outcome::busy);
   ASSERT_EQ(failed.calls["release"].size(), 3u);
   for (const auto& [i, args] : failed.calls["release"]) {
-    ASSERT_EQ(args.size(), 10u);
-    EXPECT_EQ(args[8], "") << "master " << i << ": never used";
-    EXPECT_EQ(args[9], "") << "master " << i << ": a first attempt, not a retry";
+    EXPECT_EQ(args.at(call::release::at::used), "") << "master " << i << ": never used";
+    EXPECT_EQ(args.at(call::release::at::retry), "") << "master " << i << ": a first attempt, not a retry";
   }
 }
 
@@ -257,7 +256,7 @@ TEST(Quorum, AFenceEveryGrantingMasterHandedOutIsWrittenBackWithoutWaiting) {
   ASSERT_EQ(nodes.sent["merge"].size(), 2u);
   for (const auto& [i, args] : nodes.sent["merge"]) {
     EXPECT_NE(i, 1u);
-    EXPECT_EQ(args[2], "7");
+    EXPECT_EQ(args.at(call::merge::at::fence), "7");
   }
   // With a minimum hold, which starts in phase 2, it is waited for: here it fails.
   FakeClock clock2;
@@ -282,8 +281,8 @@ TEST(Quorum, RenewalCountsOnlyAMajorityWithinTheValidity) {
     EXPECT_EQ(e.outcome, Quorum::Renewal::renewed);
     // The master that lost the key gets it back, with the fence merge (rejoin).
     ASSERT_EQ(nodes_called(nodes, "merge"), (std::set<size_t>{4}));
-    EXPECT_EQ(nodes.calls["merge"][0].second[2], "42");
-    EXPECT_EQ(nodes.calls["merge"][0].second[4], "1");
+    EXPECT_EQ(nodes.calls["merge"][0].second.at(call::merge::at::fence), "42");
+    EXPECT_EQ(nodes.calls["merge"][0].second.at(call::merge::at::rejoin), "1");
   }
   {
     FakeClock clock;
@@ -342,7 +341,9 @@ public:
         out[i].error = Error(69, "down");
         continue;
       }
-      const std::string& token = args[i][1];
+      static_assert(call::acquire::at::token == call::merge::at::token &&
+                    call::acquire::at::token == call::release::at::token);
+      const std::string& token = args[i].at(call::acquire::at::token);
       if (kind == "acquire") {
         if (m.owner && *m.owner != token) {
           out[i].reply = busy("other");
@@ -353,7 +354,7 @@ public:
         }
       } else if (kind == "merge") {
         if (m.owner == token) {
-          m.fence = std::max<int64_t>(m.fence, std::stoll(args[i][2]));
+          m.fence = std::max<int64_t>(m.fence, std::stoll(args[i].at(call::merge::at::fence)));
           out[i].reply = answer(1);
         } else {
           out[i].reply = answer(0);

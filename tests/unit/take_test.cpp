@@ -281,12 +281,11 @@ TEST(TakeLock, ATickRunBeforeTheFirstAttemptEndsItWithoutCancel) {
 TEST(ContenderArgs, TheTickIsThePeriodAndTheAgeOfTheRun) {
   rlock::lock::Contender c;
   c.token = std::string(48, 'a');
-  EXPECT_EQ(rlock::lock::contender_args(c, false).at(10), "");
+  EXPECT_EQ(rlock::lock::acquire_call(c, false).tick, "");
   c.once_per = rlock::lock::Contender::OncePer{Millis(300'000), rlock::util::BootClock::now() - Millis(2'000)};
-  std::vector<std::string> args = rlock::lock::contender_args(c, false);
-  ASSERT_EQ(args.size(), 11u);
-  std::vector<std::string> words = rlock::util::split(args[10], " ");
-  ASSERT_EQ(words.size(), 2u) << args[10];
+  std::string tick = rlock::lock::acquire_call(c, false).tick;
+  std::vector<std::string> words = rlock::util::split(tick, " ");
+  ASSERT_EQ(words.size(), 2u) << tick;
   EXPECT_EQ(words[0], "300000");
   int64_t age = std::stoll(words[1]);
   EXPECT_GE(age, 2'000);

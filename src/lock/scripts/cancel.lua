@@ -1,15 +1,16 @@
 -- A waiter gives up (--wait ran out, a signal): it leaves the queue, or gives back a grant it has
 -- not claimed, and wakes whoever watched it. A wait that ran out goes into the history as busy.
--- KEYS: the lock's keys. ARGV: cfg, token, reason ("t": the wait ran out; "": interrupted).
+-- KEYS: the lock's keys. ARGV: protocol.txt, call cancel: the token, the reason ("t": the wait ran
+-- out; "": interrupted).
 -- Returns {1, more, push}.
-local token = ARGV[2]
+local a = A.cancel
+local token = arg(a.token)
 local id = id_of(token)
-CALLER = id
+C.caller = id
 if redis.call('ZSCORE', K.q, id) then
-  if ARGV[3] == 't' then
+  if arg(a.reason) == 't' then
     local d = load_waiter(id)
-    event(EVENT.busy, {EV.host, d.h, EV.pid, d.p, EV.user, d.u, EV.cmd, d.c,
-                       EV.waited, d.js and tostring(NOW - tonumber(d.js)) or '', EV.id, id})
+    event(EVENT.busy, who_event(d.who, {EV.waited, d.joined and tostring(NOW - tonumber(d.joined)) or '', EV.id, id}))
   end
   remove_waiter(id)
 else
@@ -18,7 +19,7 @@ else
   if ours and not claimed then
     if mode == 'x' then
       redis.call('DEL', K.lock, K.info)
-      lock_written()
+      wrote('lock', false, 'view')
     else
       remove_holder(id)
     end

@@ -1,11 +1,10 @@
--- Shared by every lock script (CMake puts it in front of each one).
+-- Shared by every lock script (the build puts the protocol's prelude and this in front of each).
 --
 -- The keys of one lock, all under its hash tag and all declared by the caller, in the order of
 -- lock/name.hpp (LockName::script_keys) and src/lock/protocol.txt (key; KEY: each one's index):
-local K  -- the keys of this call:
 --   lock   PREFIX{KEY}: the exclusive holder's token (PX: its lease), or a lingering mark
 --   fence  fencing counter
---   info   the exclusive holder: HASH id host pid user cmd since fence ttl claimed ...
+--   info   the exclusive holder: HASH id, its who (host pid user cmd), since fence ttl claimed ...
 --   q      the queue: ZSET id -> arrival (server microseconds, made unique; below 0: preemptors)
 --   w      the waiters: HASH "<id>.<field>"
 --   wl     the waiters' leases: ZSET id -> expiry (server ms)
@@ -19,22 +18,10 @@ local K  -- the keys of this call:
 --   tick   --once-per: the last tick run: HASH t p h at id (and pt ph pa: the one before)
 --   mb     the caller's mailbox: pushed when its hold or its place ends
 --   sum    the lock's summary: HASH of fixed fields (see summarize)
---   ep     what waiters see: STRING "epoch due" (see view_epoch)
--- (Each is looked up on first use: a call that touches two keys pays for two.)
-local CALL_KEYS  -- this call's KEYS
-local KEYS_BY_NAME = {__index = function(keys, name)
-  local key = CALL_KEYS[KEY[name]]
-  keys[name] = key
-  return key
-end}
-local function lock_keys(KEYS)
-  CALL_KEYS = KEYS
-  return setmetatable({}, KEYS_BY_NAME)
-end
+--   ep     what waiters see: STRING "epoch due [head]" (see view_epoch)
 -- A contender's id is the first 16 characters of its token (the rest, 128 bits, is the secret).
---
--- ARGV[1], for every script: the queue's timing and the log's length, set by the client (tests
--- scale the times): "lease_ms claim_ms mailbox_ms history_ms log_length summary" (summary: 0 or 1).
+-- Every script's arguments are named in protocol.txt (call; A.CALL.ARG: each one's index), after
+-- the configuration (config; CFG).
 --
 -- Waiting: each waiter blocks (BLPOP, outside Lua) on its own mailbox and on the mailbox of the
 -- one just before it in the queue, or at the head, of the holders; whoever leaves pushes its own
@@ -50,127 +37,111 @@ end
 
 local BUDGET = 20
 
-local LEASE, CLAIM, MAILBOX, HISTORY, LOG_LENGTH
--- (As the arguments of commands, strings: a number given to redis.call is formatted at each call,
--- which costs more than the command it is for. LOG_LENGTH's, and the history's expiry: see
--- keep_history_key.)
-local LOG_LENGTH_ARG, HISTORY_KEEP_ARG
-local SUMMARY         -- the lock's summary is kept (ARGV[1]'s sixth number: 0 for a clean-up)
+-- The context of one call: everything the call knows, set by begin() at its start (every script,
+-- and every function of the library, begins with begin(KEYS, ARGV)) and replaced by the next
+-- call's, so that nothing of one call is seen by the next. K and NOW are two of its fields under
+-- short names, set with it:
+--   K            the call's keys by their Lua name (K.lock, K.info...), each looked up on first use
+--   NOW          the server's clock (ms); now_us: in us, as a string; now_arg: NOW as a string
+--   lease claim mailbox history log_length (numbers), keep log_length_arg (as given), summary
+--                the configuration (CFG; a number given to redis.call is formatted at each call,
+--                which costs more than the command it is for: the strings are kept as given)
+--   work more    entries removed, granted or reported so far; the budget ran out with work left
+--   push         ids whose mailboxes the caller pushes after the script
+--   caller       the caller's id
+--   change       what waiters see changed: nil, 'due' or 'view' (see changed)
+-- and what it knows already, which a write may make stale (see wrote):
+--   quiet        nil: not asked yet; true: no queue, no shared holder, notice or semaphore
+--   reaped       the dead entries due now are gone (reap ran to the end)
+--   noted        the lock's key is free and no expired holder is left to record
+--   lock_read    lock_value holds the lock key's value (false: none): the key has not been
+--   lock_value   written since it was read (a script's clock stands still: no expiry)
+--   view         what check_types read of the holder, while it holds (current_view)
+--   no_sem       :sem and :free are known missing (tidy_limit)
+--   info_clean   :info is missing, or has no field a grant would not overwrite
+--   history_until  the history and the summary, where they exist, expire no earlier (or nil)
+local C, K, NOW
 
--- ('mh', written by earlier versions, is deleted with the rest.)
--- (So is a holder's 'x', of earlier versions too.)
-local WAITER_FIELDS = {WAITER.token, WAITER.mode, WAITER.host, WAITER.pid, WAITER.user, WAITER.cmd, WAITER.since,
-                       WAITER.ttl, WAITER.options, WAITER.watching, WAITER.superseded_by, 'mh'}
-local HOLDER_FIELDS = {HOLDER.token, HOLDER.mode, HOLDER.host, HOLDER.pid, HOLDER.user, HOLDER.cmd, HOLDER.since,
-                       HOLDER.fence, HOLDER.ttl, HOLDER.slot, HOLDER.claimed, HOLDER.keeper, HOLDER.watched,
-                       HOLDER.joined, HOLDER.linger_until, HOLDER.lingering, 'x'}
+local KEYS_BY_NAME = {__index = function(keys, name)
+  local key = C.keys[KEY[name]]
+  keys[name] = key
+  return key
+end}
 
-local NOW, NOW_US     -- the server's clock: ms, and us as a string
-local NOW_ARG         -- NOW as a string
-local WORK            -- entries removed, granted or reported so far
-local MORE            -- the budget ran out with work left: the caller calls again
-local PUSH            -- ids whose mailboxes the caller pushes after the script
-local CALLER          -- the caller's id
-local ARGS            -- this call's ARGV
--- Work in proportion to what is due: what this call already knows.
-local QUIET           -- nil: not asked yet; true: no queue, no shared holder, notice or semaphore
-local REAPED          -- the dead entries due now are gone (reap ran to the end)
-local NOTED           -- the lock's key is free and no expired holder is left to record
-local LOCK_READ       -- LOCK_VALUE holds the lock key's value (false: none): the key has not
-local LOCK_VALUE      -- been written since it was read (a script's clock stands still: no expiry)
-local VIEW            -- what check_types read of the holder (lock_value_ours), while it holds (current_view)
-local EP_DROPPED      -- this call deleted :ep (bump) and has not written it since (view_epoch)
-local NO_SEM          -- :sem and :free are known missing (tidy_limit), and not written since
-local INFO_CLEAN      -- :info is missing, or has no field a grant would not overwrite
-local HISTORY_UNTIL   -- the history and the summary, where they exist, expire no earlier (or nil)
-local history_known   -- records an hx read in :info (defined with the history's expiries below)
-
--- The state of one call, set at its start: every script (and every function of the library)
--- begins with begin(KEYS, ARGV), so that nothing of one call is seen by the next.
-local CFG_TEXT, CFG   -- the last ARGV[1] parsed, and its numbers (a client sends the same each call)
 local function begin(keys, argv)
-  K = lock_keys(keys)
-  ARGS = argv
-  local cfg = CFG
-  if argv[1] ~= CFG_TEXT then
-    cfg = {}
-    for n in string.gmatch(argv[1], '%d+') do cfg[#cfg + 1] = tonumber(n) end
-    -- (The history's expiry: HISTORY and its slack, see history_slack.)
-    cfg.log_length, cfg.keep = string.format('%d', cfg[5]),
-                               string.format('%d', cfg[4] + math.min(math.floor(cfg[4] / 16), 3600000))
-    CFG_TEXT, CFG = argv[1], cfg
-  end
-  LEASE, CLAIM, MAILBOX, HISTORY, LOG_LENGTH = cfg[1], cfg[2], cfg[3], cfg[4], cfg[5]
-  LOG_LENGTH_ARG, HISTORY_KEEP_ARG = cfg.log_length, cfg.keep
-  SUMMARY = cfg[6] ~= 0
   local t = redis.call('TIME')
   -- (No arithmetic and no formatting of numbers: the microseconds padded to 6 digits, and the
   -- milliseconds are the digits before the last 3.)
   local us = t[2]
-  NOW_US = t[1] .. string.sub('00000', #us) .. us
-  NOW_ARG = string.sub(NOW_US, 1, -4)
-  NOW = tonumber(NOW_ARG)
-  WORK, MORE, PUSH, CALLER = 0, false, {}, ''
-  QUIET, REAPED, NOTED = nil, false, false
-  LOCK_READ, LOCK_VALUE = false, false
-  VIEW, INFO_CLEAN, HISTORY_UNTIL = nil, false, nil
-  EP_DROPPED, NO_SEM = false, false
+  local now_us = t[1] .. string.sub('00000', #us) .. us
+  local now_arg = string.sub(now_us, 1, -4)
+  C = {keys = keys, args = argv, k = setmetatable({}, KEYS_BY_NAME),
+       lease = tonumber(argv[CFG.lease]), claim = tonumber(argv[CFG.claim]), mailbox = argv[CFG.mailbox],
+       history = tonumber(argv[CFG.history]), keep = argv[CFG.keep], log_length = tonumber(argv[CFG.log_length]),
+       log_length_arg = argv[CFG.log_length], summary = argv[CFG.summary] ~= '0',
+       now = tonumber(now_arg), now_us = now_us, now_arg = now_arg,
+       work = 0, more = false, push = {}, caller = '', change = nil,
+       quiet = nil, reaped = false, noted = false, lock_read = false, lock_value = false, view = nil,
+       no_sem = false, info_clean = false, history_until = nil}
+  K, NOW = C.k, C.now
 end
 
--- The lock key's value (false: none), read once until the call writes the key (lock_written).
-local function lock_value()
-  if not LOCK_READ then
-    LOCK_VALUE = redis.call('GET', K.lock)
-    LOCK_READ = true
-  end
-  return LOCK_VALUE
+-- An argument of the call, by its index (A.CALL.ARG).
+local function arg(i)
+  return C.args[i]
 end
 
-local bump  -- what waiters see changed (defined below)
-
-local function lock_written()
-  LOCK_READ, VIEW = false, nil
-  bump()
-end
-
--- Whether nobody waits, holds shared, has a notice or a semaphore slot (one command, asked once
--- per call; a call that writes any of these structures says so: QUIET = false). Everything that
--- walks them (reaping, handing on, expiries) is then skipped: the uncontended case touches only
--- the keys it needs.
-local function quiet()
-  if QUIET == nil then QUIET = redis.call('EXISTS', K.q, K.wl, K.h, K.gone, K.sem, K.free) == 0 end
-  return QUIET
-end
-
--- What waiters see (the holder, the queue, a grant, a lease cut short) changed: the epoch that a
--- light heartbeat compares (view_epoch) is dropped, and the next full step starts a new one. A
--- quiet lock has no waiter to tell, and a key this call deleted is not deleted again.
-bump = function()
-  if not EP_DROPPED and not quiet() then
-    redis.call('DEL', K.ep)
-    EP_DROPPED = true
-  end
-end
-
-local function spend()
-  if WORK >= BUDGET then
-    MORE = true
-    return false
-  end
-  WORK = WORK + 1
-  return true
+local function has(options, letter)
+  return string.find(options or '', letter, 1, true) ~= nil
 end
 
 local function id_of(token)
   return string.sub(token, 1, 16)
 end
 
--- The reply of every script: {code, more (0/1), {ids to push}, payload...}.
-local function reply(code, ...)
-  return {code, MORE and 1 or 0, PUSH, ...}
+-- ---- Records: the fields of a record (protocol.txt: record) as a place names them.
+
+-- A record read from a call's arguments, from index at on.
+local function record_args(record, at)
+  local r = {}
+  for i, name in ipairs(record.names) do r[name] = C.args[at + i - 1] or '' end
+  return r
 end
 
-local function fields(id, names)
+-- A record read from values by field (hmget's), as the place (RECORD.NAME.KIND) names them.
+local function record_from(record, place, values)
+  local r, fields = {}, record[place]
+  for i, name in ipairs(record.names) do r[name] = values[fields[i]] or '' end
+  return r
+end
+
+-- Appends record r's fields, as the place names them (after prefix: "<id>." in :w and :hi), and
+-- their values to the field list out; returns out.
+local function put_record(out, record, place, r, prefix)
+  local fields = record[place]
+  prefix = prefix or ''
+  for i, name in ipairs(record.names) do
+    out[#out + 1] = prefix .. fields[i]
+    out[#out + 1] = r[name] or ''
+  end
+  return out
+end
+
+-- Appends the field/value pairs of list to out; returns out.
+local function put(out, list)
+  for i = 1, #list do out[#out + 1] = list[i] end
+  return out
+end
+
+-- Who a contender is, for notices: its who's fields joined by tabs ("host\tpid\tuser\tcmd").
+local function who_text(who)
+  local out = {}
+  for i, name in ipairs(RECORD.who.names) do out[i] = who[name] or '' end
+  return table.concat(out, '\t')
+end
+
+-- "<id>.FIELD" of each field of names.
+local function fields_of(id, names)
   local out = {}
   for i, f in ipairs(names) do out[i] = id .. '.' .. f end
   return out
@@ -186,17 +157,120 @@ local function hmget(key, ...)
 end
 
 -- The same for the fields of id in a hash of "<id>.FIELD" (:w, :hi), keyed by FIELD.
-local function hmget_of(key, id, ...)
-  local names = {...}
-  local v = redis.call('HMGET', key, unpack(fields(id, names)))
+local function hmget_of(key, id, names)
+  local v = redis.call('HMGET', key, unpack(fields_of(id, names)))
   local out = {}
   for i, f in ipairs(names) do out[f] = v[i] end
   return out
 end
 
+-- The field names a place keeps of a record, then the others given (for one HMGET).
+local function with_record(record, place, ...)
+  local out = {}
+  for i, f in ipairs(record[place]) do out[i] = f end
+  return put(out, {...})
+end
+
+-- ---- What the call knows, and what a write changes of it.
+
+local changed  -- what waiters see changed (defined below)
+
+-- What a write changes of what the call knows, and of what waiters see (changed): every write to
+-- the lock's structures that the call's own reads rely on says which it made.
+--   'lock'   the lock's key was written: value, its new value when the call knows it (false: the
+--            key is gone), nil to read it again; the view of its holder is gone
+--   'lease'  only the lock's lease (a claim): the view of its holder is gone
+--   'queue'  the queue, the shared holders or the notices: the lock is not quiet
+--   'slots'  :sem or :free: not known missing
+--   'info'   :info was deleted (value true: clean) or written with fields a grant overwrites
+--            (false: the next grant must delete it first)
+-- how: what waiters see ('due' or 'view', see changed; nil: nothing they see).
+local function wrote(what, value, how)
+  local c = C
+  if what == 'lock' then
+    c.lock_read, c.lock_value, c.view = value ~= nil, value or false, nil
+    if value == false then c.noted, c.info_clean = true, true end
+  elseif what == 'lease' then
+    c.view = nil
+  elseif what == 'queue' then
+    c.quiet = false
+  elseif what == 'slots' then
+    c.no_sem = false
+  elseif what == 'info' then
+    c.info_clean = value
+  end
+  if how then changed(how) end
+end
+
+-- The lock key's value (false: none), read once until the call writes the key.
+local function lock_value()
+  local c = C
+  if not c.lock_read then
+    c.lock_value = redis.call('GET', K.lock)
+    c.lock_read = true
+  end
+  return c.lock_value
+end
+
+-- Whether nobody waits, holds shared, has a notice or a semaphore slot (one command, asked once
+-- per call; a call that writes any of these structures says so: wrote('queue')). Everything that
+-- walks them (reaping, handing on, expiries) is then skipped: the uncontended case touches only
+-- the keys it needs.
+local function quiet()
+  local c = C
+  if c.quiet == nil then c.quiet = redis.call('EXISTS', K.q, K.wl, K.h, K.gone, K.sem, K.free) == 0 end
+  return c.quiet
+end
+
+local function spend()
+  local c = C
+  if c.work >= BUDGET then
+    c.more = true
+    return false
+  end
+  c.work = c.work + 1
+  return true
+end
+
+-- ---- The history's expiry.
+
+-- The history (K.log) and the summary (K.sum) expire HISTORY after the last event, give or take
+-- its slack (keep, CFG.keep: the history plus a sixteenth of it, at most an hour): an event whose
+-- keys are known to last that long already (history_until, from :info's hx, which the grant that
+-- set it made true) does not set their expiries again. Each expiry set is keep, so that they only
+-- ever move later: the keys last at least HISTORY, at most keep, after the last event. A key an
+-- event creates gets its expiry then.
+local function history_known(until_ms)
+  local at = tonumber(until_ms or '')
+  local c = C
+  if at and (not c.history_until or at > c.history_until) then c.history_until = at end
+end
+
+local function history_kept()
+  local c = C
+  return c.history_until ~= nil and c.history_until >= NOW + c.history
+end
+
+local function keep_history_key(key)
+  redis.call('PEXPIRE', key, C.keep)
+end
+
+-- Makes the history and the summary last at least HISTORY from now; returns until when (for hx).
+local function keep_history()
+  local c = C
+  if not history_kept() then
+    keep_history_key(K.log)
+    keep_history_key(K.sum)
+    c.history_until = NOW + tonumber(c.keep)
+  end
+  return c.history_until
+end
+
+-- ---- The holder, as the call read it.
+
 -- Whether the string at the lock's key is rlock's: a holder's token (48 hex digits) or a lingering
 -- mark (~ and the id), always with an expiry, of the holder that :info names (if it names one).
--- What it reads of the holder is kept for holder_view (VIEW), which then reads nothing again.
+-- What it reads of the holder is kept for holder_view (view), which then reads nothing again.
 local function lock_value_ours(value)
   local pttl = redis.call('PTTL', K.lock)
   if pttl < 0 then return false end
@@ -208,21 +282,23 @@ local function lock_value_ours(value)
   else
     return false
   end
-  local v = hmget(K.info, INFO.id, INFO.host, INFO.pid, INFO.cmd, INFO.since, INFO.lingering, INFO.history)
+  local v = hmget(K.info, unpack(with_record(RECORD.who, 'info', INFO.id, INFO.since, INFO.lingering,
+                                             INFO.history)))
   local holder = v[INFO.id]
   if holder and holder ~= id then return false end
-  VIEW = {value = value, pttl = pttl, info = v}
+  C.view = {value = value, pttl = pttl, info = v, who = record_from(RECORD.who, 'info', v)}
   history_known(v[INFO.history])
   return true
 end
 
 -- token: the caller's, if it has one (a GET that returns it proves the value rlock's). What the
--- call already read of the lock's key (a string or none: LOCK_READ), and found rlock's (VIEW), is
+-- call already read of the lock's key (a string or none: lock_read), and found rlock's (view), is
 -- not read again.
 local function check_types(token)
+  local c = C
   local value
-  if LOCK_READ then
-    value = LOCK_VALUE
+  if c.lock_read then
+    value = c.lock_value
   else
     value = redis.pcall('GET', K.lock)
     if type(value) == 'table' and value.err then
@@ -230,65 +306,110 @@ local function check_types(token)
       return redis.error_reply('WRONGTYPE ' .. K.lock .. ' holds a ' .. kind .. ', not an rlock lock')
     end
   end
-  if value and value ~= token and not (VIEW and VIEW.value == value) and not lock_value_ours(value) then
+  if value and value ~= token and not (c.view and c.view.value == value) and not lock_value_ours(value) then
     return redis.error_reply('RLOCKFOREIGN lock')
   end
-  LOCK_READ, LOCK_VALUE = true, value
+  c.lock_read, c.lock_value = true, value
   return nil
 end
 
--- What check_types read of the holder (VIEW) while it still holds: the lock's key has the value
--- it had, and neither the key nor its lease has been written since (lock_written, claim); else nil.
--- (:info's fields that VIEW keeps are written only with the key. Its PTTL is the lease as read
--- then: a script's clock runs on, so a later PTTL could be a millisecond or so smaller, and NOW,
--- read before it, plus it is still no later than the lease's end.)
+-- What check_types read of the holder (view) while it still holds: the lock's key has the value
+-- it had, and neither the key nor its lease has been written since (wrote 'lock' or 'lease');
+-- else nil. (:info's fields that the view keeps are written only with the key. Its PTTL is the
+-- lease as read then: a script's clock runs on, so a later PTTL could be a millisecond or so
+-- smaller, and NOW, read before it, plus it is still no later than the lease's end.)
 local function current_view()
-  if VIEW and lock_value() == VIEW.value then return VIEW end
+  local view = C.view
+  if view and lock_value() == view.value then return view end
   return nil
 end
 
--- The history (K.log) and the summary (K.sum) expire HISTORY after the last event, give or take
--- HISTORY_SLACK: an event whose keys are known to last that long already (HISTORY_UNTIL, from :info's
--- hx, which the grant that set it made true) does not set their expiries again. Each expiry set is
--- HISTORY plus the slack, so that they only ever move later: the keys last at least HISTORY, at
--- most HISTORY plus the slack, after the last event. A key an event creates gets its expiry then.
-local function history_slack()
-  return math.min(math.floor(HISTORY / 16), 3600000)
+-- ---- What waiters see changed.
+
+-- The epoch of what waiters see, for the light heartbeat (beat.lua). K.ep holds "epoch due
+-- [head]": the epoch (the server's clock in us when it began: never the same twice); until when
+-- no waiter's lease can have run out (0: a light step never stands for a full one): the first
+-- lease to end; and the id of a waiter whose next step must be a full one (the head of the queue,
+-- after a change that made it so). A step that changes nothing keeps the epoch and sets the due
+-- time again. The light step renews the caller's lease only before the first lease ends, so the
+-- queue's keys still outlive it by the claim window (set_expiries). The holders' leases are the
+-- head's to watch: its heartbeat ends when the holder's lease does, and that step is a full one
+-- (lock::wait_turn), which hands the lock on if the holder is gone; should the head be gone too,
+-- its lease runs out, and the next waiter's step is a full one.
+--
+-- What a write changes for the waiters (changed): 'view' drops the epoch, and every waiter's next
+-- step is a full one (a shared grant, a preempt request, a waiter gone, a lease cut short...).
+-- 'due' keeps it: the change is an exclusive hand-off (the holder's release and the grant to the
+-- head of the queue) or a waiter that joined at the end, which change for the others behind only
+-- who is the head and when a lease ends: the due time is set again from the leases as they are
+-- now, and the head is named, so that its next step is a full one; the others' light steps go on
+-- (their positions, and the holder they show, are the next full step's: the caller takes one
+-- before it shows them, see lock::wait_turn). A claim changes only the holder's lease: nothing.
+-- Said once per call, when it replies (reply) or shows a waiter the epoch (view_epoch).
+local function epoch_due()
+  local first = redis.call('ZRANGE', K.wl, 0, 0, 'WITHSCORES')[2]
+  return first and tonumber(first) or 0
 end
 
-history_known = function(until_ms)
-  local at = tonumber(until_ms or '')
-  if at and (not HISTORY_UNTIL or at > HISTORY_UNTIL) then HISTORY_UNTIL = at end
+local function set_epoch(epoch, due, head)
+  redis.call('SET', K.ep, epoch .. ' ' .. due .. (head and (' ' .. head) or ''), 'PX',
+             math.max(due - NOW, 0) + C.lease + C.claim)
 end
 
-local function history_kept()
-  return HISTORY_UNTIL ~= nil and HISTORY_UNTIL >= NOW + HISTORY
+-- The epoch as K.ep has it, and the head it names (nil when none).
+local function current_epoch()
+  local v = redis.pcall('GET', K.ep)
+  if type(v) ~= 'string' then return nil end
+  local epoch, _, head = string.match(v, '^(%d+) (%d+) ?(%x*)$')
+  return epoch, head ~= '' and head or nil
 end
 
-local function keep_history_key(key)
-  redis.call('PEXPIRE', key, HISTORY_KEEP_ARG)  -- HISTORY + history_slack()
-end
-
--- Makes the history and the summary last at least HISTORY from now; returns until when (for hx).
-local function keep_history()
-  if not history_kept() then
-    keep_history_key(K.log)
-    keep_history_key(K.sum)
-    HISTORY_UNTIL = NOW + HISTORY + history_slack()
+-- Says what this call changed for the waiters (see changed), once: the epoch dropped, or kept
+-- with the due time set again and the head named. A quiet lock has no waiter to tell.
+local function publish_change()
+  local c = C
+  local how = c.change
+  c.change = nil
+  if not how or quiet() then return end
+  if how == 'view' then
+    redis.call('DEL', K.ep)
+    return
   end
-  return HISTORY_UNTIL
+  local epoch = current_epoch()
+  if not epoch then return end  -- (none: the next full step begins one)
+  set_epoch(epoch, epoch_due(), redis.call('ZRANGE', K.q, 0, 0)[1])
 end
+
+changed = function(how)
+  local c = C
+  if how == 'view' or not c.change then c.change = how end
+end
+
+-- The reply of every script: {code, more (0/1), {ids to push}, payload...}.
+local function reply(code, ...)
+  publish_change()
+  local c = C
+  return {code, c.more and 1 or 0, c.push, ...}
+end
+
+-- An error reply, once the call has said what it changed.
+local function refuse(err)
+  publish_change()
+  return err
+end
+
+-- ---- The history and the summary.
 
 -- Keeps the lock's summary (K.sum), for rlock check and metrics, even without a history: a count
 -- per kind of event (n.KIND); the last start (s, sh: when, host); the last end of a hold (e, ek
 -- kind, eh host, ex exit status, ed ms held); the last success, a release (not forced) whose exit
 -- status is 0 or that had no command (ok, okh, okx, okd); the holds lost since then (sl). Fixed
--- fields; it expires with the history. Calls that only clean up after a failed attempt (SUMMARY
--- false) leave it alone, and so does another program's data at its key. at: the event's time (ms,
--- a string), the one its history entry has (the entry's id is taken when the XADD runs, a millisecond or so
--- after the call's clock was read).
+-- fields; it expires with the history. Calls that only clean up after a failed attempt (summary
+-- off) leave it alone, and so does another program's data at its key. at: the event's time (ms,
+-- a string), the one its history entry has (the entry's id is taken when the XADD runs, a
+-- millisecond or so after the call's clock was read).
 local function summarize(kind, ev, at)
-  if not SUMMARY then return end
+  if not C.summary then return end
   local count = redis.pcall('HINCRBY', K.sum, SUM.count .. kind, '1')
   if type(count) == 'table' then return end
   if kind == EVENT.acquired then
@@ -321,13 +442,15 @@ local function summarize(kind, ev, at)
   if count == 1 or not history_kept() then keep_history_key(K.sum) end
 end
 
--- Appends one event to the lock's history (0: no history). ev: field list. The stream keeps at
--- least LOG_LENGTH events: MAXLEN ~ trims whole nodes of the stream (up to about 100 events more),
--- where an exact MAXLEN would cut inside a node on every append, at several times the cost.
+-- Appends one event to the lock's history (0: no history). ev: field list (a value that is false,
+-- or empty, is left out). The stream keeps at least log_length events: MAXLEN ~ trims whole nodes
+-- of the stream (up to about 100 events more), where an exact MAXLEN would cut inside a node on
+-- every append, at several times the cost.
 local function event(kind, ev)
-  if LOG_LENGTH == 0 then return summarize(kind, ev, NOW_ARG) end
+  local c = C
+  if c.log_length == 0 then return summarize(kind, ev, c.now_arg) end
   -- NOMKSTREAM: an XADD that would create the stream says so (nil), and is made again without it.
-  local args = {K.log, 'NOMKSTREAM', 'MAXLEN', '~', LOG_LENGTH_ARG, '*', EV.kind, kind}
+  local args = {K.log, 'NOMKSTREAM', 'MAXLEN', '~', c.log_length_arg, '*', EV.kind, kind}
   local n = 8
   for i = 1, #ev, 2 do
     local x = ev[i + 1]
@@ -351,8 +474,15 @@ local function event(kind, ev)
   elseif not history_kept() then
     keep_history_key(K.log)
   end
-  summarize(kind, ev, string.match(added, '^%d+') or NOW_ARG)
+  summarize(kind, ev, string.match(added, '^%d+') or c.now_arg)
 end
+
+-- An event's fields for who: its record, then the pairs of more.
+local function who_event(who, more)
+  return put(put_record({}, RECORD.who, 'event_field', who), more)
+end
+
+-- ---- Fences, mailboxes and the queue's entries.
 
 -- The next fencing token. A missing counter (never used, idle past HISTORY, or lost to a restart)
 -- starts from the server's clock in microseconds: above every value it handed out before.
@@ -366,13 +496,14 @@ end
 local function next_fence(counted)
   local fence = counted or redis.pcall('INCR', K.fence)
   -- Another program's data (a hash, a word): say which of the lock's keys it is.
-  if type(fence) == 'table' and fence.err then error(redis.error_reply('RLOCKFOREIGN fence')) end
-  local now_us = tonumber(NOW_US)
+  if type(fence) == 'table' and fence.err then error(refuse(redis.error_reply('RLOCKFOREIGN fence'))) end
+  local now_us = tonumber(C.now_us)
+  local history = C.history
   if fence == 1 then
     fence = now_us + 1
-    redis.call('SET', K.fence, string.format('%.0f', fence), 'PX', HISTORY)
-  elseif fence > now_us or now_us - fence > HISTORY * 500 then
-    redis.call('PEXPIRE', K.fence, HISTORY)
+    redis.call('SET', K.fence, string.format('%.0f', fence), 'PX', history)
+  elseif fence > now_us or now_us - fence > history * 500 then
+    redis.call('PEXPIRE', K.fence, history)
   end
   return fence
 end
@@ -380,7 +511,7 @@ end
 local function wake(mailbox)
   redis.call('LPUSH', mailbox, '1')
   redis.call('LTRIM', mailbox, 0, 0)
-  redis.call('PEXPIRE', mailbox, MAILBOX)
+  redis.call('PEXPIRE', mailbox, C.mailbox)
 end
 
 local preempt_next  -- asks the holder to stop for the first preemptor still waiting (defined below)
@@ -391,19 +522,21 @@ local function still_waiting(id)
   return lease and tonumber(lease) > NOW
 end
 
--- Takes waiter id out of the queue. A preemptor that leaves withdraws its request to the holder,
--- unless the holder has seen it (ps: it is stopping); the next preemptor, if any, asks instead.
-local function remove_waiter(id)
-  bump()
+-- Takes waiter id out of the queue; granted: to hand it the lock (waiters see only a new head,
+-- see changed). A preemptor that leaves withdraws its request to the holder, unless the holder has
+-- seen it (ps: it is stopping); the next preemptor, if any, asks instead.
+local function remove_waiter(id, granted)
+  changed(granted and 'due' or 'view')
   redis.call('ZREM', K.q, id)
   redis.call('ZREM', K.wl, id)
   redis.call('ZREM', K.sq, id)
-  redis.call('HDEL', K.w, unpack(fields(id, WAITER_FIELDS)))
+  redis.call('HDEL', K.w, unpack(fields_of(id, WAITER_ALL)))
   -- (A clean :info names no preemptor.)
-  if INFO_CLEAN then return end
+  if C.info_clean then return end
   local asked = hmget(K.info, INFO.preemptor, INFO.preempt_seen)
   if asked[INFO.preemptor] == id and asked[INFO.preempt_seen] ~= '1' then
     redis.call('HDEL', K.info, INFO.preempt_by, INFO.preemptor)
+    changed('view')
     preempt_next()
   end
 end
@@ -421,86 +554,88 @@ local function take_slot(limit)
 end
 
 local function remove_holder(id)
-  bump()
+  changed('view')
   redis.call('ZREM', K.h, id)
   local slot = redis.call('HGET', K.hi, id .. '.' .. HOLDER.slot)
   if slot and slot ~= '' then
     redis.call('ZADD', K.free, slot, slot)
-    NO_SEM = false
+    wrote('slots')
   end
-  redis.call('HDEL', K.hi, unpack(fields(id, HOLDER_FIELDS)))
+  redis.call('HDEL', K.hi, unpack(fields_of(id, HOLDER_ALL)))
 end
 
 local function holder_event(kind, id, extra)
-  local v = hmget_of(K.hi, id, HOLDER.host, HOLDER.pid, HOLDER.user, HOLDER.cmd, HOLDER.fence, HOLDER.since)
-  local ev = {EV.host, v[HOLDER.host], EV.pid, v[HOLDER.pid], EV.user, v[HOLDER.user], EV.cmd, v[HOLDER.cmd],
-              EV.fence, v[HOLDER.fence], EV.id, id}
-  if v[HOLDER.since] then ev[#ev + 1] = EV.held; ev[#ev + 1] = tostring(NOW - tonumber(v[HOLDER.since])) end
-  for _, x in ipairs(extra or {}) do ev[#ev + 1] = x end
-  event(kind, ev)
+  local v = hmget_of(K.hi, id, with_record(RECORD.who, 'holder', HOLDER.fence, HOLDER.since))
+  local ev = who_event(record_from(RECORD.who, 'holder', v), {EV.fence, v[HOLDER.fence], EV.id, id})
+  if v[HOLDER.since] then put(ev, {EV.held, tostring(NOW - tonumber(v[HOLDER.since]))}) end
+  event(kind, put(ev, extra or {}))
 end
 
 -- The exclusive holder whose lease ran out without a release (it died, or was cut off): its
 -- lock is handed on; the history says so. `info` outlives the lock for that.
 local function note_expired()
-  if NOTED then return end
+  local c = C
+  if c.noted then return end
   if lock_value() then return end
-  NOTED = true
-  local v = hmget(K.info, INFO.id, INFO.host, INFO.pid, INFO.user, INFO.cmd, INFO.fence, INFO.since, INFO.expires,
-                  INFO.claimed, INFO.lingering, INFO.preempt_by, INFO.preemptor, INFO.preempt_seen, INFO.keeper,
-                  INFO.watched, INFO.tick, INFO.tick_period)
+  c.noted = true
+  local v = hmget(K.info, unpack(with_record(RECORD.who, 'info', INFO.id, INFO.fence, INFO.since, INFO.expires,
+                                             INFO.claimed, INFO.lingering, INFO.preempt_by, INFO.preemptor,
+                                             INFO.preempt_seen, INFO.keeper, INFO.watched, INFO.tick,
+                                             INFO.tick_period)))
   if not v[INFO.id] then
     -- (What a grant does not overwrite: none of it is there, so the grant need not delete :info.)
-    INFO_CLEAN = not (v[INFO.lingering] or v[INFO.preempt_by] or v[INFO.preemptor] or v[INFO.preempt_seen] or
-                      v[INFO.keeper] or v[INFO.watched] or v[INFO.tick])
+    c.info_clean = not (v[INFO.lingering] or v[INFO.preempt_by] or v[INFO.preemptor] or v[INFO.preempt_seen] or
+                        v[INFO.keeper] or v[INFO.watched] or v[INFO.tick])
     return
   end
   if v[INFO.claimed] == '1' and v[INFO.lingering] ~= '1' then
     local held = ''
     if v[INFO.since] and v[INFO.expires] then held = tostring(tonumber(v[INFO.expires]) - tonumber(v[INFO.since])) end
-    event(EVENT.expired, {EV.host, v[INFO.host], EV.pid, v[INFO.pid], EV.user, v[INFO.user], EV.cmd, v[INFO.cmd],
-                          EV.fence, v[INFO.fence], EV.held, held, EV.id, v[INFO.id], EV.tick, v[INFO.tick],
-                          EV.period, v[INFO.tick_period]})
+    event(EVENT.expired, who_event(record_from(RECORD.who, 'info', v),
+                                   {EV.fence, v[INFO.fence], EV.held, held, EV.id, v[INFO.id], EV.tick, v[INFO.tick],
+                                    EV.period, v[INFO.tick_period]}))
   end
   redis.call('DEL', K.info)
-  INFO_CLEAN = true
+  wrote('info', true)
 end
 
 -- Removes dead entries, at most the budget: waiters whose lease ran out, holders whose lease ran
 -- out (a claimed one's end goes into the history), and notices nobody came for.
 local function reap()
-  if REAPED or quiet() then return end
-  if WORK >= BUDGET then MORE = true return end
-  for _, id in ipairs(redis.call('ZRANGEBYSCORE', K.wl, '-inf', NOW, 'LIMIT', 0, BUDGET - WORK)) do
+  local c = C
+  if c.reaped or quiet() then return end
+  if c.work >= BUDGET then c.more = true return end
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', K.wl, '-inf', NOW, 'LIMIT', 0, BUDGET - c.work)) do
     spend()
     remove_waiter(id)
   end
-  if WORK >= BUDGET then MORE = true return end
-  for _, id in ipairs(redis.call('ZRANGEBYSCORE', K.h, '-inf', NOW, 'LIMIT', 0, BUDGET - WORK)) do
+  if c.work >= BUDGET then c.more = true return end
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', K.h, '-inf', NOW, 'LIMIT', 0, BUDGET - c.work)) do
     spend()
-    local v = hmget_of(K.hi, id, HOLDER.claimed, HOLDER.lingering)
+    local v = hmget_of(K.hi, id, {HOLDER.claimed, HOLDER.lingering})
     if v[HOLDER.claimed] == '1' and v[HOLDER.lingering] ~= '1' then holder_event(EVENT.expired, id) end
     remove_holder(id)
   end
-  if WORK >= BUDGET then MORE = true return end
-  for _, id in ipairs(redis.call('ZRANGEBYSCORE', K.gone, '-inf', NOW, 'LIMIT', 0, BUDGET - WORK)) do
+  if c.work >= BUDGET then c.more = true return end
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', K.gone, '-inf', NOW, 'LIMIT', 0, BUDGET - c.work)) do
     spend()
     redis.call('ZREM', K.gone, id)
     redis.call('HDEL', K.w, id .. '.' .. WAITER.superseded_by)
   end
-  REAPED = WORK < BUDGET
+  c.reaped = c.work < BUDGET
 end
 
 -- The semaphore's N stays only while someone holds or waits.
 local function tidy_limit()
-  if quiet() or NO_SEM then return end
+  local c = C
+  if quiet() or c.no_sem then return end
   if redis.call('EXISTS', K.sem, K.free) == 0 then
-    NO_SEM = true
+    c.no_sem = true
     return
   end
   if redis.call('ZCARD', K.h) == 0 and redis.call('ZCARD', K.q) == 0 then
     redis.call('DEL', K.sem, K.free)
-    NO_SEM = true
+    c.no_sem = true
   end
 end
 
@@ -508,7 +643,7 @@ end
 -- lease, the queue's after the last waiter's lease; nothing stays behind an unused lock.
 local function set_expiries()
   if quiet() then return end
-  local margin = LEASE + CLAIM
+  local margin = C.lease + C.claim
   local held = redis.call('ZRANGE', K.h, -1, -1, 'WITHSCORES')[2]
   local waited = redis.call('ZRANGE', K.wl, -1, -1, 'WITHSCORES')[2]
   local notice = redis.call('ZRANGE', K.gone, -1, -1, 'WITHSCORES')[2]
@@ -529,7 +664,7 @@ local function set_expiries()
   if notice then redis.call('PEXPIREAT', K.gone, tonumber(notice)) end
   local sem_end = held and tonumber(held) + margin or nil
   if queue_end and (not sem_end or queue_end > sem_end) then sem_end = queue_end end
-  if sem_end and not NO_SEM then
+  if sem_end and not C.no_sem then
     redis.call('PEXPIREAT', K.sem, sem_end)
     redis.call('PEXPIREAT', K.free, sem_end)
   end
@@ -542,17 +677,17 @@ local function check_mode(mode, limit)
   reap()
   note_expired()
   tidy_limit()
-  local stored = not quiet() and not NO_SEM and redis.call('HGET', K.sem, SEM.limit)
+  local stored = not quiet() and not C.no_sem and redis.call('HGET', K.sem, SEM.limit)
   if mode == 'n' then
     if stored and tonumber(stored) ~= limit then
-      return redis.error_reply('RLOCKLIMIT ' .. stored .. ' ' .. limit)
+      return refuse(redis.error_reply('RLOCKLIMIT ' .. stored .. ' ' .. limit))
     end
     if not stored and (lock_value() or
                        (not quiet() and (redis.call('ZCARD', K.h) > 0 or redis.call('ZCARD', K.q) > 0))) then
-      return redis.error_reply('RLOCKLIMIT 1 ' .. limit)
+      return refuse(redis.error_reply('RLOCKLIMIT 1 ' .. limit))
     end
   elseif stored then
-    return redis.error_reply('RLOCKLIMIT ' .. stored .. ' 1')
+    return refuse(redis.error_reply('RLOCKLIMIT ' .. stored .. ' 1'))
   end
   return nil
 end
@@ -564,11 +699,11 @@ local function can_take(mode, limit)
   return mode == 's' or quiet() or redis.call('ZCARD', K.h) == 0
 end
 
--- Until when a hold claimed now is kept at least with --min-hold mh (ms): '' for none. The lease
+-- Until when a hold claimed now is kept at least with --min-hold (ms): '' for none. The lease
 -- lasts that long (a holder that dies keeps the lock so long); the lingering after a release is
 -- the release's to say (scripts/release.lua).
-local function min_hold_until(mh)
-  if mh and tonumber(mh) and tonumber(mh) > 0 then return tostring(NOW + tonumber(mh)) end
+local function min_hold_until(min_hold)
+  if min_hold and tonumber(min_hold) and tonumber(min_hold) > 0 then return tostring(NOW + tonumber(min_hold)) end
   return ''
 end
 
@@ -581,12 +716,14 @@ local function lease_ms(ttl, linger_until)
   return px
 end
 
--- --once-per (exclusive holds only; d.tk is nil without it). A contender's tick is when it fired,
--- by the server's clock: the time of the call less its age (how long ago it started, on its own
--- monotonic clock), so that no host's wall clock counts, nor where the schedule sits from the
--- epoch. Two fire times are one tick when they are less than half a period apart, counted from
--- the tick that last ran: ticks_after(t, d) is how many periods after tick t the contender fired,
--- rounded to the nearest (0: the same tick).
+-- ---- --once-per.
+
+-- (Exclusive holds only; d.tick is nil without it.) A contender's tick is when it fired, by the
+-- server's clock: the time of the call less its age (how long ago it started, on its own monotonic
+-- clock), so that no host's wall clock counts, nor where the schedule sits from the epoch. Two
+-- fire times are one tick when they are less than half a period apart, counted from the tick that
+-- last ran: ticks_after(t, d) is how many periods after tick t the contender fired, rounded to
+-- the nearest (0: the same tick).
 --
 -- A tick is pending while the hold that took the lock for it has not started its command: that
 -- is only :info's tk, which ends with the hold (a lapse, any give-back), and a contender of that
@@ -594,26 +731,25 @@ end
 -- before it starts its command (tick_mark): :tick then records it, and every contender of that
 -- tick, or of an earlier one, is refused (tick_refusal).
 local function ticks_after(t, d)
-  return math.floor((d.tk - t) / d.tp + 0.5)
+  return math.floor((d.tick - t) / d.period + 0.5)
 end
 
 -- The refusal of a contender whose tick ran: the reply's payload {tick that ran, its host, when
 -- (server ms), now, the contender's own tick}, and a busy event that says so; nil to go on.
 local function tick_refusal(id, d)
-  if not d.tk then return nil end
+  if not d.tick then return nil end
   local v = hmget(K.tick, TICK.tick, TICK.host, TICK.at, TICK.id)
   local ran = tonumber(v[TICK.tick] or '')
   if not ran or v[TICK.id] == id or ticks_after(ran, d) > 0 then return nil end
-  event(EVENT.busy, {EV.host, d.h, EV.pid, d.p, EV.user, d.u, EV.cmd, d.c, EV.tick, v[TICK.tick], EV.period, d.tp,
-                     EV.by, v[TICK.host], EV.id, id})
+  event(EVENT.busy, who_event(d.who, {EV.tick, v[TICK.tick], EV.period, d.period, EV.by, v[TICK.host], EV.id, id}))
   -- The payload of the reply tick_done (AT.tick_done).
-  return {v[TICK.tick], v[TICK.host] or '', v[TICK.at] or '', NOW, d.tk}
+  return {v[TICK.tick], v[TICK.host] or '', v[TICK.at] or '', NOW, d.tick}
 end
 
 -- The holder's tick when the lock is held for an earlier tick than contender d's (the run of the
 -- tick before still holds it: an overrun), else ''.
 local function tick_overrun(d)
-  if not d.tk or not lock_value() then return '' end
+  if not d.tick or not lock_value() then return '' end
   local held = tonumber(redis.call('HGET', K.info, INFO.tick) or '')
   if held and ticks_after(held, d) > 0 then return held end
   return ''
@@ -621,7 +757,7 @@ end
 
 -- A hold taken for a tick: pending, on the hold's own record.
 local function tick_take(d)
-  if d.tk then redis.call('HSET', K.info, INFO.tick, d.tk, INFO.tick_period, d.tp) end
+  if d.tick then redis.call('HSET', K.info, INFO.tick, d.tick, INFO.tick_period, d.period) end
 end
 
 -- The holder id marks its tick run (its command starts now): :tick records it, with the record it
@@ -635,9 +771,9 @@ local function tick_mark(id)
                held[INFO.host] or '', TICK.at, NOW, TICK.id, id, TICK.previous, v[TICK.tick] or '',
                TICK.previous_host, v[TICK.host] or '', TICK.previous_at, v[TICK.at] or '')
   end
-  redis.call('PEXPIRE', K.tick, HISTORY)
+  redis.call('PEXPIRE', K.tick, C.history)
   redis.call('HSET', K.info, INFO.tick_ran, 1)
-  bump()
+  changed('view')
 end
 
 -- The give-back of a hold that marked its tick and then proved that its command never started
@@ -653,60 +789,75 @@ local function tick_return(id)
              TICK.id, '', TICK.previous, '', TICK.previous_host, '', TICK.previous_at, '')
 end
 
--- Gives the lock to contender d (t m h p u c ttl o mh js): for its lease when it takes it itself
--- (claimed), for the claim window when it is granted to a waiter. The minimum hold counts from
--- the claim, and on Redlock from phase 2 (merge.lua), once the quorum holds. Returns fence, slot.
+-- ---- Taking the lock.
+
+-- The exclusive holder's record in :info, and its lease: d (the contender), its id and fence, its
+-- lease px and linger_until; claimed: 1 when it holds for its lease, 0 while only granted.
+-- grant writes it, as does the uncontended acquire (acquire.lua): one writer for both.
+local function write_info(id, d, fence, px, claimed, linger_until)
+  local c = C
+  local fields = put_record({INFO.id, id, INFO.version, VERSION}, RECORD.who, 'info', d.who)
+  local preemptible = has(d.options, OPT.preemptible) and '1' or '0'
+  put(fields, {INFO.since, c.now_arg, INFO.fence, fence, INFO.ttl, d.ttl, INFO.claimed, claimed, INFO.expires,
+               NOW + px, INFO.linger_until, linger_until, INFO.preemptible, preemptible,
+               INFO.joined, d.joined or c.now_arg, INFO.history, keep_history()})
+  redis.call('HSET', K.info, unpack(fields))
+  redis.call('PEXPIRE', K.info, px + c.history)
+end
+
+-- Gives the lock to contender d: for its lease when it takes it itself (claimed), for the claim
+-- window when it is granted to a waiter. The minimum hold counts from the claim, and on Redlock
+-- from phase 2 (merge.lua), once the quorum holds. Returns fence, slot.
 local function grant(id, d, claimed, limit)
+  local c = C
   local fence = next_fence()
   local linger_until = ''
-  if claimed and not string.find(d.o or '', 'r', 1, true) then linger_until = min_hold_until(d.mh) end
-  local px = claimed and lease_ms(d.ttl, linger_until) or CLAIM
-  local preemptible = string.find(d.o or '', 'e', 1, true) and '1' or '0'
+  if claimed and not has(d.options, OPT.redlock) then linger_until = min_hold_until(d.min_hold) end
+  local px = claimed and lease_ms(d.ttl, linger_until) or c.claim
   local slot = ''
-  if d.m == 'x' then
+  if d.mode == 'x' then
     note_expired()
-    redis.call('SET', K.lock, d.t, 'PX', px)
-    lock_written()
-    NOTED = false
-    if not INFO_CLEAN then redis.call('DEL', K.info) end
-    INFO_CLEAN = false
-    redis.call('HSET', K.info, INFO.id, id, INFO.host, d.h, INFO.pid, d.p, INFO.user, d.u, INFO.cmd, d.c, INFO.since,
-               NOW, INFO.fence, fence, INFO.ttl, d.ttl, INFO.claimed, claimed and 1 or 0, INFO.expires, NOW + px,
-               INFO.linger_until, linger_until, INFO.preemptible, preemptible, INFO.joined, d.js or NOW,
-               INFO.history, keep_history())
-    redis.call('PEXPIRE', K.info, px + HISTORY)
+    redis.call('SET', K.lock, d.token, 'PX', px)
+    -- (An exclusive grant to the head of the queue changes, for the waiters behind, only who is
+    -- the head.)
+    wrote('lock', d.token, 'due')
+    c.noted = false
+    if not c.info_clean then redis.call('DEL', K.info) end
+    wrote('info', false)
+    write_info(id, d, fence, px, claimed and 1 or 0, linger_until)
     if claimed then tick_take(d) end
   else
-    QUIET = false
-    bump()
-    if d.m == 'n' then
-      NO_SEM = false
+    wrote('queue', nil, 'view')
+    if d.mode == 'n' then
+      wrote('slots')
       redis.call('HSET', K.sem, SEM.limit, limit)
       slot = take_slot(limit)
     end
     redis.call('ZADD', K.h, NOW + px, id)
-    redis.call('HSET', K.hi, id .. '.' .. HOLDER.token, d.t, id .. '.' .. HOLDER.mode, d.m,
-                             id .. '.' .. HOLDER.host, d.h, id .. '.' .. HOLDER.pid, d.p,
-                             id .. '.' .. HOLDER.user, d.u, id .. '.' .. HOLDER.cmd, d.c,
-                             id .. '.' .. HOLDER.since, NOW, id .. '.' .. HOLDER.fence, fence,
-                             id .. '.' .. HOLDER.ttl, d.ttl, id .. '.' .. HOLDER.slot, slot,
-                             id .. '.' .. HOLDER.claimed, claimed and 1 or 0, id .. '.' .. HOLDER.joined, d.js or NOW,
-                             id .. '.' .. HOLDER.linger_until, linger_until)
+    local fields = put_record({}, RECORD.who, 'holder', d.who, id .. '.')
+    put(fields, {id .. '.' .. HOLDER.token, d.token, id .. '.' .. HOLDER.mode, d.mode,
+                 id .. '.' .. HOLDER.version, VERSION, id .. '.' .. HOLDER.since, NOW,
+                 id .. '.' .. HOLDER.fence, fence, id .. '.' .. HOLDER.ttl, d.ttl, id .. '.' .. HOLDER.slot, slot,
+                 id .. '.' .. HOLDER.claimed, claimed and 1 or 0, id .. '.' .. HOLDER.joined, d.joined or NOW,
+                 id .. '.' .. HOLDER.linger_until, linger_until})
+    redis.call('HSET', K.hi, unpack(fields))
   end
   return fence, slot
 end
 
+-- A waiter's record in :w, as enqueue wrote it.
 local function load_waiter(id)
-  local v = hmget_of(K.w, id, unpack(WAITER_FIELDS))
-  return {t = v[WAITER.token], m = v[WAITER.mode], h = v[WAITER.host], p = v[WAITER.pid], u = v[WAITER.user],
-          c = v[WAITER.cmd], js = v[WAITER.since], ttl = v[WAITER.ttl], o = v[WAITER.options],
-          wt = v[WAITER.watching]}
+  local v = hmget_of(K.w, id, with_record(RECORD.who, 'waiter', WAITER.token, WAITER.mode, WAITER.since,
+                                          WAITER.ttl, WAITER.options, WAITER.watching))
+  return {token = v[WAITER.token], mode = v[WAITER.mode], who = record_from(RECORD.who, 'waiter', v),
+          joined = v[WAITER.since], ttl = v[WAITER.ttl], options = v[WAITER.options], watching = v[WAITER.watching]}
 end
 
 -- Grants the lock to the live waiters at the head of the queue that can have it now: one
 -- exclusive waiter, or a run of shared ones, or as many semaphore waiters as there are free
 -- slots. Dead waiters at the head are dropped on the way, never granted.
 local function advance()
+  local c = C
   reap()
   if quiet() then return end
   local limit  -- (read for a semaphore waiter only: the others' holds do not count slots)
@@ -717,26 +868,26 @@ local function advance()
     local lease = redis.call('ZSCORE', K.wl, id)
     local d = nil
     if lease and tonumber(lease) > NOW then d = load_waiter(id) end
-    if not d or not d.t then
+    if not d or not d.token then
       if not spend() then break end
       remove_waiter(id)  -- dead (its lease ran out), or half-written: drop it
     else
-      if d.m == 'n' and not limit then limit = semaphore_limit() end
-      if not can_take(d.m, limit) then break end
+      if d.mode == 'n' and not limit then limit = semaphore_limit() end
+      if not can_take(d.mode, limit) then break end
       if not spend() then break end
-      remove_waiter(id)
+      remove_waiter(id, d.mode == 'x')
       grant(id, d, false, limit)
       -- It sleeps on someone else's mailbox (a waiter dropped since), or is a preemptor, which
       -- may not watch the exclusive holder (see waiting): the caller wakes it on its own mailbox,
       -- twice, as the waiter behind it watches that mailbox too and may take one push (its
       -- heartbeat, 2.5s behind others, would come after the claim window).
-      if (d.wt ~= CALLER or string.find(d.o or '', 'p', 1, true)) and id ~= CALLER then
-        PUSH[#PUSH + 1] = id
-        PUSH[#PUSH + 1] = id
+      if (d.watching ~= c.caller or has(d.options, OPT.preempt)) and id ~= c.caller then
+        c.push[#c.push + 1] = id
+        c.push[#c.push + 1] = id
       end
       -- A preemptible one granted while a preemptor waits is asked to stop at once.
-      if d.m == 'x' and string.find(d.o or '', 'e', 1, true) then preempt_next() end
-      if d.m == 'x' then break end
+      if d.mode == 'x' and has(d.options, OPT.preemptible) then preempt_next() end
+      if d.mode == 'x' then break end
     end
   end
   tidy_limit()
@@ -752,7 +903,7 @@ local function held_by(token, id, mode)
   if quiet() then return false end
   local expiry = redis.call('ZSCORE', K.h, id)
   if not expiry or tonumber(expiry) <= NOW then return false end
-  local v = hmget_of(K.hi, id, HOLDER.token, HOLDER.fence, HOLDER.slot, HOLDER.claimed)
+  local v = hmget_of(K.hi, id, {HOLDER.token, HOLDER.fence, HOLDER.slot, HOLDER.claimed})
   if v[HOLDER.token] ~= token then return false end
   return true, tonumber(v[HOLDER.fence] or '0'), v[HOLDER.slot] or '', v[HOLDER.claimed] == '1'
 end
@@ -770,82 +921,77 @@ end
 
 -- Turns a grant into a hold for the contender's full lease; the history records the acquisition.
 -- known: for an exclusive hold, :info's joined and fence if the caller read them already.
-local function claim(id, mode, ttl, d, known)
-  local js
-  local linger_until = min_hold_until(d.mh)
-  if mode == 'x' then
+local function claim(id, d, known)
+  local linger_until = min_hold_until(d.min_hold)
+  local joined, fence
+  if d.mode == 'x' then
     local v = known or hmget(K.info, INFO.joined, INFO.fence)
-    local px = lease_ms(ttl, linger_until)
-    js = v[INFO.joined]
+    local px = lease_ms(d.ttl, linger_until)
+    joined, fence = v[INFO.joined], v[INFO.fence]
     redis.call('PEXPIRE', K.lock, px)
-    VIEW = nil  -- (its lease moved)
-    bump()
+    wrote('lease')
     redis.call('HSET', K.info, INFO.claimed, 1, INFO.expires, NOW + px, INFO.linger_until, linger_until)
-    redis.call('PEXPIRE', K.info, px + HISTORY)
+    redis.call('PEXPIRE', K.info, px + C.history)
     tick_take(d)
-    event(EVENT.acquired, {EV.host, d.h, EV.pid, d.p, EV.user, d.u, EV.cmd, d.c, EV.fence, v[INFO.fence],
-                           EV.waited, js and tostring(NOW - tonumber(js)) or '', EV.id, id, EV.tick, d.tk or false,
-                           EV.period, d.tp or false})
   else
-    local v = hmget_of(K.hi, id, HOLDER.joined, HOLDER.fence)
-    js = v[HOLDER.joined]
-    redis.call('ZADD', K.h, 'XX', NOW + lease_ms(ttl, linger_until), id)
-    bump()
+    local v = hmget_of(K.hi, id, {HOLDER.joined, HOLDER.fence})
+    joined, fence = v[HOLDER.joined], v[HOLDER.fence]
+    redis.call('ZADD', K.h, 'XX', NOW + lease_ms(d.ttl, linger_until), id)
+    changed('view')
     redis.call('HSET', K.hi, id .. '.' .. HOLDER.claimed, 1, id .. '.' .. HOLDER.linger_until, linger_until)
-    event(EVENT.acquired, {EV.host, d.h, EV.pid, d.p, EV.user, d.u, EV.cmd, d.c, EV.fence, v[HOLDER.fence],
-                           EV.waited, js and tostring(NOW - tonumber(js)) or '', EV.id, id})
     -- Whoever waits behind it may be granted too (a run of shared waiters, free slots) or must
     -- now watch every holder: wake it.
     wake(K.mb)
   end
+  event(EVENT.acquired, who_event(d.who, {EV.fence, fence, EV.waited, joined and tostring(NOW - tonumber(joined)) or '',
+                                          EV.id, id, EV.tick, d.tick or false, EV.period, d.period or false}))
 end
 
 -- Tells the superseded waiter id to leave (it reads the notice at its next step; the caller
 -- pushes its mailbox so that this is at once).
 local function supersede(id, by)
-  QUIET = false
+  local c = C
+  wrote('queue')
   local d = load_waiter(id)
   remove_waiter(id)
   redis.call('HSET', K.w, id .. '.' .. WAITER.superseded_by, by)
-  redis.call('ZADD', K.gone, NOW + 4 * LEASE, id)
-  event(EVENT.superseded, {EV.host, d.h, EV.pid, d.p, EV.user, d.u, EV.cmd, d.c,
-                           EV.waited, d.js and tostring(NOW - tonumber(d.js)) or '', EV.by, by, EV.id, id})
-  PUSH[#PUSH + 1] = id
-end
-
--- Who a contender is, for notices and the history: "host\tpid\tuser\tcmd".
-local function who(d)
-  return (d.h or '') .. '\t' .. (d.p or '') .. '\t' .. (d.u or '') .. '\t' .. (d.c or '')
+  redis.call('ZADD', K.gone, NOW + 4 * c.lease, id)
+  event(EVENT.superseded, who_event(d.who, {EV.waited, d.joined and tostring(NOW - tonumber(d.joined)) or '',
+                                            EV.by, by, EV.id, id}))
+  c.push[#c.push + 1] = id
 end
 
 -- A place in the queue: in arrival order, or with preempt at the front (behind earlier
 -- preemptors, whose scores are below 0). A superseding waiter replaces the older superseding ones.
+-- A plain one, at the end, changes for the others only the length of the queue (see changed).
 local function enqueue(id, d, preempt)
-  QUIET = false
-  bump()
+  local c = C
+  local supersedes = has(d.options, OPT.supersede)
+  wrote('queue', nil, (preempt or supersedes) and 'view' or 'due')
   local score
   if preempt then
     local last = redis.call('ZREVRANGEBYSCORE', K.q, '(0', '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
-    score = tonumber(NOW_US) - 4e15
+    score = tonumber(c.now_us) - 4e15
     if last[2] and tonumber(last[2]) >= score then score = tonumber(last[2]) + 1 end
   else
     local last = redis.call('ZRANGE', K.q, -1, -1, 'WITHSCORES')
-    score = tonumber(NOW_US)
+    score = tonumber(c.now_us)
     if last[2] and tonumber(last[2]) >= score then score = tonumber(last[2]) + 1 end
   end
-  if string.find(d.o or '', 's', 1, true) then
+  if supersedes then
     for _, old in ipairs(redis.call('ZRANGE', K.sq, 0, BUDGET - 1)) do
       if not spend() then break end
-      supersede(old, who(d))
+      supersede(old, who_text(d.who))
     end
     redis.call('ZADD', K.sq, score, id)
   end
   redis.call('ZADD', K.q, score, id)
-  redis.call('ZADD', K.wl, NOW + LEASE, id)
-  redis.call('HSET', K.w, id .. '.' .. WAITER.token, d.t, id .. '.' .. WAITER.mode, d.m,
-                          id .. '.' .. WAITER.host, d.h, id .. '.' .. WAITER.pid, d.p, id .. '.' .. WAITER.user, d.u,
-                          id .. '.' .. WAITER.cmd, d.c, id .. '.' .. WAITER.since, NOW,
-                          id .. '.' .. WAITER.ttl, d.ttl, id .. '.' .. WAITER.options, d.o or '')
+  redis.call('ZADD', K.wl, NOW + c.lease, id)
+  local prefix = id .. '.'
+  local fields = put_record({}, RECORD.who, 'waiter', d.who, prefix)
+  put(fields, {prefix .. WAITER.token, d.token, prefix .. WAITER.mode, d.mode, prefix .. WAITER.version, VERSION,
+               prefix .. WAITER.since, NOW, prefix .. WAITER.ttl, d.ttl, prefix .. WAITER.options, d.options or ''})
+  redis.call('HSET', K.w, unpack(fields))
 end
 
 -- The first preemptor in the queue, or nil.
@@ -853,16 +999,19 @@ local function first_preemptor()
   return redis.call('ZRANGEBYSCORE', K.q, '-inf', '(0', 'LIMIT', 0, 1)[1]
 end
 
+-- ---- What waiters see.
+
 -- The holder as the others see it: host, pid, cmd, since, lingering (0/1), ms until its lease
 -- (or the earliest of the shared ones) ends, or -1.
 --
--- view: what check_types read (VIEW), when nothing the holder's view shows has been written since.
+-- view: what check_types read (current_view), when nothing the holder's view shows has been
+-- written since.
 local function holder_view(view)
   local value = lock_value()
   if value and view and view.value == value then
     local v = view.info
-    return v[INFO.host] or '', v[INFO.pid] or '', v[INFO.cmd] or '', v[INFO.since] or '',
-           v[INFO.lingering] == '1' and 1 or 0, view.pttl
+    return view.who.host, view.who.pid, view.who.cmd, v[INFO.since] or '', v[INFO.lingering] == '1' and 1 or 0,
+           view.pttl
   end
   if value then
     local v = hmget(K.info, INFO.host, INFO.pid, INFO.cmd, INFO.since, INFO.lingering)
@@ -872,7 +1021,7 @@ local function holder_view(view)
   local first = redis.call('ZRANGE', K.h, 0, 0, 'WITHSCORES')
   if first[1] then
     local id = first[1]
-    local v = hmget_of(K.hi, id, HOLDER.host, HOLDER.pid, HOLDER.cmd, HOLDER.since, HOLDER.lingering)
+    local v = hmget_of(K.hi, id, {HOLDER.host, HOLDER.pid, HOLDER.cmd, HOLDER.since, HOLDER.lingering})
     return v[HOLDER.host] or '', v[HOLDER.pid] or '', v[HOLDER.cmd] or '', v[HOLDER.since] or '',
            v[HOLDER.lingering] == '1' and 1 or 0,
            math.max(0, math.floor(tonumber(first[2]) - NOW))
@@ -880,35 +1029,28 @@ local function holder_view(view)
   return '', '', '', '', 0, -1
 end
 
--- The epoch of what waiters see, for the light heartbeat (beat.lua). K.ep holds "epoch due":
--- the epoch (the server's clock in us when it began: never the same twice), and until when
--- nothing time-based can be due (0: a light step never stands for a full one): the first waiter's
--- lease and the exclusive holder's lease, whichever ends first. Every change drops it (bump); a
--- step that changes nothing keeps the epoch and sets the due time again. The light step renews
--- the caller's lease only before the first lease ends, so the queue's keys still outlive it by the
--- claim window (set_expiries).
+-- The epoch the caller's view belongs to, as this full step leaves it (see epoch_due): a new one
+-- after a change of the view, else the one K.ep has (with the head named after a hand-off, unless
+-- it is the caller, whose full step this is).
 local function view_epoch()
-  local v = redis.pcall('GET', K.ep)
-  local epoch = type(v) == 'string' and string.match(v, '^(%d+) ') or NOW_US
-  local due = 0
-  if lock_value() then
-    local view = current_view()
-    local pttl = view and view.pttl or redis.call('PTTL', K.lock)
-    local first = redis.call('ZRANGE', K.wl, 0, 0, 'WITHSCORES')[2]
-    if pttl > 0 and first then due = math.min(NOW + pttl, tonumber(first)) end
-  end
-  redis.call('SET', K.ep, epoch .. ' ' .. due, 'PX', math.max(due - NOW, 0) + LEASE + CLAIM)
-  EP_DROPPED = false
+  local c = C
+  local how = c.change
+  c.change = nil
+  local epoch, head = nil, nil
+  if how ~= 'view' then epoch, head = current_epoch() end
+  if not epoch then epoch, head = c.now_us, nil end
+  if how == 'due' then head = redis.call('ZRANGE', K.q, 0, 0)[1] end
+  if head == c.caller then head = nil end
+  set_epoch(epoch, epoch_due(), head)
   return epoch
 end
 
 -- What a waiter needs to go on waiting: {3, more, push, position, queue length, since (server
 -- ms), now, holder host, pid, cmd, holder since, lingering, ms left of the holder's lease (-1:
 -- none; the head waits no longer than that), the epoch (view_epoch), then the ids whose mailboxes
--- to watch}. The watched
--- id is recorded, so that a grant after it was dropped pushes the waiter's own mailbox. A
--- preemptor does not watch a --preemptible exclusive holder that has not yet seen its request,
--- as its steps push that mailbox: its grant pushes its own.
+-- to watch}. The watched id is recorded, so that a grant after it was dropped pushes the waiter's
+-- own mailbox. A preemptor does not watch a --preemptible exclusive holder that has not yet seen
+-- its request, as its steps push that mailbox: its grant pushes its own.
 local function waiting(id)
   local rank = redis.call('ZRANK', K.q, id)
   local watch = {}
@@ -919,7 +1061,7 @@ local function waiting(id)
     left = -1
   else
     local holder = lock_value() and ((view and view.info[INFO.id]) or redis.call('HGET', K.info, INFO.id))
-    if holder and string.find(redis.call('HGET', K.w, id .. '.' .. WAITER.options) or '', 'p', 1, true) then
+    if holder and has(redis.call('HGET', K.w, id .. '.' .. WAITER.options), OPT.preempt) then
       local asked = hmget(K.info, INFO.preemptible, INFO.preempt_seen)
       if asked[INFO.preemptible] == '1' and asked[INFO.preempt_seen] ~= '1' then holder = nil end
     end
@@ -927,40 +1069,43 @@ local function waiting(id)
     for _, h in ipairs(redis.call('ZRANGE', K.h, 0, 63)) do watch[#watch + 1] = h end
   end
   redis.call('HSET', K.w, id .. '.' .. WAITER.watching, watch[1] or '')
+  local epoch = view_epoch()
   local out = reply(CODE.waiting)
   local at = AT.waiting
   out[at.position], out[at.queued] = rank + 1, redis.call('ZCARD', K.q)
   out[at.since], out[at.now] = redis.call('HGET', K.w, id .. '.' .. WAITER.since) or '', NOW
   out[at.host], out[at.pid], out[at.cmd], out[at.held_since] = host, pid, cmd, since
   out[at.lingering], out[at.left] = lingering, left
-  out[at.epoch] = view_epoch()
+  out[at.epoch] = epoch
   for i, x in ipairs(watch) do out[at.watch + i - 1] = x end
   return out
 end
 
--- The contender described by ARGV[2..12]: token ttl host pid user cmd mode limit options
--- min_hold_ms tick ('' without --once-per, else "PERIOD AGE" in ms: AGE is how long ago it fired,
--- on its own clock, and may be negative in tests; see ticks_after). Options: q (join the queue if
--- it cannot be taken now), s (supersede), p (preempt), e (preemptible), r (Redlock's phase 1: the
--- acquisition is recorded by phase 2).
-local function contender()
-  local d = {t = ARGS[2], ttl = ARGS[3], h = ARGS[4], p = ARGS[5], u = ARGS[6], c = ARGS[7], m = ARGS[8],
-             o = ARGS[10], mh = ARGS[11]}
-  local period, age = string.match(ARGS[12] or '', '^(%d+) (%-?%d+)$')
-  if period and tonumber(period) > 0 then d.tp, d.tk = tonumber(period), NOW - tonumber(age) end
-  return d, tonumber(ARGS[9])
+-- ---- The contender of acquire and wait.
+
+-- The contender its arguments describe (a: A.acquire or A.wait; protocol.txt: call acquire, call
+-- wait): its tick is "PERIOD AGE" in ms, AGE how long ago it fired on its own clock (negative in
+-- tests), and d.tick the server's time it fired then (see ticks_after).
+local function contender(a)
+  local d = {token = arg(a.token), ttl = arg(a.ttl), who = record_args(RECORD.who, a.who), mode = arg(a.mode),
+             options = arg(a.options), min_hold = arg(a.min_hold)}
+  local period, age = string.match(arg(a.tick) or '', '^(%d+) (%-?%d+)$')
+  if period and tonumber(period) > 0 then d.period, d.tick = tonumber(period), NOW - tonumber(age) end
+  return d, tonumber(arg(a.limit))
 end
 
 -- What acquire and wait start with: the contender, its id and limit, once the lock's keys hold
 -- rlock's data and its kind of hold fits; else the error to return.
-local function prologue()
-  local d, limit = contender()
-  local bad = check_types(d.t)
+local function prologue(a)
+  local d, limit = contender(a)
+  local bad = check_types(d.token)
   if bad then return nil, nil, nil, bad end
-  CALLER = id_of(d.t)
-  bad = check_mode(d.m, limit)
-  return d, CALLER, limit, bad
+  C.caller = id_of(d.token)
+  bad = check_mode(d.mode, limit)
+  return d, C.caller, limit, bad
 end
+
+-- ---- --preempt.
 
 -- Asks the exclusive holder to stop for the waiting preemptor id (d), if it gave --preemptible: the
 -- request (pb, who; pi, its id, in :info) names the first preemptor that asked and still waits.
@@ -973,14 +1118,15 @@ local function preempt(d, id)
   if not lock_value() or v[INFO.preemptible] ~= '1' then return false end
   if v[INFO.lingering] == '1' then
     redis.call('DEL', K.lock, K.info)
-    lock_written()
+    wrote('lock', false, 'view')
     return true
   end
   if v[INFO.preempt_seen] == '1' then return true end
   local asker = v[INFO.preemptor]
   if asker and asker ~= id and still_waiting(asker) then return true end
-  redis.call('HSET', K.info, INFO.preempt_by, who(d), INFO.preemptor, id)
-  PUSH[#PUSH + 1] = v[INFO.id]
+  redis.call('HSET', K.info, INFO.preempt_by, who_text(d.who), INFO.preemptor, id)
+  changed('view')
+  C.push[#C.push + 1] = v[INFO.id]
   return true
 end
 

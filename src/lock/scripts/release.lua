@@ -1,56 +1,62 @@
 -- Gives the lock back only if the token still holds it, and hands it to the next waiter. With
 -- --min-hold, a used hold released before its time lingers (no process behind it) until then.
--- KEYS: the lock's keys. ARGV: cfg, token, the command's exit status ('' if none), then who the
--- caller is (host pid user cmd fence), for the history when the token no longer holds the lock,
--- then whether the hold was used, and so may linger: '' or none, never used (a give-back: a run
--- that did not start its command, a failed Redlock attempt; never lingers, "returned" in the
+-- KEYS: the lock's keys. ARGV: protocol.txt, call release: the token, the command's exit status
+-- ('' if none), then who the caller is and its fence, for the history when the token no longer
+-- holds the lock, then whether the hold was used, and so may linger: '' never used (a give-back:
+-- a run that did not start its command, a failed Redlock attempt; never lingers, "returned" in the
 -- history); 'h', used, lingering until the minimum the hold recorded at its claim (the release of
 -- an acquire hold); a number, used, lingering that many ms from now (a run: what is left of
 -- --min-hold since its command started, measured on the client's monotonic clock); then '1' for a
 -- retry after an attempt whose answer was lost.
 -- Returns {1, more, push} when released (or left lingering), {0, more, push} when the token no
 -- longer holds the lock.
-local token, status, used, retry = ARGV[2], ARGV[3], ARGV[9] or '', ARGV[10] == '1'
+local a = A.release
+local token, status, used, retry = arg(a.token), arg(a.exit), arg(a.used), arg(a.retry) == '1'
 local id = id_of(token)
-CALLER = id
--- The common case first, in the fewest commands and with little Lua: the exclusive holder's
--- release, used or not, with nobody else there (no queue, shared holder, semaphore or notice),
--- no preempt request, no --once-per tick marked run to give back, and nothing to linger. What it does is what the full
--- path below does in that case; anything else goes there, having written nothing (what it read of
--- the exclusive holder's :info is not read again: read).
--- (What both paths read of the exclusive holder's :info, by field.)
+C.caller = id
+
+-- What both paths read of the exclusive holder's :info, by field.
 local function read_info()
-  return hmget(K.info, INFO.host, INFO.pid, INFO.user, INFO.cmd, INFO.fence, INFO.since, INFO.linger_until,
-               INFO.preempt_by, INFO.tick_ran, INFO.history, INFO.preempt_seen, INFO.preemptor, INFO.tick,
-               INFO.tick_period)
+  return hmget(K.info, unpack(with_record(RECORD.who, 'info', INFO.fence, INFO.since, INFO.linger_until,
+                                          INFO.preempt_by, INFO.tick_ran, INFO.history, INFO.preempt_seen,
+                                          INFO.preemptor, INFO.tick, INFO.tick_period)))
 end
+
+-- Until when a used hold lingers (nil: it does not): linger_until, the minimum recorded at the
+-- claim, for an acquire hold's release ('h').
+local function lingers_until(linger_until)
+  if used == 'h' then return tonumber(linger_until or '') end
+  if used ~= '' then return NOW + (tonumber(used) or 0) end
+  return nil
+end
+
+-- The common case first, in the fewest commands: the exclusive holder's release, used or not,
+-- with nobody else there (no queue, shared holder, semaphore or notice), no preempt request, no
+-- --once-per tick marked run to give back, and nothing to linger. It writes what the full path
+-- below writes in that case; anything else goes there, having written nothing (what it read of the
+-- exclusive holder's :info is not read again: read).
 local read
 if redis.call('GET', K.lock) == token then
-  LOCK_READ, LOCK_VALUE = true, token
+  C.lock_read, C.lock_value = true, token
   local v = read_info()
   read = v
-  local linger_until = nil
-  if used == 'h' then
-    linger_until = tonumber(v[INFO.linger_until] or '')
-  elseif used ~= '' then
-    linger_until = NOW + (tonumber(used) or 0)
-  end
+  local linger_until = lingers_until(v[INFO.linger_until])
   if not (v[INFO.preempt_by] and v[INFO.preempt_by] ~= '') and not (used == '' and v[INFO.tick_ran]) and
      not (linger_until and linger_until > NOW) and quiet() then
     history_known(v[INFO.history])
     redis.call('DEL', K.lock, K.info)
     local since = v[INFO.since]
     event(used == '' and EVENT.returned or EVENT.released,
-          {EV.host, v[INFO.host], EV.pid, v[INFO.pid], EV.user, v[INFO.user], EV.cmd, v[INFO.cmd], EV.fence,
-           v[INFO.fence], EV.held, since and tostring(NOW - tonumber(since)) or '', EV.exit, status, EV.id, id,
-           EV.tick, v[INFO.tick], EV.period, v[INFO.tick_period]})
-    return {CODE.released, 0, PUSH}
+          who_event(record_from(RECORD.who, 'info', v),
+                    {EV.fence, v[INFO.fence], EV.held, since and tostring(NOW - tonumber(since)) or '', EV.exit, status,
+                     EV.id, id, EV.tick, v[INFO.tick], EV.period, v[INFO.tick_period]}))
+    return reply(CODE.released)
   end
 end
 local kind = hold_kind(token, id)
 if not kind then
   local bad = check_types(token)
-  if bad then return bad end
+  if bad then return refuse(bad) end
   -- A retry whose first attempt ran: the hold lingers under its own mark, released.
   if retry and (redis.call('GET', K.lock) == '~' .. id or
                 redis.call('HGET', K.hi, id .. '.' .. HOLDER.token) == '~' .. id) then
@@ -60,8 +66,7 @@ if not kind then
   if retry then return reply(CODE.not_held) end
   -- Never used, its lease gone: a --once-per tick it marked run is not done.
   if used == '' then tick_return(id) end
-  event(EVENT.lost, {EV.host, ARGV[4], EV.pid, ARGV[5], EV.user, ARGV[6], EV.cmd, ARGV[7], EV.fence, ARGV[8],
-                     EV.exit, status, EV.id, id})
+  event(EVENT.lost, who_event(record_args(RECORD.who, a.who), {EV.fence, arg(a.fence), EV.exit, status, EV.id, id}))
   -- Its lock is gone (deleted, or expired with nobody after it) and its end is now in the
   -- history: the next holder must not record it again as expired.
   if redis.call('EXISTS', K.lock) == 0 and redis.call('HGET', K.info, INFO.id) == id then
@@ -72,57 +77,48 @@ end
 
 -- The hold's record: the exclusive holder's :info, or the holder's fields in :hi (which has no
 -- preempt request: a shared hold is never preempted).
-local host, pid, user, cmd, fence, since, linger, asked_by, seen, asker, tick_ran, tick, period
+local v, place
 if kind == 'x' then
-  local v = read or read_info()
+  v, place = read or read_info(), 'info'
   history_known(v[INFO.history])
-  host, pid, user, cmd = v[INFO.host], v[INFO.pid], v[INFO.user], v[INFO.cmd]
-  fence, since = v[INFO.fence], v[INFO.since]
-  linger, asked_by, seen, asker, tick_ran = v[INFO.linger_until], v[INFO.preempt_by], v[INFO.preempt_seen],
-                                            v[INFO.preemptor], v[INFO.tick_ran]
-  tick, period = v[INFO.tick], v[INFO.tick_period]
 else
-  local v = hmget_of(K.hi, id, HOLDER.host, HOLDER.pid, HOLDER.user, HOLDER.cmd, HOLDER.fence, HOLDER.since,
-                     HOLDER.linger_until)
-  host, pid, user, cmd, fence = v[HOLDER.host], v[HOLDER.pid], v[HOLDER.user], v[HOLDER.cmd], v[HOLDER.fence]
-  since, linger = v[HOLDER.since], v[HOLDER.linger_until]
+  v, place = hmget_of(K.hi, id, with_record(RECORD.who, 'holder', HOLDER.fence, HOLDER.since, HOLDER.linger_until)),
+             'holder'
 end
+local fence, since = v[INFO.fence], v[INFO.since]
+if kind ~= 'x' then fence, since = v[HOLDER.fence], v[HOLDER.since] end
 local held = since and tostring(NOW - tonumber(since)) or ''
-local ev = {EV.host, host, EV.pid, pid, EV.user, user, EV.cmd, cmd, EV.fence, fence, EV.held, held, EV.exit, status,
-            EV.id, id, EV.tick, tick or false, EV.period, period or false}
+local ev = who_event(record_from(RECORD.who, place, v),
+                     {EV.fence, fence, EV.held, held, EV.exit, status, EV.id, id, EV.tick, v[INFO.tick] or false,
+                      EV.period, v[INFO.tick_period] or false})
 -- A --preempt request: the hold ended preempted only if the holder saw the request (ps, marked by
 -- its renewal: its stop began then); it does not linger while its preemptor still waits. A request
 -- whose preemptor is gone, unseen, is neither.
+local asked_by = kind == 'x' and v[INFO.preempt_by]
 local asked = asked_by and asked_by ~= ''
-local preempted = asked and (kind ~= 'x' or seen == '1')
-local wanted = asked and (kind ~= 'x' or (asker and still_waiting(asker)))
+local preempted = asked and v[INFO.preempt_seen] == '1'
+local wanted = asked and v[INFO.preemptor] and still_waiting(v[INFO.preemptor])
 if used == '' then
   event(EVENT.returned, ev)
   -- Never used: a --once-per tick it marked run is not done.
-  if tick_ran then tick_return(id) end
+  if kind == 'x' and v[INFO.tick_ran] then tick_return(id) end
 elseif preempted then
-  ev[#ev + 1] = EV.by
-  ev[#ev + 1] = asked_by
-  event(EVENT.preempted, ev)
+  event(EVENT.preempted, put(ev, {EV.by, asked_by}))
 else
   event(EVENT.released, ev)
 end
 
-local linger_until = nil
-if used == 'h' then
-  linger_until = tonumber(linger or '')
-elseif used ~= '' then
-  linger_until = NOW + (tonumber(used) or 0)
-end
+local linger_until = lingers_until(kind == 'x' and v[INFO.linger_until] or v[HOLDER.linger_until])
 if linger_until and linger_until > NOW and not wanted then
   if kind == 'x' then
     redis.call('SET', K.lock, '~' .. id, 'PX', linger_until - NOW)
-    lock_written()
+    wrote('lock', '~' .. id, 'view')
     redis.call('HSET', K.info, INFO.lingering, 1, INFO.expires, linger_until)
-    redis.call('PEXPIRE', K.info, linger_until - NOW + HISTORY)
+    redis.call('PEXPIRE', K.info, linger_until - NOW + C.history)
   else
     redis.call('HSET', K.hi, id .. '.' .. HOLDER.token, '~' .. id, id .. '.' .. HOLDER.lingering, 1)
     redis.call('ZADD', K.h, 'XX', linger_until, id)
+    changed('view')  -- (its lease is shorter now: the head's step must see when it ends)
   end
   set_expiries()
   return reply(CODE.released)
@@ -130,10 +126,9 @@ end
 
 if kind == 'x' then
   redis.call('DEL', K.lock, K.info)
-  lock_written()
-  -- (The lock's key is known free now: not read again.)
-  LOCK_READ, LOCK_VALUE = true, false
-  NOTED, INFO_CLEAN = true, true
+  -- (The key is known free now: not read again. An exclusive release that hands the lock to the
+  -- head of the queue changes, for the waiters behind, only who is the head.)
+  wrote('lock', false, 'due')
 else
   remove_holder(id)
 end
