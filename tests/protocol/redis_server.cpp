@@ -30,9 +30,8 @@ sockaddr_in loopback(int port) {
   return a;
 }
 
-}  // namespace
-
-int unused_port() {
+// A socket bound to a port of 127.0.0.1 that the kernel chose (not listening); its port.
+int bound_socket(int& port) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw std::runtime_error("socket failed");
   sockaddr_in a = loopback(0);
@@ -42,22 +41,55 @@ int unused_port() {
     close(fd);
     throw std::runtime_error("cannot bind a loopback port");
   }
-  close(fd);
-  return ntohs(a.sin_port);
+  port = ntohs(a.sin_port);
+  return fd;
 }
 
-namespace {
+// A port of 127.0.0.1 that was free a moment ago, for a server to take.
+int free_port() {
+  int port = 0;
+  close(bound_socket(port));
+  return port;
+}
 
-bool accepts(int port) {
+// Whether the server listening on port is the process pid (its INFO's process_id): another
+// binary's server, running at the same time, may have taken the port that pid was started on.
+bool serves(int port, pid_t pid) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return false;
+  timeval timeout{2, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
   sockaddr_in a = loopback(port);
-  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  const std::string ask = "INFO server\r\n";
+  const std::string want = "\nprocess_id:" + std::to_string(pid) + "\r";
+  std::string reply;
+  auto has_id = [&] {
+    size_t at = reply.find("\nprocess_id:");
+    return at != std::string::npos && reply.find('\r', at) != std::string::npos;
+  };
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      write(fd, ask.data(), ask.size()) == static_cast<ssize_t>(ask.size())) {
+    char buffer[4096];
+    while (!has_id()) {
+      ssize_t n = read(fd, buffer, sizeof buffer);
+      if (n <= 0) break;
+      reply.append(buffer, static_cast<size_t>(n));
+    }
+  }
   close(fd);
-  return ok;
+  return reply.find(want) != std::string::npos;
 }
 
 }  // namespace
+
+int unused_port() {
+  // The socket stays bound (and not listening) while the binary runs: no server, this binary's
+  // or another's running at the same time, can take its port.
+  static std::vector<int> held;
+  int port = 0;
+  held.push_back(bound_socket(port));
+  return port;
+}
 
 RedisServer::RedisServer(bool persistent) {
   const char* tmp = std::getenv("TMPDIR");
@@ -67,7 +99,7 @@ RedisServer::RedisServer(bool persistent) {
   if (!mkdtemp(dir.data())) throw std::runtime_error("mkdtemp failed");
   m_dir = dir.data();
   for (int tries = 0; tries < 20; ++tries) {
-    if (start(unused_port(), persistent)) return;
+    if (start(free_port(), persistent)) return;
   }
   throw std::runtime_error("redis-server did not start (see " + m_dir + "/redis.log)");
 }
@@ -122,7 +154,7 @@ bool RedisServer::start(int port, bool persistent) {
   while (std::chrono::steady_clock::now() < give_up) {
     int status = 0;
     if (waitpid(pid, &status, WNOHANG) == pid) return false;
-    if (accepts(port) && waitpid(pid, &status, WNOHANG) == 0) {
+    if (serves(port, pid)) {
       m_pid = pid;
       m_port = port;
       return true;

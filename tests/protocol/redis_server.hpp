@@ -22,7 +22,8 @@ public:
   std::string url() const;
 
 private:
-  // Starts redis-server on port; false when it exited (the port was taken meanwhile).
+  // Starts redis-server on port; false when it exited (the port was taken meanwhile). It has
+  // started when the server on port says it is the one started (another may have the port).
   bool start(int port, bool persistent);
 
   std::string m_dir;
@@ -30,8 +31,8 @@ private:
   pid_t m_pid = -1;
 };
 
-// A port of 127.0.0.1 that nobody listens on (the kernel's choice for port 0, closed again): a
-// server that refuses connections.
+// A port of 127.0.0.1 that nobody listens on, and nobody can while the binary runs (the kernel's
+// choice for port 0, kept bound): a server that refuses connections.
 int unused_port();
 
 // The one server the binary's tests share (started at first use, killed at exit), and, for the
