@@ -202,19 +202,18 @@ std::vector<Event> parse_events(const redis::Reply& reply, const std::string& ke
     e.time_ms = number(e.stream_id.substr(0, e.stream_id.find('-'))).value_or(0);
     namespace field = protocol::event_field;
     const auto& f = entry.elements[1].elements;
+    // The record who (whatever fields protocol.txt gives it), then the event's own fields.
+    e.holder = protocol::Who::read(protocol::who_fields::event_field, [&f](std::string_view want) {
+      for (size_t i = 0; i + 1 < f.size(); i += 2) {
+        if (f[i].str == want) return f[i + 1].str;
+      }
+      return std::string();
+    });
     for (size_t i = 0; i + 1 < f.size(); i += 2) {
       const std::string& name = f[i].str;
       const std::string& value = f[i + 1].str;
       if (name == field::kind)
         e.kind = value;
-      else if (name == field::host)
-        e.holder.host = value;
-      else if (name == field::pid)
-        e.holder.pid = value;
-      else if (name == field::user)
-        e.holder.user = value;
-      else if (name == field::cmd)
-        e.holder.cmd = value;
       else if (name == field::fence)
         e.fence = number(value);
       else if (name == field::waited)

@@ -53,23 +53,32 @@ std::map<std::string, std::string> field_map(const Reply& r) {
   return out;
 }
 
-// The fields read of each holder and waiter, in the order of the HMGETs of the second round.
-constexpr std::string_view k_holder_fields[] = {holder::mode, holder::host,   holder::pid,     holder::user,
-                                                holder::cmd,  holder::since,  holder::fence,   holder::ttl,
-                                                holder::slot, holder::keeper, holder::watched, holder::lingering};
-constexpr std::string_view k_waiter_fields[] = {waiter::mode, waiter::host, waiter::pid,
-                                                waiter::user, waiter::cmd,  waiter::since};
+// The fields read of each holder and waiter, in the order of the HMGETs of the second round: their
+// own, then the record who's (whatever fields protocol.txt gives it).
+template <size_t N, size_t R>
+std::vector<std::string_view> with_who(const std::array<std::string_view, N>& own,
+                                       const std::array<std::string_view, R>& who) {
+  std::vector<std::string_view> out(own.begin(), own.end());
+  out.insert(out.end(), who.begin(), who.end());
+  return out;
+}
+const std::vector<std::string_view> k_holder_fields =
+    with_who(std::array{holder::mode, holder::since, holder::fence, holder::ttl, holder::slot, holder::keeper,
+                        holder::watched, holder::lingering},
+             protocol::who_fields::holder);
+const std::vector<std::string_view> k_waiter_fields =
+    with_who(std::array{waiter::mode, waiter::since}, protocol::who_fields::waiter);
 // Each HMGET of the second round asks for a field "-" first (HMGET needs one, even for an empty
 // holders or queue list): the fields asked for start after it.
 constexpr size_t k_hmget_first = 1;
 
 // One holder's or waiter's fields from an HMGET reply of the second round, by field: the n-th
 // entry's (an id's), reading `names` per entry.
-template <size_t N>
-std::map<std::string_view, std::string> entry_fields(const Reply& hmget, size_t n, const std::string_view (&names)[N]) {
+std::map<std::string_view, std::string> entry_fields(const Reply& hmget, size_t n,
+                                                     const std::vector<std::string_view>& names) {
   std::map<std::string_view, std::string> out;
-  for (size_t f = 0; f < N; ++f) {
-    size_t at = k_hmget_first + n * N + f;
+  for (size_t f = 0; f < names.size(); ++f) {
+    size_t at = k_hmget_first + n * names.size() + f;
     out[names[f]] = at < hmget.elements.size() ? hmget.elements[at].str : std::string();
   }
   return out;
@@ -199,7 +208,7 @@ LockState parse_inspect(const LockName& name, const std::vector<Reply>& r, const
     };
     if (!lock_value_ours(r[k_value], r[k_pttl], get(info::id))) throw foreign_data(name.lock_key());
     if (r[k_pttl].type == Reply::Type::integer && r[k_pttl].integer >= 0) h.ttl_left_ms = r[k_pttl].integer;
-    h.holder = {get(info::host), get(info::pid), get(info::user), get(info::cmd)};
+    h.holder = protocol::Who::read(protocol::who_fields::info, get);
     h.since_ms = to_int(get(info::since));
     h.lease_ms = to_int(get(info::ttl));
     h.fence = to_int(get(info::fence));
@@ -224,7 +233,7 @@ LockState parse_inspect(const LockName& name, const std::vector<Reply>& r, const
     if (!expiry || *expiry <= now) continue;  // lapsed: reaped at the next change
     auto v = entry_fields(second.size() > k_holder_fields_of ? second[k_holder_fields_of] : none, n, k_holder_fields);
     HolderState h;
-    h.holder = {v[holder::host], v[holder::pid], v[holder::user], v[holder::cmd]};
+    h.holder = protocol::Who::read(protocol::who_fields::holder, [&v](std::string_view f) { return v[f]; });
     h.since_ms = to_int(v[holder::since]);
     h.held_for_ms = since_to_held(h.since_ms, now);
     h.fence = to_int(v[holder::fence]);
@@ -252,7 +261,7 @@ LockState parse_inspect(const LockName& name, const std::vector<Reply>& r, const
     if (!lease || *lease <= now) continue;  // a dead waiter, about to be dropped
     auto v = entry_fields(second.size() > k_waiter_fields_of ? second[k_waiter_fields_of] : none, n, k_waiter_fields);
     WaiterState ws;
-    ws.holder = {v[waiter::host], v[waiter::pid], v[waiter::user], v[waiter::cmd]};
+    ws.holder = protocol::Who::read(protocol::who_fields::waiter, [&v](std::string_view f) { return v[f]; });
     ws.since_ms = to_int(v[waiter::since]);
     ws.waited_ms = since_to_held(ws.since_ms, now);
     ws.shared = v[waiter::mode] == "s";
