@@ -392,7 +392,8 @@ def cpp_record(p, name, fields):
     out = [f"// The record {name}, written whole wherever it goes: a call's arguments, and the fields of\n",
            f"// {', '.join(p.record_places(name))}, named as their own lines name them ({name}_fields::KIND).\n",
            f"struct {kind} {{\n"]
-    out += [f"  std::string {field};\n" for field in fields]
+    # (Initialised, so that code that sets some fields by name still compiles when one is added.)
+    out += [f"  std::string {field}{{}};\n" for field in fields]
     out.append("\n  // Its fields in order, after args' last.\n")
     out.append("  void append_to(std::vector<std::string>& args) const {\n")
     out += [f"    args.push_back({field});\n" for field in fields]

@@ -66,7 +66,7 @@ TEST_F(CostTest, UncontendedAcquireAndReleaseRunAFewCommands) {
   // A used hold released with exit status 0: its end and the success go into the summary.
   lock::Ending ending;
   ending.exit_status = "0";
-  ending.holder = {"host", "101", "user", "cmd 101"};
+  ending.holder = {.host = "host", .pid = "101", .user = "user", .cmd = "cmd 101"};
   ending.used = true;
   ending.linger = 0ms;
   Contender warm = contender("100");

@@ -79,7 +79,7 @@ protected:
     Contender c;
     c.token = lock::new_token();
     c.ttl = ttl;
-    c.holder = {"host", pid, "user", "cmd " + pid};
+    c.holder = {.host = "host", .pid = pid, .user = "user", .cmd = "cmd " + pid};
     c.mode = mode;
     c.limit = limit;
     return c;

@@ -81,7 +81,7 @@ protected:
     Contender c;
     c.token = lock::new_token();
     c.ttl = 5s;
-    c.holder = {"host", pid, "user", "cmd " + pid};
+    c.holder = {.host = "host", .pid = pid, .user = "user", .cmd = "cmd " + pid};
     return c;
   }
   // The lock as one master alone shows it.

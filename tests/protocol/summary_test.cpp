@@ -11,7 +11,7 @@ using SummaryTest = ProtocolTest;
 lock::Ending summary_ending(const std::string& exit_status) {
   lock::Ending e;
   e.exit_status = exit_status;
-  e.holder = {"host", "1", "user", "cmd"};
+  e.holder = {.host = "host", .pid = "1", .user = "user", .cmd = "cmd"};
   e.used = true;
   e.linger = 0ms;
   return e;
@@ -65,7 +65,7 @@ TEST_F(SummaryTest, CountsEachOutcomeAndKeepsTheLastStartEndAndSuccess) {
   ASSERT_EQ(acquire(e).outcome, Outcome::acquired);
   lock::Ending none;
   none.used = true;
-  none.holder = {"other-host", "1", "user", ""};
+  none.holder = {.host = "other-host", .pid = "1", .user = "user"};
   ASSERT_TRUE(lock::release(node, name, timing, e.token, none));
   s = b->read_summary(name);
   EXPECT_GE(*s.success.time_ms, first_success);

@@ -172,7 +172,7 @@ local EVENT = {acquired = 'acquired'}
                          [("token", 3, "arg"), ("who", 4, "who"), ("tick", 6, "arg"), ("enclosing", 7, "rest")])
         self.assertEqual(generate.call_indices(p, p.call("beat")), [("id", 1, "arg"), ("epoch", 2, "arg")])
         cpp = generate.cpp_definitions(p)
-        self.assertIn("struct Who {\n  std::string host;\n  std::string pid;\n", cpp)
+        self.assertIn("struct Who {\n  std::string host{};\n  std::string pid{};\n", cpp)
         self.assertIn("    r.host = get(fields[0]);\n    r.pid = get(fields[1]);\n", cpp)
         self.assertIn("namespace who_fields {\n"
                       "inline constexpr std::array<std::string_view, 2> info = {info::host, info::pid};\n"

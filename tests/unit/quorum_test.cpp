@@ -102,7 +102,7 @@ Contender contender(Millis ttl = 10s) {
       "0123456789abcdef"
       "00112233445566778899aabbccddeeff";
   c.ttl = ttl;
-  c.holder = {"host", "42", "me", "cmd"};
+  c.holder = {.host = "host", .pid = "42", .user = "me", .cmd = "cmd"};
   return c;
 }
 
