@@ -88,6 +88,26 @@ hold() {
   assert_equal "$(jq -r 'has("token")' <<<"$output")" false
 }
 
+@test "status names the CI job of the holder and of each waiter, and only in a CI" {
+  require_jq
+  GITHUB_SERVER_URL=https://github.example GITHUB_REPOSITORY=team/app GITHUB_RUN_ID=42 hold k
+  CI_JOB_URL=$'https://gitlab.example/team/app/-/jobs/7\e[31m' bg waiter rlock run k -w 60s -- true
+  wait_until eval '[[ $(rlock status k --json | jq -r .queue_length) == 1 ]]' || fail "no waiter: $(bg_err waiter)"
+  run --separate-stderr rlock status k --json
+  assert_equal "$(jq -r .job <<<"$output")" https://github.example/team/app/actions/runs/42
+  assert_equal "$(jq -r '.holders[0].job' <<<"$output")" https://github.example/team/app/actions/runs/42
+  assert_equal "$(jq -r '.waiters[0].job' <<<"$output")" $'https://gitlab.example/team/app/-/jobs/7\e[31m'
+  run --separate-stderr rlock status k -v
+  assert_output --partial "k held by pid $holder_pid on $(uname -n) in CI job https://github.example/team/app/actions/runs/42"
+  [[ $output != *$'\e'* ]] || fail "an escape reached the terminal: $output"
+  # Outside a CI: no job.
+  rcli del "$(lock_key k)" >/dev/null
+  run rlock acquire k2
+  assert_success
+  run --separate-stderr rlock status k2 --json
+  assert_equal "$(jq -r .job <<<"$output")" null
+}
+
 @test "status --json of a free lock says held false and exits 1" {
   require_jq
   run --separate-stderr rlock status k --json

@@ -54,6 +54,25 @@ bool in_ci() {
   return false;
 }
 
+// The CI job rlock runs in, as a URL a person can open (empty outside a CI): GitHub Actions'
+// run, GitLab's job, Buildkite's and CircleCI's build, Jenkins' build. At most 200 bytes.
+std::string ci_job_url() {
+  auto env = [](const char* name) {
+    const char* v = std::getenv(name);
+    return std::string(v ? v : "");
+  };
+  std::string url;
+  if (!env("GITHUB_RUN_ID").empty() && !env("GITHUB_REPOSITORY").empty()) {
+    std::string server = env("GITHUB_SERVER_URL").empty() ? "https://github.com" : env("GITHUB_SERVER_URL");
+    url = fmt::format("{}/{}/actions/runs/{}", server, env("GITHUB_REPOSITORY"), env("GITHUB_RUN_ID"));
+  } else {
+    for (const char* name : {"CI_JOB_URL", "BUILDKITE_BUILD_URL", "CIRCLE_BUILD_URL", "BUILD_URL"}) {
+      if (!(url = env(name)).empty()) break;
+    }
+  }
+  return url.size() > 200 ? url.substr(0, 200) : url;
+}
+
 std::string holder_text(const lock::Attempt& a) {
   std::string who;
   if (!a.holder.host.empty()) who = fmt::format(" by {} pid {}", a.holder.host, a.holder.pid);
@@ -81,6 +100,7 @@ lock::Holder this_holder(const std::string& command) {
     h.user = fmt::format("uid {}", ::getuid());
   }
   h.cmd = command.size() > 200 ? command.substr(0, 197) + "..." : command;
+  h.job = ci_job_url();
   return h;
 }
 

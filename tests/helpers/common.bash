@@ -356,8 +356,9 @@ common_setup() {
     esac
   done
   unset REDIS_PASS REDIS_SOCKET REDIS_PORT REDIS_PID REDIS_DIR
-  # Nor a CI's variables, which make rlock print its progress while it waits.
-  unset CI GITHUB_ACTIONS GITLAB_CI BUILDKITE JENKINS_URL
+  # Nor a CI's variables, which make rlock print its progress while it waits and name its job.
+  unset CI GITHUB_ACTIONS GITLAB_CI BUILDKITE JENKINS_URL GITHUB_SERVER_URL GITHUB_REPOSITORY GITHUB_RUN_ID \
+    CI_JOB_URL BUILDKITE_BUILD_URL CIRCLE_BUILD_URL BUILD_URL
   export XDG_CONFIG_HOME=$BATS_TEST_TMPDIR/xdg
   mkdir -p "$XDG_CONFIG_HOME"
   # `rlock` on PATH is the binary under test, for the tests and their child scripts.
