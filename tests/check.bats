@@ -117,6 +117,31 @@ scripted_history() {
   assert_success
 }
 
+@test "check: a run that rlock ended is no success, even when its command exited 0" {
+  require_jq
+  # --max-hold, and a command that exits 0 on TERM, as graceful shutdowns do: rlock exits 76.
+  run --separate-stderr rlock run job --max-hold 500ms -- sh -c 'trap "exit 0" TERM; sleep 10 & wait'
+  assert_equal "$status" 76
+  run rlock check job --succeeded-within 1h
+  assert_equal "$status" 2
+  assert_output --partial "no success recorded; last end "
+  assert_output --partial ": released (exit 0, "
+  assert_output --partial ", stopped at --max-hold)"
+  # The guard SIGKILLed while the command runs: rlock kills the command and exits 71.
+  bg holder rlock run guarded -- sh -c 'echo "$PPID" >"$0"; exec sleep 100' "$T/guard"
+  wait_until test -s "$T/guard" || fail "the command did not start: $(bg_err holder)"
+  kill -KILL "$(cat "$T/guard")"
+  bg_wait holder
+  assert_equal "$BG_STATUS" 71
+  run --separate-stderr rlock log guarded --json
+  jq -e -s '.[-1].event == "released" and .[-1].outcome == "guard_killed"' <<<"$output" >/dev/null ||
+    fail "history: $output"
+  run rlock check guarded --succeeded-within 1h
+  assert_equal "$status" 2
+  assert_output --partial "no success recorded"
+  assert_output --partial ", killed: its guard was killed)"
+}
+
 @test "check: several keys, the worst state wins; a line per key, worst first" {
   rlock run good -- true
   rlock run bad -- sh -c 'exit 1' || true

@@ -148,21 +148,23 @@ EVERY_EVENT="acquired busy released acquired released acquired lost acquired sup
   local line
   for line in "${lines[@]}"; do
     jq -e 'type == "object"' <<<"$line" >/dev/null || fail "not one JSON object: $line"
-    # The contract's fields, and four more that the code adds: time_ms (the time as a number),
-    # key (which lock, for the merged log of every key), by (who superseded or preempted) and
-    # holder (who held the lock when a request was busy).
-    assert_equal "$(jq -r 'keys | join(" ")' <<<"$line")" "$(printf '%s\n' "${SPEC_FIELDS[@]}" by holder key tick time_ms | sort | xargs)"
+    # The contract's fields, and more that the code adds: time_ms (the time as a number), key
+    # (which lock, for the merged log of every key), by (who superseded or preempted), holder
+    # (who held the lock when a request was busy) and outcome (how a hold ended).
+    assert_equal "$(jq -r 'keys | join(" ")' <<<"$line")" "$(printf '%s\n' "${SPEC_FIELDS[@]}" by holder key outcome tick time_ms | sort | xargs)"
   done
   # Types and values.
   run jq -e -s '
     all(.[]; (.time | test("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+Z$")) and (.pid | type == "number") and
       (.host | type == "string") and (.user | type == "string") and (.event | type == "string"))
     and (.[0].event == "acquired" and (.[0].fence | type == "number") and .[0].waited_ms == 0)
-    and (.[4].event == "released" and .[4].exit == 3 and .[4].held_ms >= 150 and .[4].cmd == "sh -c '"'"'sleep 0.2; exit 3'"'"'")
+    and (.[4].event == "released" and .[4].exit == 3 and .[4].outcome == "failed" and .[4].held_ms >= 150
+      and .[4].cmd == "sh -c '"'"'sleep 0.2; exit 3'"'"'")
     and (.[1].event == "busy" and .[1].exit == null and (.[1].holder.pid | type == "number")
       and .[1].holder.cmd == "rlock acquire k" and .[1].holder.lingering == false)
     and all(.[]; .event == "busy" or .holder == null)
-    and (.[13].event == "preempted" and (.[13].by.pid | type == "number") and .[13].held_ms > 0)
+    and (.[13].event == "preempted" and (.[13].by.pid | type == "number") and .[13].held_ms > 0
+      and .[13].outcome == "preempted")
     and (.[8].event == "superseded" and (.[8].by.pid | type == "number"))' <<<"$output"
   assert_success
 }

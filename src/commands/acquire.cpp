@@ -277,6 +277,7 @@ int release(const ReleaseOptions& options) {
   }
   // The end of a hold that was used: it lingers until the --min-hold it recorded when taken.
   lock::Ending ending{"", this_holder(fmt::format("rlock release {}", options.key)), 0, true, std::nullopt};
+  ending.outcome = lock::HoldOutcome::success;  // an acquire/release pair, without a command
   // A server that restarts, or cannot serve for a moment, is tried again for --io-timeout at the
   // renewals' retry interval: a lock left behind would keep the next waiter out for its TTL.
   lock::Released released = lock::release_within(locker, name, token, ending, retry_until(options.connect),

@@ -80,11 +80,15 @@ void judge(Checked& c, const Threshold<T>& t, T value, const char* words) {
   c.reasons.push_back(fmt::format(fmt::runtime(words), limit_text(limit)));
 }
 
+// An end's details: its exit status, how long it lasted, and why rlock ended it.
 std::string moment_details(const lock::Moment& m) {
-  std::string held = m.held_ms ? util::format_duration(util::Millis(*m.held_ms)) : "";
-  if (m.exit_status.empty()) return held.empty() ? "" : fmt::format(" ({})", held);
-  return held.empty() ? fmt::format(" (exit {})", shown(m.exit_status))
-                      : fmt::format(" (exit {}, {})", shown(m.exit_status), held);
+  std::vector<std::string> parts;
+  if (!m.exit_status.empty()) parts.push_back("exit " + shown(m.exit_status));
+  if (m.held_ms) parts.push_back(util::format_duration(util::Millis(*m.held_ms)));
+  if (std::string why = lock::outcome_text(m.outcome); !why.empty()) parts.push_back(why);
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : ", ") + p;
+  return out.empty() ? "" : " (" + out + ")";
 }
 
 Checked judge_lock(const CheckOptions& o, const std::string& key, lock::LockState state, lock::Summary summary) {

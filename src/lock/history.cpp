@@ -223,6 +223,8 @@ std::vector<Event> parse_events(const redis::Reply& reply, const std::string& ke
         e.held_ms = number(value);
       else if (name == field::exit)
         e.exit_status = value;
+      else if (name == field::outcome)
+        e.outcome = value;
       else if (name == field::by)
         e.by = value;
       else if (name == field::id)
@@ -268,6 +270,17 @@ void sort_by_time(std::vector<Event>& events) {
   std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) { return a.time_ms < b.time_ms; });
 }
 
+std::string outcome_text(const std::string& outcome) {
+  namespace word = protocol::outcome;
+  if (outcome == word::max_hold) return "stopped at --max-hold";
+  if (outcome == word::guard_killed) return "killed: its guard was killed";
+  if (outcome == word::not_owned) return "its token no longer owned the lock";
+  if (outcome == word::renewals_failed) return "renewals kept failing";
+  if (outcome == word::deadline) return "the lease ran out before rlock could renew it";
+  if (outcome == word::restarted) return "the server restarted and lost it";
+  return "";
+}
+
 std::string format_event(const Event& e, bool with_key) {
   std::string line = iso_time(e.time_ms);
   if (with_key) line += " " + util::printable(e.key);
@@ -279,6 +292,7 @@ std::string format_event(const Event& e, bool with_key) {
   if (e.waited_ms) line += " waited " + util::format_duration(util::Millis(*e.waited_ms));
   if (e.held_ms) line += " held " + util::format_duration(util::Millis(*e.held_ms));
   if (!e.exit_status.empty()) line += " exit " + util::printable(e.exit_status);
+  if (std::string why = outcome_text(e.outcome); !why.empty()) line += " (" + why + ")";
   if (e.tick) line += " tick " + iso_time(*e.tick) + " done";
   if (!e.by.empty()) {
     Holder by = parse_who(e.by);
@@ -313,11 +327,11 @@ std::string event_json(const Event& e) {
   }
   return fmt::format(
       "{{\"time\":{},\"time_ms\":{},\"key\":{},\"event\":{},\"host\":{},\"pid\":{},\"user\":{},\"cmd\":{},"
-      "\"fence\":{},\"waited_ms\":{},\"held_ms\":{},\"exit\":{},\"by\":{},\"holder\":{},\"tick\":{}}}",
+      "\"fence\":{},\"waited_ms\":{},\"held_ms\":{},\"exit\":{},\"outcome\":{},\"by\":{},\"holder\":{},\"tick\":{}}}",
       util::json_quote(iso_time(e.time_ms)), e.time_ms, util::json_quote(e.key), util::json_quote(e.kind),
       text_or_null(e.holder.host), json_or_null(pid), text_or_null(e.holder.user), text_or_null(e.holder.command),
-      json_or_null(e.fence), json_or_null(e.waited_ms), json_or_null(e.held_ms), json_or_null(exit), by, held_by,
-      e.tick ? util::json_quote(iso_time(*e.tick)) : std::string("null"));
+      json_or_null(e.fence), json_or_null(e.waited_ms), json_or_null(e.held_ms), json_or_null(exit),
+      text_or_null(e.outcome), by, held_by, e.tick ? util::json_quote(iso_time(*e.tick)) : std::string("null"));
 }
 
 }  // namespace rlock::lock

@@ -26,6 +26,7 @@ struct Event {
   std::optional<int64_t> waited_ms;
   std::optional<int64_t> held_ms;
   std::string exit_status;  // the command's, when there was one
+  std::string outcome;      // an end: how its holder said it ended (protocol::outcome; "" unknown)
   std::string by;           // superseded, preempted: the newer request; a forced release: "release --force"
   std::string contender;    // the contender's public id (tells a quorum's copies of one event apart)
   // busy: the --once-per tick already run (ms since the epoch), by the host `by`
@@ -66,6 +67,10 @@ std::vector<Event> parse_follow(const redis::Reply& reply, const std::vector<std
 // without one) mod 16384. One XREAD may name streams of one slot only (CROSSSLOT), whichever node
 // serves them.
 int hash_slot(const std::string& redis_key);
+
+// What an end's outcome says for people when the exit status does not ("stopped at --max-hold");
+// "" for a success, a failure and an unknown one.
+std::string outcome_text(const std::string& outcome);
 
 // A time given to --since or --until: a duration ago (util::parse_duration, counted back from
 // now_ms) or an RFC 3339 / ISO 8601 time: YYYY-MM-DD, optionally followed by T (or a space) and

@@ -69,6 +69,7 @@ TEST_F(CostTest, UncontendedAcquireAndReleaseRunAFewCommands) {
   ending.holder = {"host", "101", "user", "cmd 101"};
   ending.used = true;
   ending.linger = 0ms;
+  ending.outcome = lock::HoldOutcome::success;
   Contender warm = contender("100");
   ASSERT_EQ(acquire(warm, false).outcome, Outcome::acquired);
   ASSERT_TRUE(lock::release(node, name, timing, warm.token, ending));

@@ -168,9 +168,10 @@ TEST(Quorum, TheMinimumHoldStartsAtPhaseTwoAndAFailedAttemptsGiveBackNeverLinger
   ASSERT_EQ(q2.acquire(k_name, c, {}).attempt.outcome, Attempt::Outcome::busy);
   ASSERT_EQ(failed.calls["release"].size(), 3u);
   for (const auto& [i, args] : failed.calls["release"]) {
-    ASSERT_EQ(args.size(), 10u);
+    ASSERT_EQ(args.size(), 12u);
     EXPECT_EQ(args[8], "") << "master " << i << ": never used";
     EXPECT_EQ(args[9], "") << "master " << i << ": a first attempt, not a retry";
+    EXPECT_EQ(args[10], "") << "master " << i << ": no outcome, never used";
   }
 }
 
