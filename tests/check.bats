@@ -57,7 +57,7 @@ scripted_history() {
 @test "check: OK with the last success in one line, and each limit as WARNING or CRITICAL" {
   rlock run nightly -- true
   sleep 0.05
-  run --separate-stderr rlock check nightly
+  run --separate-stderr rlock check nightly --max-failures 0
   assert_success
   [[ ${lines[0]} =~ ^RLOCK\ OK\ -\ nightly:\ last\ success\ [0-9.]+m?s\ ago\ on\ $(uname -n)\ \(exit\ 0,\ [0-9.]+m?s\)\ \|\ \'nightly\ since_success\'=[0-9.]+s\;\;\;0 ]] ||
     fail "unexpected status line: $output"
@@ -142,6 +142,41 @@ scripted_history() {
   assert_output --partial ", killed: its guard was killed)"
 }
 
+@test "check --max-failures: the runs in a row that ended without success; no limit at all is UNKNOWN" {
+  rlock run job -- true
+  run rlock check job --max-failures 0
+  assert_success
+  # A job whose only failures came after its success.
+  run rlock run job -- sh -c 'exit 3'
+  run rlock check job --max-failures 0
+  assert_equal "$status" 2
+  assert_output --partial "1 failed in a row"
+  assert_output --partial "more than 0 failed in a row"
+  assert_output --partial "'job failures'=1;;0;0"
+  run rlock run job -- sh -c 'exit 4'
+  run rlock check job --max-failures 1,2
+  assert_equal "$status" 1
+  assert_output --partial "2 failed in a row"
+  run rlock check job --max-failures 2
+  assert_success
+  # A success starts the count over.
+  rlock run job -- true
+  run rlock check job --max-failures 0
+  assert_success
+
+  # Without a limit, check would say OK whatever happened: it says UNKNOWN, and why, with the
+  # record (a job whose only run exited 3).
+  rlock run other -- sh -c 'exit 3' || true
+  run --separate-stderr rlock check other
+  assert_equal "$status" 3
+  assert_output --partial "RLOCK UNKNOWN - other: no success recorded; last end "
+  assert_output --partial "no limit given: give --succeeded-within, --max-failures"
+  run --separate-stderr rlock check other --max-failures 0 --json
+  assert_equal "$status" 2
+  require_jq
+  jq -e '.keys[0].failed_since_success == 1' <<<"$output" >/dev/null || fail "$output"
+}
+
 @test "check: several keys, the worst state wins; a line per key, worst first" {
   rlock run good -- true
   rlock run bad -- sh -c 'exit 1' || true
@@ -161,10 +196,12 @@ scripted_history() {
   assert_equal "$status" 2
   assert_output --partial "no success within 25h"
 
+  # The reason once, on stdout: a monitoring system that shows stderr too shows it once.
   run --separate-stderr rlock check k --max-held soon
   assert_equal "$status" 3
-  assert_output "RLOCK UNKNOWN - --max-held: 'soon' is not a duration: $(rlock check k --max-held soon 2>&1 >/dev/null | sed -n 's/.*not a duration: //p')"
-  [[ $stderr == "rlock: error: --max-held: 'soon' is not a duration"* ]] || fail "stderr: $stderr"
+  [[ $output == "RLOCK UNKNOWN - --max-held: 'soon' is not a duration: "* ]] || fail "stdout: $output"
+  assert_equal "${#lines[@]}" 1
+  assert_equal "$stderr" ""
   run --separate-stderr rlock check k --max-lost 2,1
   assert_equal "$status" 3
   run --separate-stderr rlock check
@@ -176,6 +213,7 @@ scripted_history() {
   run --separate-stderr rlock check k -u "redis://127.0.0.1:$port" --connect-timeout 500ms
   assert_equal "$status" 3
   assert_output --partial "RLOCK UNKNOWN - redis://127.0.0.1:$port: cannot connect"
+  assert_equal "$stderr" ""
 }
 
 @test "check --json: the same state, exit status and data" {
@@ -242,7 +280,7 @@ scripted_history() {
   rlock metrics >"$T/metrics"
   assert_equal "$(metric rlock_events_total 'key="quiet",event="acquired"')" 1
   ! grep -q elsewhere "$T/metrics" || fail "a lock under another prefix is shown"
-  run rlock check quiet
+  run rlock check quiet --max-failures 0
   assert_success
 }
 

@@ -468,7 +468,7 @@ queued() { (($(rcli zcard "rlock:{$1}:q") >= $2)); }
     as_user "$reader" 0 list
     as_user "$reader" 0 log h
     as_user "$reader" 0 log --json
-    as_user "$reader" 0 check h k
+    as_user "$reader" 0 check h k --max-lost 10
     as_user "$reader" 0 metrics
     # It writes nothing.
     as_user "$reader" 77 run h -n -- true

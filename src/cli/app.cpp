@@ -329,18 +329,21 @@ int parse_and_run(int argc, char** argv) {
   return options ? run_command(*options) : exit_code::k_ok;
 }
 
-// The exit code of a failure; check's is UNKNOWN, said on stdout too, where a monitoring
-// system reads it.
+// The exit code of a failure; check's is UNKNOWN, said on stdout alone, where a monitoring
+// system reads it (Icinga shows stderr too: said on both, it would show it twice).
 int failed(int code, const std::string& message) {
-  log::error(message);
-  if (!g_check) return code;
+  if (!g_check) {
+    log::error(message);
+    return code;
+  }
   try {
     std::string line = "RLOCK UNKNOWN - " + util::printable(message);
     std::replace(line.begin(), line.end(), '|', '/');  // perfdata would start there
     fmt::print("{}\n", line);
-    std::fflush(stdout);
+    if (std::fflush(stdout) != 0) log::error(message);
   } catch (...) {
-    // stdout failed too: the exit status still says UNKNOWN.
+    // stdout failed: stderr says it, and the exit status still says UNKNOWN.
+    log::error(message);
   }
   return exit_code::k_unknown;
 }

@@ -518,6 +518,7 @@ commands::CheckOptions check_options(Parsed& p) {
   o.max_held = threshold<Millis>(p, "max-held");
   o.max_waiting = threshold<long long>(p, "max-waiting");
   o.max_lost = threshold<long long>(p, "max-lost");
+  o.max_failures = threshold<long long>(p, "max-failures");
   o.connect = connect_options(p);
   o.keys = p.args.keys;
   return o;

@@ -114,6 +114,14 @@ Checked judge_lock(const CheckOptions& o, const std::string& key, lock::LockStat
   judge(c, o.max_waiting, static_cast<long long>(c.lock.queue_length), "more than {} waiting");
   judge(c, o.max_lost, static_cast<long long>(c.summary.lost_since_success),
         "more than {} lost since the last success");
+  judge(c, o.max_failures, static_cast<long long>(c.summary.failed_since_success), "more than {} failed in a row");
+  // A check that judges nothing would say OK whatever happened: it asks for a limit instead.
+  if (!o.succeeded_within.given() && !o.max_held.given() && !o.max_waiting.given() && !o.max_lost.given() &&
+      !o.max_failures.given()) {
+    c.state = exit_code::k_unknown;
+    c.reasons.emplace_back(
+        "no limit given: give --succeeded-within, --max-failures, --max-held, --max-waiting or --max-lost");
+  }
   // Nothing to judge: a name nobody used (a typo?), or unused for as long as a summary is kept.
   if (!c.summary.present && !c.lock.held && c.lock.queue_length == 0 && c.state == ok) c.state = exit_code::k_unknown;
   return c;
@@ -147,6 +155,9 @@ std::string description(const Checked& c) {
                     h.held_for_ms ? util::format_duration(util::Millis(*h.held_for_ms)) : "?"));
   }
   if (c.lock.queue_length > 0) add(fmt::format("{} waiting", c.lock.queue_length));
+  if (s.failed_since_success > 0) {
+    add(fmt::format("{} failed in a row", s.failed_since_success));
+  }
   if (s.lost_since_success > 0) add(fmt::format("{} lost since the last success", s.lost_since_success));
   for (const std::string& r : c.reasons) add(r);
   return out;
@@ -193,6 +204,8 @@ std::string perfdata(const CheckOptions& o, const std::vector<Checked>& all) {
         fmt::format("{}={}s;{};0", label(c.key, "held"), seconds(c.held_ms.value_or(0)), limits(o.max_held)));
     items.push_back(fmt::format("{}={};{};0", label(c.key, "waiting"), c.lock.queue_length, limits(o.max_waiting)));
     items.push_back(fmt::format("{}={};{};0", label(c.key, "lost"), c.summary.lost_since_success, limits(o.max_lost)));
+    items.push_back(
+        fmt::format("{}={};{};0", label(c.key, "failures"), c.summary.failed_since_success, limits(o.max_failures)));
   }
   std::string out;
   for (const std::string& i : items) out += (out.empty() ? "" : " ") + i;
@@ -221,11 +234,11 @@ std::string to_json(const Checked& c) {
   return fmt::format(
       "{{\"key\":{},\"state\":\"{}\",\"reasons\":[{}],\"text\":{},\"held\":{},\"holders\":{},\"held_ms\":{},"
       "\"waiting\":{},\"last_start\":{},\"last_end\":{},\"last_success\":{},\"since_success_ms\":{},"
-      "\"lost_since_success\":{},\"counts\":{{{}}}}}",
+      "\"lost_since_success\":{},\"failed_since_success\":{},\"counts\":{{{}}}}}",
       util::json_quote(c.key), state_name(c.state), reasons, util::json_quote(description(c)), c.lock.held,
       c.lock.holder_count, util::json_or_null(c.held_ms), c.lock.queue_length, moment_json(c.summary.start, false),
       moment_json(c.summary.end, true), moment_json(c.summary.success, true), util::json_or_null(c.since_success_ms),
-      c.summary.lost_since_success, counts);
+      c.summary.lost_since_success, c.summary.failed_since_success, counts);
 }
 
 }  // namespace

@@ -145,6 +145,7 @@ struct CheckOptions {
   Threshold<util::Millis> max_held;          // the current hold's length
   Threshold<long long> max_waiting;          // the queue's length
   Threshold<long long> max_lost;             // holds lost since the last success
+  Threshold<long long> max_failures;         // holds ended without success since the last success
   bool json = false;
 };
 
@@ -288,6 +289,8 @@ inline constexpr auto k_options = [] {
        "CRITICAL when more than N wait for the lock (N,N: WARNING, CRITICAL)", ""},
       {"--max-lost",                  on::check,   value, "N",   "",                       "",
        "CRITICAL when more than N holds were lost since the last success (N,N: WARNING, CRITICAL)", ""},
+      {"--max-failures",              on::check,   value, "N",   "",                       "",
+       "CRITICAL when more than N runs in a row ended without success (N,N: WARNING, CRITICAL)", ""},
       {"--json",                      on::check,   flag,  "",    "",                       "",
        "print the state and the data of each KEY as JSON (same exit status)", "", field<&CheckOptions::json>()},
       {"--textfile",                  on::metrics, value, "F",   "",                       "",
