@@ -188,6 +188,29 @@ scripted_history() {
   assert_equal "${#lines[@]}" 3
 }
 
+@test "check and metrics expand a glob as log does" {
+  require_jq
+  local log_keys
+  rlock run chk-a -- true
+  rlock run chk-b -- sh -c 'exit 1' || true
+  rlock run other -- true
+  run rlock check 'chk-*' --max-failures 0
+  assert_equal "$status" 2
+  assert_equal "${lines[0]%% |*}" "RLOCK CRITICAL - 2 locks: 1 critical (chk-b), 1 ok"
+  run rlock check 'chk-[a]' --max-failures 0
+  assert_success
+  assert_output --partial "RLOCK OK - chk-a: "
+  # A pattern that matches nothing says so (and a name given twice is checked once).
+  run rlock check 'none-*' chk-a chk-a --max-failures 0
+  assert_equal "$status" 3
+  assert_equal "${lines[0]%% |*}" "RLOCK UNKNOWN - 2 locks: 1 unknown (none-*), 1 ok"
+  assert_output --partial "UNKNOWN none-*: no lock under the prefix matches the pattern"
+  log_keys=$(rlock log 'chk-*' --json | jq -r .key | sort -u | xargs)
+  assert_equal "$log_keys" "chk-a chk-b"
+  rlock metrics 'chk-*' >"$T/metrics"
+  assert_equal "$(grep '^rlock_held{' "$T/metrics" | xargs)" 'rlock_held{key=chk-a} 0 rlock_held{key=chk-b} 0'
+}
+
 @test "check: UNKNOWN (3) for a key never used, an unreachable Redis and a bad option, on stdout too" {
   run --separate-stderr rlock check never-used
   assert_equal "$status" 3

@@ -57,6 +57,7 @@ struct Checked {
   std::optional<int64_t> since_success_ms;  // how long ago the last success was
   int state = ok;
   std::vector<std::string> reasons;  // why it is not OK
+  bool unmatched = false;            // a pattern that no lock matches
 };
 
 std::string limit_text(util::Millis d) { return util::format_duration(d); }
@@ -130,6 +131,7 @@ Checked judge_lock(const CheckOptions& o, const std::string& key, lock::LockStat
 // What a lock's line says: the last success, a later end that was no success, the hold going on,
 // the waiters, the losses.
 std::string description(const Checked& c) {
+  if (c.unmatched) return "no lock under the prefix matches the pattern (held, waited for, or with a record)";
   const lock::Summary& s = c.summary;
   const int64_t now = s.now_ms;
   std::string out;
@@ -196,6 +198,7 @@ std::string seconds(int64_t ms) { return fmt::format("{}", static_cast<double>(m
 std::string perfdata(const CheckOptions& o, const std::vector<Checked>& all) {
   std::vector<std::string> items;
   for (const Checked& c : all) {
+    if (c.unmatched) continue;
     if (c.since_success_ms) {
       items.push_back(fmt::format("{}={}s;{};0", label(c.key, "since_success"), seconds(*c.since_success_ms),
                                   limits(o.succeeded_within)));
@@ -241,19 +244,44 @@ std::string to_json(const Checked& c) {
       c.summary.lost_since_success, c.summary.failed_since_success, counts);
 }
 
+// The locks to check: the names given, and the locks each pattern matches (as log expands them),
+// each once; a pattern that matches none is UNKNOWN.
+std::vector<Checked> check_locks(lock::Backend& backend, const CheckOptions& options) {
+  std::vector<Checked> all;
+  std::vector<std::string> keys;
+  for (const std::string& given : options.keys) {
+    if (!is_pattern(given)) {
+      if (std::find(keys.begin(), keys.end(), given) == keys.end()) keys.push_back(given);
+      continue;
+    }
+    std::vector<std::string> matched = matching_locks(backend, options.connect.prefix, given);
+    if (matched.empty()) {
+      Checked c;
+      c.key = given;
+      c.unmatched = true;
+      c.state = exit_code::k_unknown;
+      all.push_back(std::move(c));
+    }
+    for (std::string& m : matched) {
+      if (std::find(keys.begin(), keys.end(), m) == keys.end()) keys.push_back(std::move(m));
+    }
+  }
+  for (const std::string& key : keys) {
+    lock::LockName name = lock_name(options.connect, key);
+    lock::LockState state = backend.inspect(name);
+    lock::Summary summary = backend.read_summary(name);
+    all.push_back(judge_lock(options, key, std::move(state), std::move(summary)));
+  }
+  return all;
+}
+
 }  // namespace
 
 int check(const CheckOptions& options) {
   std::unique_ptr<lock::Backend> backend = lock::open_backend(options.connect, std::nullopt);
-  std::vector<Checked> all;
   int worst = ok;
-  for (const std::string& key : options.keys) {
-    lock::LockName name = lock_name(options.connect, key);
-    lock::LockState state = backend->inspect(name);
-    lock::Summary summary = backend->read_summary(name);
-    all.push_back(judge_lock(options, key, std::move(state), std::move(summary)));
-    worst = std::max(worst, all.back().state);
-  }
+  std::vector<Checked> all = check_locks(*backend, options);
+  for (const Checked& c : all) worst = std::max(worst, c.state);
   if (options.json) {
     std::string keys;
     for (const Checked& c : all) keys += (keys.empty() ? "" : ",") + to_json(c);

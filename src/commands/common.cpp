@@ -16,6 +16,8 @@
 
 #include <fmt/core.h>
 
+#include <set>
+
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -65,6 +67,15 @@ std::string holder_text(const lock::Attempt& a) {
 }  // namespace
 
 lock::LockName lock_name(const ConnectOptions& connect, const std::string& key) { return {connect.prefix, key}; }
+
+bool is_pattern(const std::string& key) { return key.find_first_of("*?[") != std::string::npos; }
+
+std::vector<std::string> matching_locks(lock::Backend& backend, const std::string& prefix, const std::string& pattern) {
+  std::set<std::string> found;
+  for (std::string& k : backend.scan_keys(prefix, pattern)) found.insert(std::move(k));
+  for (std::string& k : backend.scan_summaries(prefix, pattern)) found.insert(std::move(k));
+  return {found.begin(), found.end()};
+}
 
 lock::Holder this_holder(const std::string& command) {
   lock::Holder h;

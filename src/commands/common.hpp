@@ -1,6 +1,7 @@
 #pragma once
 
 #include "commands/options.hpp"
+#include "lock/backend.hpp"
 #include "lock/holds.hpp"
 #include "lock/lease.hpp"
 #include "lock/name.hpp"
@@ -16,6 +17,13 @@ namespace rlock::commands {
 
 // The lock's Redis names under the configured prefix.
 lock::LockName lock_name(const ConnectOptions& connect, const std::string& key);
+
+// Whether a KEY given to log, check or metrics is a glob pattern (it has *, ? or [).
+bool is_pattern(const std::string& key);
+
+// The locks a pattern names, for check and metrics: those under the prefix whose KEY matches it
+// and that are held, waited for or have a summary (SCAN, never KEYS), sorted.
+std::vector<std::string> matching_locks(lock::Backend& backend, const std::string& prefix, const std::string& pattern);
 
 // This process as status shows it: host name, pid, user and the command given.
 lock::Holder this_holder(const std::string& command);

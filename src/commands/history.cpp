@@ -67,8 +67,6 @@ private:
   bool m_with_key;
 };
 
-bool is_pattern(const std::string& key) { return key.find_first_of("*?[") != std::string::npos; }
-
 // --since or --until: ms since the epoch, or exit 64.
 std::optional<int64_t> time_option(const char* name, const std::string& text, int64_t now_ms) {
   if (text.empty()) return std::nullopt;

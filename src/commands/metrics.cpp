@@ -120,19 +120,26 @@ std::string exposition(const std::vector<Lock>& locks) {
   return e.text();
 }
 
-// The locks to show: the keys given, or every lock under the prefix that is held, waited for or
-// has a summary. Locks found by scanning that hold another program's data are left out.
+// The locks to show: the names given, the locks that the patterns given match (no KEY: every
+// lock under the prefix) that are held, waited for or have a summary. Locks found by scanning that
+// hold another program's data are left out.
 std::vector<Lock> read_locks(lock::Backend& backend, const MetricsOptions& o) {
-  const bool all = o.keys.empty();
-  std::vector<std::string> keys = o.keys;
-  if (all) {
-    std::set<std::string> found;
-    for (const std::string& k : backend.scan_keys(o.connect.prefix, "*")) found.insert(k);
-    for (const std::string& k : backend.scan_summaries(o.connect.prefix, "*")) found.insert(k);
-    keys.assign(found.begin(), found.end());
+  std::set<std::string> names, found;
+  for (const std::string& k : o.keys) {
+    if (!is_pattern(k)) names.insert(k);
   }
+  for (const std::string& k : o.keys.empty() ? std::vector<std::string>{"*"} : o.keys) {
+    if (!is_pattern(k)) continue;
+    for (std::string& f : matching_locks(backend, o.connect.prefix, k)) {
+      if (names.count(f) == 0) found.insert(std::move(f));
+    }
+  }
+  std::vector<std::pair<std::string, bool>> keys;  // (KEY, found by scanning)
+  for (const std::string& k : names) keys.emplace_back(k, false);
+  for (const std::string& k : found) keys.emplace_back(k, true);
+  std::sort(keys.begin(), keys.end());
   std::vector<Lock> locks;
-  for (const std::string& key : keys) {
+  for (const auto& [key, scanned] : keys) {
     // A label value is UTF-8: a KEY found that is not cannot be shown.
     if (!util::valid_utf8(key)) {
       log::verbose("skipping a lock whose name is not UTF-8: {}", util::printable(key));
@@ -144,7 +151,7 @@ std::vector<Lock> read_locks(lock::Backend& backend, const MetricsOptions& o) {
       lock::Summary summary = backend.read_summary(name);
       locks.push_back({key, std::move(state), std::move(summary)});
     } catch (const Error& e) {
-      if (!all || e.exit_code() != exit_code::k_data) throw;
+      if (!scanned || e.exit_code() != exit_code::k_data) throw;
       log::verbose("skipping {}: {}", util::printable(key), e.what());
     }
   }
