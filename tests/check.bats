@@ -17,6 +17,17 @@ teardown() {
   common_teardown
 }
 
+# yq_rule FILE ALERT: the expression of the alert rule ALERT in a rules file, on one line.
+yq_rule() {
+  python3 -c '
+import sys, yaml
+for g in yaml.safe_load(open(sys.argv[1]))["groups"]:
+    for r in g["rules"]:
+        if r.get("alert") == sys.argv[2]:
+            print(" ".join(r["expr"].split()), r.get("for", ""))
+' "$1" "$2"
+}
+
 require_promtool() {
   command -v promtool >/dev/null || skip "promtool is not installed (Debian package prometheus; scripts/setup installs it)"
 }
@@ -276,6 +287,8 @@ scripted_history() {
   # The last hold that ended was the lost acquire hold: no command, so no exit status.
   ! grep -q '^rlock_last_exit_code{key="job"}' "$T/metrics" || fail "an exit code for a hold without a command"
   assert_equal "$(metric rlock_lost_since_success 'key="job"')" 1
+  # Since the acquire given back: the run that exited 3, the one killed (143), the hold lost.
+  assert_equal "$(metric rlock_failed_since_success 'key="job"')" 3
   grep -q '^# TYPE rlock_events_total counter$' "$T/metrics" || fail "no counter TYPE line"
 
   # The exit status of the last run that ended, and a hold going on with a waiter.
@@ -307,6 +320,53 @@ scripted_history() {
   assert_success
 }
 
+@test "metrics --expect: a job exported even if it never ran, from the option, the environment or the config file" {
+  require_promtool
+  rlock run ran -- true
+  rlock metrics --expect never-ran --expect ran >"$T/metrics"
+  promtool check metrics <"$T/metrics" || fail "promtool: $(promtool check metrics <"$T/metrics" 2>&1)"
+  assert_equal "$(metric rlock_last_success_timestamp_seconds 'key="never-ran"')" 0.000
+  assert_equal "$(metric rlock_held 'key="never-ran"')" 0
+  assert_equal "$(metric rlock_events_total 'key="never-ran",event="acquired"')" 0
+  assert_equal "$(grep -c '^rlock_held{key="ran"}' "$T/metrics")" 1
+  RLOCK_EXPECT="from-env other" rlock metrics >"$T/metrics"
+  assert_equal "$(metric rlock_held 'key="from-env"')" 0
+  assert_equal "$(metric rlock_held 'key="other"')" 0
+  printf 'expect = "from-config"\n' >"$T/config.toml"
+  rlock metrics --config "$T/config.toml" >"$T/metrics"
+  assert_equal "$(metric rlock_held 'key="from-config"')" 0
+  # Named, not a pattern.
+  run --separate-stderr rlock metrics --expect 'job-*'
+  assert_usage_error
+}
+
+@test "metrics: when the figures were read, and a --textfile that says Redis did not answer" {
+  require_promtool
+  rlock run job -- true
+  mkdir "$T/textfiles"
+  local before
+  before=$(date +%s)
+  rlock metrics --textfile "$T/textfiles/rlock.prom"
+  cp "$T/textfiles/rlock.prom" "$T/metrics"
+  grep -qx 'rlock_up 1' "$T/metrics" || fail "no rlock_up 1: $(cat "$T/metrics")"
+  local read_at
+  read_at=$(sed -n 's/^rlock_read_timestamp_seconds //p' "$T/metrics")
+  (($(bc <<<"$read_at >= $before && $read_at < $before + 60"))) || fail "read at $read_at (now $before)"
+  # Redis gone: the file is written all the same, saying so; the exit status says it too.
+  redis_stop
+  run --separate-stderr rlock metrics --textfile "$T/textfiles/rlock.prom" --connect-timeout 500ms
+  assert_error_exit 69
+  assert_equal "$(ls -A "$T/textfiles")" rlock.prom
+  promtool check metrics <"$T/textfiles/rlock.prom" || fail "promtool: $(promtool check metrics <"$T/textfiles/rlock.prom" 2>&1)"
+  grep -qx 'rlock_up 0' "$T/textfiles/rlock.prom" || fail "no rlock_up 0: $(cat "$T/textfiles/rlock.prom")"
+  ! grep -q 'key="job"' "$T/textfiles/rlock.prom" || fail "the last figures are served again"
+  # A directory instead of a file: said so, before Redis is asked.
+  run --separate-stderr rlock metrics --textfile "$T/textfiles/"
+  assert_usage_error
+  [[ $stderr == *"is a directory: give the file to write in it, such as $T/textfiles/rlock.prom"* ]] ||
+    fail "stderr: $stderr"
+}
+
 @test "metrics: a key's label is escaped as the exposition format says" {
   require_promtool
   local key='a"b\c d'
@@ -333,17 +393,25 @@ scripted_history() {
   [[ $stderr == *"cannot write --textfile $T/missing/rlock.prom"* ]] || fail "stderr: $stderr"
 }
 
-@test "rlock(1)'s example alert rules are valid Prometheus rules" {
+@test "rlock(7)'s example alert rules are valid Prometheus rules, as in examples/prometheus-rules.yml" {
   require_promtool
   # The YAML block of EXAMPLES that starts with "groups:", its indentation removed.
   awk '/^\t```$/ { if (inblock) { if (rules) exit; inblock = 0 } else { inblock = 1 }; next }
        inblock && /^\tgroups:/ { rules = 1 }
-       inblock && rules { sub(/^\t/, ""); print }' "$RLOCK_SOURCE_DIR/man/rlock.1.scd" >"$T/rules.yml"
+       inblock && rules { sub(/^\t/, ""); print }' "$RLOCK_SOURCE_DIR/man/rlock.7.scd" >"$T/rules.yml"
   grep -q 'rlock_last_success_timestamp_seconds' "$T/rules.yml" || fail "no missed-run rule: $(cat "$T/rules.yml")"
+  grep -q 'absent(rlock_last_success_timestamp_seconds' "$T/rules.yml" || fail "no absent() rule: $(cat "$T/rules.yml")"
   grep -q 'rlock_held_seconds' "$T/rules.yml" || fail "no held-too-long rule: $(cat "$T/rules.yml")"
+  grep -q 'rlock_read_timestamp_seconds' "$T/rules.yml" || fail "no stale-export rule: $(cat "$T/rules.yml")"
   run promtool check rules "$T/rules.yml"
   assert_success
-  assert_output --partial "SUCCESS: 2 rules found"
+  assert_output --partial "SUCCESS: 3 rules found"
+  # The same rules as examples/prometheus-rules.yml's, which tests/examples.bats tests.
+  local rule
+  for rule in RlockMissedRun RlockHeldTooLong RlockMetricsStale; do
+    diff <(yq_rule "$T/rules.yml" "$rule") <(yq_rule "$RLOCK_SOURCE_DIR/examples/prometheus-rules.yml" "$rule") ||
+      fail "$rule differs from examples/prometheus-rules.yml's"
+  done
 }
 
 @test "Cluster: metrics shows the locks of every master; check reads each on its own" {

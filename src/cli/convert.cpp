@@ -528,6 +528,33 @@ commands::MetricsOptions metrics_options(Parsed& p) {
   commands::MetricsOptions o;
   for (const std::string& k : p.args.keys) check_key(k);
   fill(p, o);
+  if (!o.textfile.empty()) {
+    // node_exporter's textfile collector reads the *.prom files of its directory: a directory
+    // here is a file name left out.
+    struct stat st {};
+    if (o.textfile.back() == '/' || (::stat(o.textfile.c_str(), &st) == 0 && S_ISDIR(st.st_mode))) {
+      std::string dir = o.textfile.back() == '/' ? o.textfile : o.textfile + "/";
+      bad_setting(get(p, "textfile"),
+                  fmt::format("{} is a directory: give the file to write in it, such as {}rlock.prom (node_exporter's "
+                              "textfile collector reads its *.prom files)",
+                              util::printable(o.textfile), util::printable(dir)));
+    }
+  }
+  // --expect KEY (repeated), or one text of keys from the environment or the config file.
+  const Setting& expect = get(p, "expect");
+  if (expect.source == Source::argv) {
+    o.expect = expect.list;
+  } else if (expect.source != Source::unset) {
+    for (const std::string& k : util::split(expect.text, " ")) {
+      if (!k.empty()) o.expect.push_back(k);
+    }
+  }
+  for (const std::string& k : o.expect) {
+    check_key(k);
+    if (k.find_first_of("*?[") != std::string::npos) {
+      bad_setting(expect, fmt::format("'{}' is a pattern: a job to expect is named, as it runs", util::printable(k)));
+    }
+  }
   o.connect = connect_options(p);
   o.keys = p.args.keys;
   return o;

@@ -151,8 +151,9 @@ struct CheckOptions {
 
 struct MetricsOptions {
   ConnectOptions connect;
-  std::vector<std::string> keys;  // empty: every lock under the prefix
-  std::string textfile;           // --textfile: written atomically instead of stdout
+  std::vector<std::string> keys;    // empty: every lock under the prefix
+  std::vector<std::string> expect;  // --expect: exported even when never run, or unused since
+  std::string textfile;             // --textfile: written atomically instead of stdout
 };
 
 // The option table: every option of every command, one row each, in the order and words of
@@ -294,8 +295,11 @@ inline constexpr auto k_options = [] {
       {"--json",                      on::check,   flag,  "",    "",                       "",
        "print the state and the data of each KEY as JSON (same exit status)", "", field<&CheckOptions::json>()},
       {"--textfile",                  on::metrics, value, "F",   "",                       "",
-       "write the metrics to F atomically (node_exporter's textfile collector) instead of stdout", "",
-       field<&MetricsOptions::textfile>()},
+       "write the metrics to F atomically (node_exporter's textfile collector) instead of stdout; when Redis "
+       "does not answer, F says so (rlock_up 0)", "", field<&MetricsOptions::textfile>()},
+      // Repeatable; the environment and the config file give the keys as one text, space separated.
+      {"--expect",                    on::metrics, value, "KEY", "expect",                 "RLOCK_EXPECT",
+       "a job that should run: exported even if it never ran, or its record expired", "", {}, {}, "", "", true},
       // Every command, before or after its name. -h and -V are CLI11's own.
       {"-h,--help",                   on::global,  flag,  "",    "",                       "",
        "Print this help message and exit", "", {}, {}, "", "", false, false, Builtin::help},
