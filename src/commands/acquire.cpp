@@ -100,7 +100,9 @@ lock::Attempt take(lock::Backend& locker, const lock::LockName& name, const Acqu
                           return !interrupted;
                         },
                         [&] { return interrupted.has_value(); }, std::ref(display)};
-  return lock::take_lock(locker, name, wait_limits(options.take), contender, enclosing, hooks);
+  lock::Attempt a = lock::take_lock(locker, name, wait_limits(options.take), contender, enclosing, hooks);
+  display.done(a);
+  return a;
 }
 
 // The exit code of a lock not taken (busy, or superseded), after saying why; nullopt when it was.

@@ -240,6 +240,19 @@ void WaitDisplay::operator()(const lock::Attempt& a, util::Millis waited) {
   m_position = a.position;
 }
 
+void WaitDisplay::done(const lock::Attempt& a) {
+  if (m_mode == Progress::none || a.outcome != lock::Attempt::Outcome::acquired || !a.waited ||
+      *a.waited < k_progress_after) {
+    return;
+  }
+  if (m_shown) {
+    log::raw("\r\x1b[K");
+    m_shown = false;
+  }
+  auto secs = std::chrono::duration_cast<std::chrono::seconds>(*a.waited);
+  log::raw(fmt::format("rlock: got {} after {}\n", util::printable(m_name.key), util::format_duration(secs)));
+}
+
 std::string read_token(const TokenSource& source) {
   std::string token;
   if (!source.file.empty()) {

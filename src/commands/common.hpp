@@ -64,6 +64,9 @@ public:
   WaitDisplay(const WaitDisplay&) = delete;
   WaitDisplay& operator=(const WaitDisplay&) = delete;
   void operator()(const lock::Attempt& attempt, util::Millis waited);
+  // The end of the wait: after a wait long enough to show, one line says that the lock was got,
+  // and after how long ("got deploy after 1m12s").
+  void done(const lock::Attempt& attempt);
 
 private:
   const lock::LockName& m_name;

@@ -248,6 +248,7 @@ int Supervisor::run() {
     lock::WaitHooks hooks{[this](Millis d) { return pause(d); }, [this] { return m_interrupted.has_value(); },
                           std::ref(display)};
     attempt = lock::take_lock(*m_backend, m_name, wait_limits(m_options.take), m_contender, enclosing, hooks);
+    display.done(attempt);
   }
   if (attempt.outcome == lock::Attempt::Outcome::reentered) exec_nested(attempt, enclosing[attempt.enclosing]);
   if (attempt.outcome == lock::Attempt::Outcome::superseded) {
