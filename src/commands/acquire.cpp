@@ -94,12 +94,18 @@ lock::Attempt take(lock::Backend& locker, const lock::LockName& name, const Acqu
   };
   locker.set_interrupt(signals.fd(), drain);
   WaitDisplay display(name);
+  std::optional<PreemptNotice> notice;
+  if (options.take.preempt) notice.emplace(locker, name, "--preemptible", "preemptible");
   lock::WaitHooks hooks{[&](util::Millis d) {
                           pollfd p{signals.fd(), POLLIN, 0};
                           if (util::poll_until(&p, 1, util::BootClock::now() + d) > 0) drain();
                           return !interrupted;
                         },
-                        [&] { return interrupted.has_value(); }, std::ref(display)};
+                        [&] { return interrupted.has_value(); },
+                        [&](const lock::Attempt& attempt, util::Millis waited) {
+                          display(attempt, waited);
+                          if (notice) (*notice)(attempt);
+                        }};
   lock::Attempt a = lock::take_lock(locker, name, wait_limits(options.take), contender, enclosing, hooks);
   display.done(a);
   return a;

@@ -163,9 +163,31 @@ std::string who_text(const lock::Holder& h) {
   return out;
 }
 
-std::string superseded_message(const lock::LockName& name, const lock::Attempt& attempt) {
-  return fmt::format("a newer request for {} superseded this one (--supersede): {}", name.key,
+std::string superseded_message(const lock::LockName& name, const lock::Attempt& attempt, const char* flag) {
+  return fmt::format("a newer request for {} superseded this one ({}): {}", name.key, flag,
                      who_text(attempt.superseded_by));
+}
+
+void PreemptNotice::operator()(const lock::Attempt& a) {
+  if (a.outcome != lock::Attempt::Outcome::queued || a.holder.pid.empty() || a.lingering) return;
+  std::string holder = a.holder.host + " " + a.holder.pid;
+  if (holder == m_judged) return;
+  m_judged = holder;
+  lock::LockState state;
+  try {
+    state = m_backend.inspect(m_name, 0);
+  } catch (const Error& e) {
+    log::verbose("could not tell whether the holder of {} can be stopped ({})", m_name.key, e.what());
+    return;
+  }
+  for (const lock::HolderState& h : state.holders) {
+    if (h.holder.host != a.holder.host || h.holder.pid != a.holder.pid) continue;
+    if (!h.preemptible && !h.lingering) {
+      log::info(
+          fmt::format("{}: the holder is not {} (started without {}); waiting for it", m_name.key, m_word, m_flag));
+    }
+    return;
+  }
 }
 
 std::string acquired_text(const lock::LockName& name, const lock::Attempt& attempt, util::Millis ttl) {

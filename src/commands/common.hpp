@@ -79,14 +79,34 @@ private:
   int m_position = -1;
 };
 
+// For a waiter that may stop its holder (--preempt, --cancel-in-progress): says once per holder
+// when that holder cannot be stopped, having been started without `flag` (--preemptible, or
+// --cancel-in-progress), so that the wait is explained. Asks the server (inspect) only when the
+// holder changes.
+class PreemptNotice {
+public:
+  PreemptNotice(lock::Backend& backend, const lock::LockName& name, std::string flag, std::string word)
+      : m_backend(backend), m_name(name), m_flag(std::move(flag)), m_word(std::move(word)) {}
+  void operator()(const lock::Attempt& attempt);
+
+private:
+  lock::Backend& m_backend;
+  const lock::LockName& m_name;
+  std::string m_flag;    // the holder's option that it lacks
+  std::string m_word;    // what it is not: "preemptible", "cancellable"
+  std::string m_judged;  // the holder last judged ("host pid")
+};
+
 // Writes all of text to stdout; throws rlock::Error 71 naming the failure (a closed pipe, a full
 // disk): output that did not arrive is never a success.
 void write_stdout(const std::string& text);
 
 // The message for a lock found busy: who holds it (or that it lingers, and until when).
 std::string busy_message(const lock::LockName& name, const lock::Attempt& attempt);
-// The message for a request that a newer --supersede request replaced.
-std::string superseded_message(const lock::LockName& name, const lock::Attempt& attempt);
+// The message for a request that a newer --supersede request replaced (flag: the option the user
+// gave, --supersede or --cancel-in-progress).
+std::string superseded_message(const lock::LockName& name, const lock::Attempt& attempt,
+                               const char* flag = "--supersede");
 // The message for a --once-per run whose tick (or a later one) another hold already ran.
 std::string tick_done_message(const lock::LockName& name, const lock::Attempt& attempt, int64_t tick);
 // "host pid N (command)" of a holder or contender.

@@ -115,6 +115,9 @@ private:
   bool pause_releasing(Millis duration);
   void release_quietly();
   std::string held_for() const;
+  // The option to name in a message: the one the user gave (--cancel-in-progress stands for
+  // --supersede, --preempt and --preemptible).
+  const char* flag(const char* option) const { return m_options.cancel_in_progress ? "--cancel-in-progress" : option; }
 
   bool command_started() const { return m_phase >= Phase::running; }
   // The lease is renewed while the command runs, and while a stop that keeps the lock goes on.
@@ -245,14 +248,23 @@ int Supervisor::run() {
   lock::Attempt attempt;
   {
     WaitDisplay display(m_name);
+    // A waiter that would stop its holder says so when the holder cannot be stopped.
+    std::optional<PreemptNotice> notice;
+    if (m_options.take.preempt) {
+      notice.emplace(*m_backend, m_name, m_options.cancel_in_progress ? "--cancel-in-progress" : "--preemptible",
+                     m_options.cancel_in_progress ? "cancellable" : "preemptible");
+    }
     lock::WaitHooks hooks{[this](Millis d) { return pause(d); }, [this] { return m_interrupted.has_value(); },
-                          std::ref(display)};
+                          [&](const lock::Attempt& a, Millis waited) {
+                            display(a, waited);
+                            if (notice) (*notice)(a);
+                          }};
     attempt = lock::take_lock(*m_backend, m_name, wait_limits(m_options.take), m_contender, enclosing, hooks);
     display.done(attempt);
   }
   if (attempt.outcome == lock::Attempt::Outcome::reentered) exec_nested(attempt, enclosing[attempt.enclosing]);
   if (attempt.outcome == lock::Attempt::Outcome::superseded) {
-    std::string why = superseded_message(m_name, attempt);
+    std::string why = superseded_message(m_name, attempt, flag("--supersede"));
     log::info(why);
     log::event(log::Severity::notice, "superseded: {}; skipped: {}", why, m_options.display_command);
     return m_options.take.superseded_exit_code;
@@ -587,7 +599,7 @@ void Supervisor::on_preempted(const lock::Holder& by) {
   m_stopped_for = lock::HoldOutcome::preempted;
   auto now = Clock::now();
   auto kill_at = std::min(now + m_options.kill_after, m_schedule->kill_at());
-  log::info(fmt::format("{} is wanted by {} (--preempt): stopping the command", m_name.key, who_text(by)));
+  log::info(fmt::format("{} is wanted by {} ({}): stopping the command", m_name.key, who_text(by), flag("--preempt")));
   log::verbose("sending {} to the command's processes, SIGKILL in {}", proc::signal_name(m_options.stop_signal),
                util::format_duration(std::chrono::duration_cast<Millis>(kill_at - now)));
   m_guard->stop(m_options.stop_signal, kill_at);
@@ -721,9 +733,10 @@ int Supervisor::finish() {
   if (m_lost) return m_options.lost_exit_code;
   int status = m_child_status.value_or(0);
   if (m_preempted_by) {
-    log::info(fmt::format("{}: the command was stopped for {} (--preempt)", m_name.key, who_text(*m_preempted_by)));
-    log::event(log::Severity::notice, "preempted {} after holding it {}: {} asked for it (--preempt)", m_name.key,
-               held_for(), who_text(*m_preempted_by));
+    log::info(fmt::format("{}: the command was stopped for {} ({})", m_name.key, who_text(*m_preempted_by),
+                          flag("--preempt")));
+    log::event(log::Severity::notice, "preempted {} after holding it {}: {} asked for it ({})", m_name.key, held_for(),
+               who_text(*m_preempted_by), flag("--preempt"));
     return m_options.preempted_exit_code;
   }
   if (log::syslog_events_enabled()) {
