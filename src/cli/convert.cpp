@@ -115,13 +115,20 @@ std::string read_password_file(const Setting& file) {
   return password;
 }
 
-// The password when the URL has none: --password-file, RLOCK_PASSWORD, then REDISCLI_AUTH.
-std::string password_from_elsewhere(Parsed& p) {
+// The password when the URL has none: --password-file, RLOCK_PASSWORD, then REDISCLI_AUTH; from:
+// which one gave it, for messages.
+std::string password_from_elsewhere(Parsed& p, std::string& from) {
   Setting& file = get(p, "password-file");
-  if (file.source != Source::unset) return read_password_file(file);
+  if (file.source != Source::unset) {
+    from = fmt::format("{} {}", origin(file), util::printable(file.text));
+    return read_password_file(file);
+  }
   for (const char* name : {"RLOCK_PASSWORD", "REDISCLI_AUTH"}) {
     const char* pw = std::getenv(name);
-    if (pw && *pw) return pw;
+    if (pw && *pw) {
+      from = name;
+      return pw;
+    }
   }
   return {};
 }
@@ -268,7 +275,7 @@ commands::ConnectOptions connect_options(Parsed& p) {
       throw Error(e.exit_code(), fmt::format("{}: {}{}", origin(url), e.what(), which));
     }
     if (parsed.endpoint.password.empty()) {
-      parsed.endpoint.password = password_from_elsewhere(p);
+      parsed.endpoint.password = password_from_elsewhere(p, parsed.endpoint.password_from);
     } else if (url.source == Source::argv) {
       log::warning(
           "a password in a --url on the command line is visible to every user in ps; use "
