@@ -173,6 +173,10 @@ with open(log, "a") as f:
   assert_success
   assert_file_exists "$T/ran2"
   assert_equal "$(grep -c 'cannot reach syslog' <<<"$stderr")" 1
+  # A warning: not with -q (from cron, it would mail every host on every run).
+  RLOCK_SYSLOG_SOCKET=$T/absent.sock run --separate-stderr rlock -q run --syslog k -- true
+  assert_success
+  assert_equal "$stderr" ""
 }
 
 # --- messages -------------------------------------------------------------------------------------
