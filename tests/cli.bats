@@ -201,6 +201,17 @@ teardown() {
   RLOCK_TTL=nonsense run --separate-stderr rlock run k -- true
   assert_usage_error
   [[ $stderr == *"RLOCK_TTL: 'nonsense' is not a duration"* ]] || fail "unexpected: $stderr"
+  # A value left out: the next word is an option, or the end of the options, not a wrong value.
+  run --separate-stderr rlock run k --once-per -- true
+  assert_usage_error
+  assert_equal "$stderr" \
+    "rlock: error: --once-per: '--' is the end of the options, not a duration: give one before it (500ms, 30s, 1h30m)"
+  run --separate-stderr rlock run k --ttl -n -- true
+  assert_usage_error
+  assert_equal "$stderr" "rlock: error: --ttl: '-n' is an option, not a duration: give one before it (500ms, 30s, 1h30m)"
+  run --separate-stderr rlock run k --limit -- true
+  assert_usage_error
+  assert_equal "$stderr" "rlock: error: --limit: '--' is the end of the options, not a number of holders: give one before it"
   # --help lists every option of the command, whatever the line names.
   run rlock run k -nh
   assert_success

@@ -34,8 +34,18 @@ using commands::Check;
 using commands::Converted;
 using commands::Type;
 
+// An option given no value on the command line took the next word, an option or "--" (the end
+// of the options, before run's command): said as such, rather than as a value that is wrong.
+void check_not_option(const Setting& s, const char* what, const char* examples) {
+  const std::string& t = s.text;
+  if (s.source != Source::argv || t.size() < 2 || t[0] != '-' || (t[1] >= '0' && t[1] <= '9') || t[1] == '.') return;
+  bad_setting(s, fmt::format("'{}' is {}, not {}: give one before it{}", util::printable(t),
+                             t == "--" ? "the end of the options" : "an option", what, examples));
+}
+
 // A duration's text, checked: more than zero unless zero_ok, at least min ms.
 Millis duration_value(const Setting& s, const Check& check) {
+  check_not_option(s, "a duration", " (500ms, 30s, 1h30m)");
   std::string why;
   auto d = util::parse_duration(s.text, &why);
   if (!d && why.rfind("too long", 0) == 0) bad_setting(s, fmt::format("'{}' is {}", util::printable(s.text), why));
@@ -60,6 +70,7 @@ Converted converted(const Setting& s) {
     case Type::number: break;
   }
   long long n = 0;
+  check_not_option(s, o.check.words, "");
   if (!util::parse_int(s.text, o.check.min, o.check.max, n)) {
     bad_setting(
         s, fmt::format("'{}' is not {} in {}-{}", util::printable(s.text), o.check.words, o.check.min, o.check.max));
