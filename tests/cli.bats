@@ -22,6 +22,18 @@ teardown() {
   assert_usage_error
   run --separate-stderr rlock --bogus
   assert_usage_error
+  # A few letters off: the option meant.
+  run --separate-stderr rlock run k --tll 3s -- true
+  assert_usage_error
+  assert_equal "$stderr" "rlock: error: rlock run has no option --tll; did you mean --ttl? (see rlock run --help)"
+  run --separate-stderr rlock metrics --textfle f
+  assert_equal "$stderr" \
+    "rlock: error: rlock metrics has no option --textfle; did you mean --textfile? (see rlock metrics --help)"
+  run --separate-stderr rlock status --verb
+  [[ $stderr == *"did you mean --verbose?"* ]] || fail "stderr: $stderr"
+  # Nothing close: no guess.
+  run --separate-stderr rlock run k --no-such-option -- true
+  [[ $stderr != *"did you mean"* ]] || fail "stderr: $stderr"
 }
 
 @test "an unknown command is a usage error" {

@@ -231,7 +231,9 @@ with open(log, "a") as f:
   run --separate-stderr rlock run --help
   assert_success
   local expected=$output
-  [[ $expected == *"Usage: rlock run"* ]] || fail "'$expected'"
+  [[ $expected == *"Usage: rlock run [OPTIONS] KEY [--] COMMAND [ARG...]"$'\n'"   or: rlock run [OPTIONS] KEY -c 'SHELL COMMAND'"* ]] ||
+    fail "the usage line does not show the command: '$expected'"
+  [[ $expected != *"once per cron tick"* ]] || fail "--min-hold's help says what --once-per does: '$expected'"
   run --separate-stderr rlock --help run
   assert_success
   assert_equal "$output" "$expected"

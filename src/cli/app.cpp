@@ -180,6 +180,17 @@ std::vector<std::string> split_run_command(CLI::App* app, CLI::App* run, const s
   return plain_options({run, app}, "run", args, at, end);
 }
 
+// run's usage line names its command too, which CLI11 does not see (the words after KEY are the
+// command's, split off before CLI11 parses the rest).
+class RunUsage : public CLI::Formatter {
+public:
+  std::string make_usage(const CLI::App* app, std::string name) const override {
+    std::string line = CLI::Formatter::make_usage(app, name);
+    while (!line.empty() && line.back() == '\n') line.pop_back();
+    return fmt::format("{} [--] COMMAND [ARG...]\n   or: {} [OPTIONS] KEY -c 'SHELL COMMAND'\n", line, name);
+  }
+};
+
 constexpr const char* k_no_command =
     "no command given: use run, acquire, release, extend, status, list, log, check or metrics (see rlock --help)";
 
@@ -220,8 +231,10 @@ constexpr const char* k_no_command =
   const std::string hint = help_hint(command);
   if (is_option_word(first) && !after_dashes) {
     std::string name = first.substr(0, first.find('='));
-    if (command.empty()) usage(fmt::format("unknown option {} ({})", util::printable(name), hint));
-    usage(fmt::format("rlock {} has no option {} ({})", command, util::printable(name), hint));
+    std::string close = closest_option(command, name);
+    std::string mean = close.empty() ? "" : fmt::format("; did you mean {}?", close);
+    if (command.empty()) usage(fmt::format("unknown option {}{} ({})", util::printable(name), mean, hint));
+    usage(fmt::format("rlock {} has no option {}{} ({})", command, util::printable(name), mean, hint));
   }
   std::string words;
   for (const std::string& w : extras) words += fmt::format("{}'{}'", words.empty() ? "" : " ", util::printable(w));
@@ -269,6 +282,7 @@ std::optional<CommandOptions> parse_command_line(const std::vector<std::string>&
     p.command_name = c.name;
     sub->set_version_flag("-V,--version", "rlock " RLOCK_VERSION);
     sub->allow_extras();
+    if (wanted == "run") sub->formatter(std::make_shared<RunUsage>());
     add_options(p, c.name, sub, args);
   }
   if (!wanted.empty() && !p.command) {

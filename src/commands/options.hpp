@@ -196,8 +196,8 @@ inline constexpr auto k_options = [] {
       {"--strict",                    on::take,    flag,  "",    "strict",                 "RLOCK_STRICT",
        "refuse a server whose maxmemory-policy can evict locks (default: {})", "warn", field<&TakeOptions::strict>()},
       {"--min-hold",                  on::take,    value, "D",   "min-hold",               "RLOCK_MIN_HOLD",
-       "keep the lock until D after the command started (acquire: after it was taken), even if it ends sooner "
-       "(once per cron tick)", "",
+       "keep the lock until D after the command started (acquire: after it was taken), even if it ends sooner",
+       "",
        field<&TakeOptions::min_hold>(), {.zero_ok = true}},
       {"--supersede",                 on::take,    flag,  "",    "supersede",              "RLOCK_SUPERSEDE",
        "newest wins: replace the older waiters that also gave --supersede (they exit 79)", "",
