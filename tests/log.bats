@@ -364,7 +364,7 @@ follow_test() {
     and .holder.host != null' <<<"$output" >/dev/null || fail "the --json busy event: $output"
 }
 
-@test "log --since and --until: a duration ago or an RFC 3339 time, filtered by the server" {
+@test "log --since and --until: a duration ago, an RFC 3339 time or a time of day, filtered by the server" {
   redis_start
   rlock run k -- echo one
   sleep 1.5
@@ -385,6 +385,11 @@ follow_test() {
   assert_equal "$(awk '{ print $2 }' <<<"$output" | xargs)" "acquired released"
   [[ $output == *"echo one"* && $output != *"echo two"* ]] || fail "--until $until_z: $output"
   assert_equal "$(rlock log k --until "$until_offset")" "$output"
+  # A time of day alone is today's, in UTC (unless the day changed since the run).
+  local stamp="@$((t_first_released / 1000)).$(printf '%03d' $((t_first_released % 1000)))"
+  if [[ $(date -u -d "$stamp" +%F) == $(date -u +%F) ]]; then
+    assert_equal "$(rlock log k --until "$(date -u -d "$stamp" +%H:%M:%S.%3N)")" "$output"
+  fi
   # Both: a window holding the first release and the second acquisition only.
   run --separate-stderr rlock log k --json --since "$until_z" --until "$(date -u -d "@$((t_second_acquired / 1000)).$(printf '%03d' $((t_second_acquired % 1000)))" +%Y-%m-%dT%H:%M:%S.%3NZ)"
   assert_success

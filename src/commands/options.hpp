@@ -277,7 +277,8 @@ inline constexpr auto k_options = [] {
       {"-f,--follow",                 on::log,     flag,  "",    "",                       "",
        "print new events as they come, until interrupted", "", field<&LogOptions::follow>()},
       {"--since",                     on::log,     value, "D",   "",                       "",
-       "only events since D ago, or since TIME (RFC 3339: 2026-11-27T08:00:00Z)", "", field<&LogOptions::since>()},
+       "only events since D ago, or since TIME (RFC 3339: 2026-11-27T08:00:00Z; 08:00: today, UTC)", "",
+       field<&LogOptions::since>()},
       {"--until",                     on::log,     value, "D",   "",                       "",
        "only events until D ago, or until TIME", "", field<&LogOptions::until>(), {}, "", "--follow"},
       // check, metrics. A limit is read by name (cli/convert.cpp): one value, or WARN,CRIT.

@@ -163,6 +163,21 @@ std::optional<int64_t> parse_log_time(const std::string& text, int64_t now_ms) {
   if (std::optional<util::Millis> ago = util::parse_duration(text)) return now_ms - ago->count();
   tm t{};
   size_t pos = 0;
+  // A time of day alone (04:10): today's, in UTC, as log prints its times (or in the zone given).
+  if (text.size() >= 5 && text[2] == ':') {
+    time_t now = static_cast<time_t>(now_ms / 1000);
+    if (::gmtime_r(&now, &t) == nullptr) return std::nullopt;
+    t.tm_hour = t.tm_min = t.tm_sec = 0;
+    int64_t ms = 0;
+    if (!parse_clock(text, pos, t, ms)) return std::nullopt;
+    int64_t offset = 0;
+    if (pos < text.size()) {
+      std::optional<int64_t> zone = parse_offset(text, pos);
+      if (!zone || pos != text.size()) return std::nullopt;
+      offset = *zone;
+    }
+    return (int64_t{timegm(&t)} - offset) * 1000 + ms;
+  }
   std::optional<int> year = digits_at(text, pos, 4);
   if (!year || !take(text, pos, '-')) return std::nullopt;
   std::optional<int> month = digits_at(text, pos, 2);

@@ -75,6 +75,8 @@ std::string outcome_text(const std::string& outcome);
 // A time given to --since or --until: a duration ago (util::parse_duration, counted back from
 // now_ms) or an RFC 3339 / ISO 8601 time: YYYY-MM-DD, optionally followed by T (or a space) and
 // hh:mm[:ss[.fff]], and Z or an offset (+hh:mm, +hhmm, +hh); without Z or offset, local time.
+// A time of day alone, hh:mm[:ss[.fff]][Z|offset], is today's (the date of now_ms, in UTC), in
+// UTC as log prints its times, unless a zone is given.
 // In ms since the epoch; nullopt when it is neither.
 std::optional<int64_t> parse_log_time(const std::string& text, int64_t now_ms);
 
