@@ -470,6 +470,36 @@ follow_test() {
   [[ $stderr =~ until\ [0-9-]{10}T[0-9:]{8}Z ]] || fail "the lingering message: $stderr"
 }
 
+@test "status KEY of a free lock shows its last run from the summary; a held or unused one does not" {
+  redis_start
+  rlock run k -- sh -c 'sleep 0.2; exit 3' || true
+  run --separate-stderr rlock status k
+  assert_failure 1
+  assert_equal "${#lines[@]}" 3
+  [[ ${lines[2]} =~ ^k\ last:\ released\ [0-9-]{10}T[0-9:.]{12}Z\ by\ $(uname -n)\ after\ [0-9]+ms,\ exit\ 3$ ]] ||
+    fail "status k: $output"
+  run --separate-stderr rlock status k --json
+  assert_failure 1
+  jq -e '.last | .event == "released" and .exit == 3 and .outcome == "failed" and .held_ms >= 200
+    and (.time | endswith("Z")) and .host != null' <<<"$output" >/dev/null || fail "status --json: $output"
+  # Why rlock ended it, in log's words.
+  rlock run m --max-hold 200ms -- sleep 5 2>/dev/null || true
+  [[ $(rlock status m | tail -n 1) == "m last: released "*" (stopped at --max-hold)" ]] || fail "status m: $(rlock status m)"
+  # Held: the holder, not the last run; never used: nothing more than the row.
+  bg holder rlock run k -- sleep 30
+  wait_until -t 10 lock_held k || fail "the holder did not take k"
+  run --separate-stderr rlock status k
+  assert_success
+  assert_equal "${#lines[@]}" 2
+  assert_equal "$(rlock status k --json | jq -c .last)" null
+  kill "$holder_pid"
+  bg_wait holder 10
+  run --separate-stderr rlock status unused
+  assert_failure 1
+  assert_equal "${#lines[@]}" 2
+  assert_equal "$(rlock status unused --json | jq -c .last)" null
+}
+
 # commands_since_reset: the calls the test server counted since CONFIG RESETSTAT, by command
 # ("xread=3 scan=2"), without the test's own CONFIG and INFO.
 commands_since_reset() {
