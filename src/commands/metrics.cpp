@@ -164,6 +164,7 @@ std::vector<Lock> read_locks(lock::Backend& backend, const MetricsOptions& o) {
     }
   }
   std::vector<std::pair<std::string, bool>> keys;  // (KEY, found by scanning)
+  keys.reserve(names.size() + found.size());
   for (const std::string& k : names) keys.emplace_back(k, false);
   for (const std::string& k : found) keys.emplace_back(k, true);
   std::sort(keys.begin(), keys.end());
