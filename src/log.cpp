@@ -53,8 +53,9 @@ void open_syslog() {
     }
     err = errno;
   }
-  // Said once, on stderr (unless syslog is where every line goes): the events are not logged.
-  if (!g_syslog_socket.warned && !g_syslog) {
+  // Said once, on stderr (unless syslog is where every line goes), as a warning: not with -q,
+  // where it would be one cron mail per host and run.
+  if (!g_syslog_socket.warned && !g_syslog && g_level != Level::quiet) {
     g_syslog_socket.warned = true;
     write_line("rlock: warning: ",
                fmt::format("--syslog: cannot reach syslog at {}: {}; events are not logged", path, std::strerror(err)));

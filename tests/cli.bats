@@ -22,6 +22,18 @@ teardown() {
   assert_usage_error
   run --separate-stderr rlock --bogus
   assert_usage_error
+  # A few letters off: the option meant.
+  run --separate-stderr rlock run k --tll 3s -- true
+  assert_usage_error
+  assert_equal "$stderr" "rlock: error: rlock run has no option --tll; did you mean --ttl? (see rlock run --help)"
+  run --separate-stderr rlock metrics --textfle f
+  assert_equal "$stderr" \
+    "rlock: error: rlock metrics has no option --textfle; did you mean --textfile? (see rlock metrics --help)"
+  run --separate-stderr rlock status --verb
+  [[ $stderr == *"did you mean --verbose?"* ]] || fail "stderr: $stderr"
+  # Nothing close: no guess.
+  run --separate-stderr rlock run k --no-such-option -- true
+  [[ $stderr != *"did you mean"* ]] || fail "stderr: $stderr"
 }
 
 @test "an unknown command is a usage error" {
@@ -201,6 +213,17 @@ teardown() {
   RLOCK_TTL=nonsense run --separate-stderr rlock run k -- true
   assert_usage_error
   [[ $stderr == *"RLOCK_TTL: 'nonsense' is not a duration"* ]] || fail "unexpected: $stderr"
+  # A value left out: the next word is an option, or the end of the options, not a wrong value.
+  run --separate-stderr rlock run k --once-per -- true
+  assert_usage_error
+  assert_equal "$stderr" \
+    "rlock: error: --once-per: '--' is the end of the options, not a duration: give one before it (500ms, 30s, 1h30m)"
+  run --separate-stderr rlock run k --ttl -n -- true
+  assert_usage_error
+  assert_equal "$stderr" "rlock: error: --ttl: '-n' is an option, not a duration: give one before it (500ms, 30s, 1h30m)"
+  run --separate-stderr rlock run k --limit -- true
+  assert_usage_error
+  assert_equal "$stderr" "rlock: error: --limit: '--' is the end of the options, not a number of holders: give one before it"
   # --help lists every option of the command, whatever the line names.
   run rlock run k -nh
   assert_success

@@ -320,6 +320,9 @@ bold_words() {
         "$(bold_words <<<"${log%%The events are*}" | grep -vxF -f <(protocol_column event 2))"
     same_names "history events (:log)" "$(protocol_column event 2)" \
         "$(sed 's/Never a token.*//' <<<"${log#*The events are}" | bold_words)"
+    # The outcomes of an end (*o*), in italics: _max\_hold_.
+    same_names "outcomes (:log's o)" "$(protocol_column outcome 3)" \
+        "$(grep -oE '_[a-z]+(\\_[a-z]+)*_' <<<"$log" | sed -E 's/^_|_$//g; s/\\_/_/g')"
 }
 
 @test "man page EXIT STATUS documents every exit code" {
@@ -465,7 +468,7 @@ queued() { (($(rcli zcard "rlock:{$1}:q") >= $2)); }
     as_user "$reader" 0 list
     as_user "$reader" 0 log h
     as_user "$reader" 0 log --json
-    as_user "$reader" 0 check h k
+    as_user "$reader" 0 check h k --max-lost 10
     as_user "$reader" 0 metrics
     # It writes nothing.
     as_user "$reader" 77 run h -n -- true

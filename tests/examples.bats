@@ -616,8 +616,9 @@ EOF
     [[ $type != unknown ]] || errors+=("$path: tests/helpers/examples-extract cannot read this kind of file")
     [[ $path == README.md ]] && continue
     n_files=$((n_files + 1))
-    # Every recipe shows rlock at work (a systemd timer starts the service of the same name).
-    [[ $path == *.timer ]] && continue
+    # Every recipe shows rlock at work (a systemd timer starts the service of the same name;
+    # alert rules read what rlock metrics exports, and are tested with promtool below).
+    [[ $path == *.timer || $type == prometheus ]] && continue
     grep -q "^cmd"$'\t'"$path"$'\t' "$T/records" || errors+=("$path: no rlock command found")
   done < <(records file)
   while IFS=$'\t' read -r kind path first last block doc sub key limit cmd; do
@@ -923,6 +924,109 @@ check_min_hold() {
     grep -q '^#.*concurrencyPolicy' "$RLOCK_SOURCE_DIR/$file" || fail "$file does not explain concurrencyPolicy"
   done
   run_recipes kubernetes
+}
+
+# prom_alert LABELS SUMMARY: an expected alert of a promtool test case (an item of exp_alerts).
+prom_alert() {
+  printf '          - exp_labels: {%s}\n            exp_annotations: {summary: "%s"}\n' "$1" "$2"
+}
+
+@test "prometheus-rules.yml: each alert fires on series that rlock metrics wrote" {
+  command -v promtool >/dev/null || skip "promtool is not installed (Debian package prometheus)"
+  local rules=$RLOCK_SOURCE_DIR/examples/prometheus-rules.yml
+  run promtool check rules "$rules"
+  assert_success
+  redis_start
+  # What happened: a job that never ran (expected), one whose run failed, one lost, one held now.
+  rlock run backup -- sh -c 'exit 3' || true
+  local tok
+  tok=$(rlock acquire lost-job)
+  rcli del "$(lock_key lost-job)" >/dev/null
+  RLOCK_TOKEN=$tok rlock release lost-job 2>/dev/null || true
+  bg holder rlock run deploy -- sh -c 'touch "$0"; exec sleep 100' "$T/started"
+  wait_until test -e "$T/started" || fail "the holder did not start: $(bg_err holder)"
+  sleep 0.2
+  rlock metrics --expect nightly-report --textfile "$T/up.prom"
+  # Then Redis goes away: the export says so.
+  redis_stop
+  run rlock metrics --expect nightly-report --textfile "$T/down.prom" --connect-timeout 200ms
+  assert_equal "$status" 69
+  # The test's time 0 is 26 hours before the first export; node_exporter serves the first file
+  # for 26h10m (its figures no longer refreshed after 26h: stale), then the second for 20m.
+  local read_at
+  read_at=$(sed -n 's/^rlock_read_timestamp_seconds //p' "$T/up.prom")
+  [[ -n $read_at ]] || fail "no rlock_read_timestamp_seconds: $(cat "$T/up.prom")"
+  # The held-too-long threshold scaled to the test's hold (0.2s for 2h), as the cron tests scale
+  # their periods.
+  sed 's/rlock_held_seconds) > 2 \* 3600/rlock_held_seconds) > 0.1/' "$rules" >"$T/rules.yml"
+  ! cmp -s "$rules" "$T/rules.yml" || fail "no held-too-long threshold to scale in $rules"
+  local on='instance="host1:9100", job="node"'
+  {
+    printf 'rule_files: [rules.yml]\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:\n'
+    "$BATS_TEST_DIRNAME/helpers/prom-series" "$(bc <<<"$read_at - 26 * 3600")" "$on" \
+      "$T/up.prom:$((26 * 60 + 10))" "$T/down.prom:20"
+    printf '    alert_rule_test:\n'
+    # After 26h: never ran, failed, lost, held; the export is fresh.
+    printf '      - eval_time: 26h\n        alertname: RlockMissedRun\n        exp_alerts:\n'
+    prom_alert 'key: nightly-report, severity: critical' 'nightly-report has not succeeded for 25 hours'
+    printf '      - eval_time: 26h\n        alertname: RlockLastRunFailed\n        exp_alerts:\n'
+    prom_alert 'key: backup, severity: warning' 'backup: the last 1 run(s) failed'
+    prom_alert 'key: lost-job, severity: warning' 'lost-job: the last 1 run(s) failed'
+    printf '      - eval_time: 26h\n        alertname: RlockLost\n        exp_alerts:\n'
+    prom_alert 'key: lost-job, severity: warning' 'lost-job: 1 hold(s) lost since the last success'
+    printf '      - eval_time: 26h\n        alertname: RlockHeldTooLong\n        exp_alerts:\n'
+    prom_alert 'key: deploy, severity: warning' 'deploy has been held for over 2 hours'
+    printf '      - eval_time: 26h\n        alertname: RlockMetricsStale\n        exp_alerts: []\n'
+    printf '      - eval_time: 26h\n        alertname: RlockOverrun\n        exp_alerts: []\n'
+    # 8 minutes on, the file is the same: stale.
+    printf '      - eval_time: 26h8m\n        alertname: RlockMetricsStale\n        exp_alerts:\n'
+    prom_alert 'instance: "host1:9100", job: node, severity: warning' \
+      'rlock metrics on host1:9100: Redis did not answer, or no export for 5 minutes'
+    # Redis gone: the export says rlock_up 0, and the job's series are gone: a missed run still.
+    printf '      - eval_time: 26h25m\n        alertname: RlockMetricsStale\n        exp_alerts:\n'
+    prom_alert 'instance: "host1:9100", job: node, severity: warning' \
+      'rlock metrics on host1:9100: Redis did not answer, or no export for 5 minutes'
+    printf '      - eval_time: 26h25m\n        alertname: RlockMissedRun\n        exp_alerts:\n'
+    prom_alert 'key: nightly-report, severity: critical' 'nightly-report has not succeeded for 25 hours'
+    printf '      - eval_time: 26h25m\n        alertname: RlockLastRunFailed\n        exp_alerts: []\n'
+  } >"$T/rules_test.yml"
+  cd "$T"
+  run promtool test rules rules_test.yml
+  assert_success || fail "$(cat "$T/rules_test.yml")"
+}
+
+@test "prometheus-rules.yml: RlockOverrun fires on the overrun counter that rlock metrics writes" {
+  command -v promtool >/dev/null || skip "promtool is not installed (Debian package prometheus)"
+  redis_start
+  rlock run job -- true
+  rlock metrics --textfile "$T/before.prom"
+  grep -q '^rlock_events_total{key="job",event="overrun"}' "$T/before.prom" ||
+    skip "rlock metrics exports no overrun counter (rlock_events_total{event=\"overrun\"})"
+  # A --once-per run that still holds the lock when the next tick's run comes: that tick is
+  # skipped, an overrun.
+  bg holder rlock run job --once-per 1s -- sh -c 'touch "$0"; sleep 3' "$T/started"
+  wait_until test -e "$T/started" || fail "the first run did not start: $(bg_err holder)"
+  sleep 1.5
+  run rlock run job --once-per 1s -n -- true
+  assert_equal "$status" 75
+  rlock metrics --textfile "$T/after.prom"
+  grep -q '^rlock_events_total{key="job",event="overrun"} [1-9]' "$T/after.prom" ||
+    fail "no overrun counted: $(grep overrun "$T/after.prom")"
+  local read_at
+  read_at=$(sed -n 's/^rlock_read_timestamp_seconds //p' "$T/before.prom")
+  {
+    printf 'rule_files: [%s]\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:\n' \
+      "$RLOCK_SOURCE_DIR/examples/prometheus-rules.yml"
+    "$BATS_TEST_DIRNAME/helpers/prom-series" "$read_at" 'instance="host1:9100", job="node"' \
+      "$T/before.prom:30" "$T/after.prom:30"
+    printf '    alert_rule_test:\n'
+    printf '      - eval_time: 20m\n        alertname: RlockOverrun\n        exp_alerts: []\n'
+    printf '      - eval_time: 45m\n        alertname: RlockOverrun\n        exp_alerts:\n'
+    prom_alert 'key: job, severity: warning' \
+      'job overran its period: a tick was skipped while the last run still held it'
+  } >"$T/rules_test.yml"
+  run promtool test rules "$T/rules_test.yml"
+  assert_success || fail "$(cat "$T/rules_test.yml")"
 }
 
 @test "the YAML recipes parse" {

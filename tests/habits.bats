@@ -173,6 +173,10 @@ with open(log, "a") as f:
   assert_success
   assert_file_exists "$T/ran2"
   assert_equal "$(grep -c 'cannot reach syslog' <<<"$stderr")" 1
+  # A warning: not with -q (from cron, it would mail every host on every run).
+  RLOCK_SYSLOG_SOCKET=$T/absent.sock run --separate-stderr rlock -q run --syslog k -- true
+  assert_success
+  assert_equal "$stderr" ""
 }
 
 # --- messages -------------------------------------------------------------------------------------
@@ -227,7 +231,9 @@ with open(log, "a") as f:
   run --separate-stderr rlock run --help
   assert_success
   local expected=$output
-  [[ $expected == *"Usage: rlock run"* ]] || fail "'$expected'"
+  [[ $expected == *"Usage: rlock run [OPTIONS] KEY [--] COMMAND [ARG...]"$'\n'"   or: rlock run [OPTIONS] KEY -c 'SHELL COMMAND'"* ]] ||
+    fail "the usage line does not show the command: '$expected'"
+  [[ $expected != *"once per cron tick"* ]] || fail "--min-hold's help says what --once-per does: '$expected'"
   run --separate-stderr rlock --help run
   assert_success
   assert_equal "$output" "$expected"

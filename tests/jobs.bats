@@ -494,13 +494,37 @@ tree_running() { [[ $(wc -l <"$T/pids" 2>/dev/null) -ge 4 ]] && grep -q '^old ' 
   assert_bg_status w1 79 10
   grep -qF "pid $w2_pid " "$T/w1.err" || fail "W1 does not name W2: $(bg_err w1)"
   assert_bg_status holder 80 15
-  grep -q -- "--preempt" "$T/holder.err" || fail "the holder does not say it was preempted: $(bg_err holder)"
+  grep -q -- "--cancel-in-progress" "$T/holder.err" || fail "the holder does not say it was cancelled: $(bg_err holder)"
+  # In the words the user gave: not --preempt or --supersede, which it never typed.
+  ! grep -qE -- '--(preempt|supersede)' "$T/holder.err" "$T/w1.err" ||
+    fail "names options never given: $(bg_err holder) $(bg_err w1)"
+  grep -qF -- "(--cancel-in-progress)" "$T/w1.err" || fail "W1 does not name its option: $(bg_err w1)"
   assert_bg_status w2 0 15
   assert_equal "$(starts)" "holder W2"
   run --separate-stderr rlock run c --cancel-in-progress -n -- true
   assert_usage_error
   run --separate-stderr rlock run c --cancel-in-progress --shared -- true
   assert_usage_error
+}
+
+@test "--cancel-in-progress, --preempt: a holder started without the flag is waited for, and the waiter says why" {
+  redis_start
+  bg holder rlock run c -- "$T/job.sh" holder 2
+  wait_until -t 10 started holder || fail "the holder did not start: $(bg_err holder)"
+  bg w rlock run c --cancel-in-progress -w 30s -- "$T/job.sh" W 0
+  wait_until -t 10 grep -q "not cancellable" "$T/w.err" || fail "the waiter says nothing: $(bg_err w)"
+  assert_equal "$(cat "$T/w.err")" \
+    "rlock: c: the holder is not cancellable (started without --cancel-in-progress); waiting for it"
+  assert_bg_status holder 0 15
+  assert_bg_status w 0 15
+  assert_equal "$(starts)" "holder W"
+  bg holder2 rlock run p -- "$T/job.sh" holder2 1
+  wait_until -t 10 started holder2 || fail "the holder did not start: $(bg_err holder2)"
+  run --separate-stderr rlock acquire p --preempt -w 30s
+  assert_success
+  [[ $stderr == "rlock: p: the holder is not preemptible (started without --preemptible); waiting for it" ]] ||
+    fail "stderr: $stderr"
+  assert_bg_status holder2 0 15
 }
 
 # --- Sentinel, Cluster, Redlock ---------------------------------------------------------------

@@ -148,21 +148,23 @@ EVERY_EVENT="acquired busy released acquired released acquired lost acquired sup
   local line
   for line in "${lines[@]}"; do
     jq -e 'type == "object"' <<<"$line" >/dev/null || fail "not one JSON object: $line"
-    # The contract's fields, and four more that the code adds: time_ms (the time as a number),
-    # key (which lock, for the merged log of every key), by (who superseded or preempted) and
-    # holder (who held the lock when a request was busy).
-    assert_equal "$(jq -r 'keys | join(" ")' <<<"$line")" "$(printf '%s\n' "${SPEC_FIELDS[@]}" by holder key period_ms tick time_ms | sort | xargs)"
+    # The contract's fields, and more that the code adds: time_ms (the time as a number), key
+    # (which lock, for the merged log of every key), by (who superseded or preempted), holder
+    # (who held the lock when a request was busy), outcome (how a hold ended), tick and period_ms.
+    assert_equal "$(jq -r 'keys | join(" ")' <<<"$line")" "$(printf '%s\n' "${SPEC_FIELDS[@]}" by holder key outcome period_ms tick time_ms | sort | xargs)"
   done
   # Types and values.
   run jq -e -s '
     all(.[]; (.time | test("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+Z$")) and (.pid | type == "number") and
       (.host | type == "string") and (.user | type == "string") and (.event | type == "string"))
     and (.[0].event == "acquired" and (.[0].fence | type == "number") and .[0].waited_ms == 0)
-    and (.[4].event == "released" and .[4].exit == 3 and .[4].held_ms >= 150 and .[4].cmd == "sh -c '"'"'sleep 0.2; exit 3'"'"'")
+    and (.[4].event == "released" and .[4].exit == 3 and .[4].outcome == "failed" and .[4].held_ms >= 150
+      and .[4].cmd == "sh -c '"'"'sleep 0.2; exit 3'"'"'")
     and (.[1].event == "busy" and .[1].exit == null and (.[1].holder.pid | type == "number")
       and .[1].holder.cmd == "rlock acquire k" and .[1].holder.lingering == false)
     and all(.[]; .event == "busy" or .holder == null)
-    and (.[13].event == "preempted" and (.[13].by.pid | type == "number") and .[13].held_ms > 0)
+    and (.[13].event == "preempted" and (.[13].by.pid | type == "number") and .[13].held_ms > 0
+      and .[13].outcome == "preempted")
     and (.[8].event == "superseded" and (.[8].by.pid | type == "number"))' <<<"$output"
   assert_success
 }
@@ -362,7 +364,7 @@ follow_test() {
     and .holder.host != null' <<<"$output" >/dev/null || fail "the --json busy event: $output"
 }
 
-@test "log --since and --until: a duration ago or an RFC 3339 time, filtered by the server" {
+@test "log --since and --until: a duration ago, an RFC 3339 time or a time of day, filtered by the server" {
   redis_start
   rlock run k -- echo one
   sleep 1.5
@@ -383,6 +385,11 @@ follow_test() {
   assert_equal "$(awk '{ print $2 }' <<<"$output" | xargs)" "acquired released"
   [[ $output == *"echo one"* && $output != *"echo two"* ]] || fail "--until $until_z: $output"
   assert_equal "$(rlock log k --until "$until_offset")" "$output"
+  # A time of day alone is today's, in UTC (unless the day changed since the run).
+  local stamp="@$((t_first_released / 1000)).$(printf '%03d' $((t_first_released % 1000)))"
+  if [[ $(date -u -d "$stamp" +%F) == $(date -u +%F) ]]; then
+    assert_equal "$(rlock log k --until "$(date -u -d "$stamp" +%H:%M:%S.%3N)")" "$output"
+  fi
   # Both: a window holding the first release and the second acquisition only.
   run --separate-stderr rlock log k --json --since "$until_z" --until "$(date -u -d "@$((t_second_acquired / 1000)).$(printf '%03d' $((t_second_acquired % 1000)))" +%Y-%m-%dT%H:%M:%S.%3NZ)"
   assert_success
@@ -461,6 +468,36 @@ follow_test() {
   run --separate-stderr rlock run m -n -- true
   assert_failure 75
   [[ $stderr =~ until\ [0-9-]{10}T[0-9:]{8}Z ]] || fail "the lingering message: $stderr"
+}
+
+@test "status KEY of a free lock shows its last run from the summary; a held or unused one does not" {
+  redis_start
+  rlock run k -- sh -c 'sleep 0.2; exit 3' || true
+  run --separate-stderr rlock status k
+  assert_failure 1
+  assert_equal "${#lines[@]}" 3
+  [[ ${lines[2]} =~ ^k\ last:\ released\ [0-9-]{10}T[0-9:.]{12}Z\ by\ $(uname -n)\ after\ [0-9]+ms,\ exit\ 3$ ]] ||
+    fail "status k: $output"
+  run --separate-stderr rlock status k --json
+  assert_failure 1
+  jq -e '.last | .event == "released" and .exit == 3 and .outcome == "failed" and .held_ms >= 200
+    and (.time | endswith("Z")) and .host != null' <<<"$output" >/dev/null || fail "status --json: $output"
+  # Why rlock ended it, in log's words.
+  rlock run m --max-hold 200ms -- sleep 5 2>/dev/null || true
+  [[ $(rlock status m | tail -n 1) == "m last: released "*" (stopped at --max-hold)" ]] || fail "status m: $(rlock status m)"
+  # Held: the holder, not the last run; never used: nothing more than the row.
+  bg holder rlock run k -- sleep 30
+  wait_until -t 10 lock_held k || fail "the holder did not take k"
+  run --separate-stderr rlock status k
+  assert_success
+  assert_equal "${#lines[@]}" 2
+  assert_equal "$(rlock status k --json | jq -c .last)" null
+  kill "$holder_pid"
+  bg_wait holder 10
+  run --separate-stderr rlock status unused
+  assert_failure 1
+  assert_equal "${#lines[@]}" 2
+  assert_equal "$(rlock status unused --json | jq -c .last)" null
 }
 
 # commands_since_reset: the calls the test server counted since CONFIG RESETSTAT, by command

@@ -111,6 +111,51 @@ INT
   assert_equal "$BG_STATUS" 76
 }
 
+@test "Redis restarted empty: the loss says the server restarted, and is recorded so" {
+  start_family -t 3s --kill-after 1s
+  # (INFO's uptime is in whole seconds: a hold of over 2s is surely older than the restart.)
+  sleep 2.2
+  redis_restart
+  bg_wait holder 10
+  assert_equal "$BG_STATUS" 76
+  [[ $(bg_err holder) == *"127.0.0.1:$REDIS_PORT restarted "*" ago, after the lock was taken (run_id "*", appendonly no): without persistence it lost the lock"* ]] ||
+    fail "stderr: $(bg_err holder)"
+  run --separate-stderr rlock log k --json
+  assert_success
+  jq -e -s 'length == 1 and .[0].event == "lost" and .[0].outcome == "restarted" and .[0].exit == 143' \
+    <<<"$output" >/dev/null || fail "history: $output"
+}
+
+@test "Redis unreachable: the loss is recorded once it answers, with how long the hold lasted and why" {
+  start_family -t 3s --kill-after 1s
+  local t0
+  t0=$(now_ms)
+  sleep 0.5
+  kill -STOP "$REDIS_PID"
+  wait_until -t 6 family_gone || fail "the process group is still running while Redis is paused"
+  # The run tries for one more TTL to record the loss: Redis comes back within it.
+  sleep 1
+  kill -CONT "$REDIS_PID"
+  bg_wait holder 10
+  assert_equal "$BG_STATUS" 76
+  local took
+  took=$(elapsed_ms "$t0")
+  [[ $(bg_err holder) == *"lost the lock k: renewals kept failing since 20"*" ago): redis://127.0.0.1:$REDIS_PORT: "* ]] ||
+    fail "stderr: $(bg_err holder)"
+  run --separate-stderr rlock log k --json
+  assert_success
+  jq -e -s '[.[].event] == ["acquired", "lost"] and .[1].outcome == "renewals_failed" and .[1].exit == 143' \
+    <<<"$output" >/dev/null || fail "history: $output"
+  # How long it ran: from the acquisition until the tree was gone, under 3s, not the TTL or the
+  # time until Redis answered.
+  local held
+  held=$(jq -s '.[1].held_ms' <<<"$output")
+  ((held >= 1000 && held < 3000 && held < took)) || fail "held ${held}ms (the run took ${took}ms)"
+  run rlock check k --max-lost 0
+  assert_equal "$status" 2
+  assert_output --partial "1 lost since the last success"
+}
+
 @test "Redis gone for good: the child is stopped before the lock's TTL runs out, exit 76" {
   start_family -t 3s --kill-after 1s
   local t0 took

@@ -27,12 +27,14 @@ teardown() {
 
 # transcript_check PID...: checks the pty transcript $PTY_OUT of a wait that printed a progress
 # line naming each PID (in that order over time): one line, never a newline; each later version
-# comes after "\r" and ESC[K; the last thing printed erases the line.
+# comes after "\r" and ESC[K; the line is erased at the end, and "rlock: got k after Ns" follows.
 transcript_check() {
   PIDS="$*" perl -0777 -ne '
     my @pids = split(" ", $ENV{PIDS});
     my $out = $_;
     my @why;
+    # The line that says the lock was got comes last, on a line of its own, after the erase.
+    push @why, "no last line \"rlock: got k after Ns\"" unless $out =~ s/rlock: got k after [0-9]+s\r?\n\z//;
     push @why, "a newline: the line scrolls instead of being rewritten" if $out =~ /\n/;
     # Versions of the line: the text between rewrites.
     my @versions = grep { /[[:print:]]/ } split(/\r|\e\[K|\e\[2K/, $out);
@@ -170,6 +172,8 @@ quiet_on_terminal() {
   ! LC_ALL=C grep -q $'\e' "$PTY_OUT" || fail "an escape sequence on a dumb terminal: $(LC_ALL=C cat -v "$PTY_OUT")"
   LC_ALL=C grep -q "^rlock: waiting for k: held by .*pid $holder_pid.*; position 1 of 1; waited [0-9]*s"$'\r'"\$" "$PTY_OUT" ||
     fail "no line of its own names the holder: $(LC_ALL=C cat -v "$PTY_OUT")"
+  LC_ALL=C grep -q "^rlock: got k after [0-9]*s"$'\r'"\$" "$PTY_OUT" ||
+    fail "no line says the lock was got: $(LC_ALL=C cat -v "$PTY_OUT")"
   bg_wait holder 10
 }
 
@@ -271,9 +275,10 @@ lines_naming() { grep -c "pid $2[ ;)]" "$T/$1.err" || true; }
   bg_wait waiter 20
   assert_equal "$BG_STATUS" 0
   ! LC_ALL=C grep -q $'[\e\r]' "$T/waiter.err" || fail "a control character on stderr: $(LC_ALL=C cat -v "$T/waiter.err")"
-  # One line per change, not one per heartbeat.
-  (($(wc -l <"$T/waiter.err") <= 4)) || fail "too many lines: $(LC_ALL=C cat -v "$T/waiter.err")"
-  [[ -z $(grep -v '^rlock: waiting for k: ' "$T/waiter.err") ]] || fail "other lines: $(cat "$T/waiter.err")"
+  # One line per change, not one per heartbeat; then one when the wait ends, with how long it was.
+  (($(wc -l <"$T/waiter.err") <= 5)) || fail "too many lines: $(LC_ALL=C cat -v "$T/waiter.err")"
+  [[ -z $(grep -v '^rlock: waiting for k: ' "$T/waiter.err" | sed '$d') ]] || fail "other lines: $(cat "$T/waiter.err")"
+  [[ $(tail -n 1 "$T/waiter.err") =~ ^rlock:\ got\ k\ after\ [0-9]+s$ ]] || fail "last line: $(cat "$T/waiter.err")"
   bg_wait holder 10
   bg_wait w1 10
 }
@@ -288,6 +293,7 @@ lines_naming() { grep -c "pid $2[ ;)]" "$T/$1.err" || true; }
   touch "$T/go"
   bg_wait loud 20
   assert_equal "$BG_STATUS" 0
+  [[ $(tail -n 1 "$T/loud.err") =~ ^rlock:\ got\ k\ after\ [0-9]+s$ ]] || fail "last line: $(cat "$T/loud.err")"
   RLOCK_TOKEN=$(jq -r .token "$T/loud.out") rlock release k
   bg_wait quiet 20
   assert_equal "$BG_STATUS" 0

@@ -83,6 +83,24 @@ calls() {
   assert_failure 77
   [[ $stderr != *wrongpass* ]]
   [[ $stderr == *"password in a --url"* ]]
+  [[ $stderr == *"redis://:***@127.0.0.1:$REDIS_PORT: authentication failed (password from the URL): WRONGPASS"* ]] ||
+    fail "stderr: $stderr"
+}
+
+@test "a wrong password says where it came from, not as if it were in the URL" {
+  redis_start_auth s3cret
+  RLOCK_PASSWORD=wrong run --separate-stderr rlock status k
+  assert_failure 77
+  assert_equal "$stderr" "rlock: error: redis://127.0.0.1:$REDIS_PORT: authentication failed (password from RLOCK_PASSWORD): WRONGPASS invalid username-password pair or user is disabled."
+  REDISCLI_AUTH=wrong run --separate-stderr rlock status k
+  [[ $stderr == *"redis://127.0.0.1:$REDIS_PORT: authentication failed (password from REDISCLI_AUTH): "* ]] ||
+    fail "stderr: $stderr"
+  echo wrong >"$T/pw"
+  run --separate-stderr rlock status k --password-file "$T/pw"
+  [[ $stderr == *"redis://127.0.0.1:$REDIS_PORT: authentication failed (password from --password-file $T/pw): "* ]] ||
+    fail "stderr: $stderr"
+  RLOCK_PASSWORD_FILE=$T/pw run --separate-stderr rlock status k
+  [[ $stderr == *"(password from RLOCK_PASSWORD_FILE $T/pw): "* ]] || fail "stderr: $stderr"
 }
 
 @test "a paused server (SIGSTOP) fails within --io-timeout with 69, never 75" {

@@ -180,6 +180,17 @@ std::vector<std::string> split_run_command(CLI::App* app, CLI::App* run, const s
   return plain_options({run, app}, "run", args, at, end);
 }
 
+// run's usage line names its command too, which CLI11 does not see (the words after KEY are the
+// command's, split off before CLI11 parses the rest).
+class RunUsage : public CLI::Formatter {
+public:
+  std::string make_usage(const CLI::App* app, std::string name) const override {
+    std::string line = CLI::Formatter::make_usage(app, name);
+    while (!line.empty() && line.back() == '\n') line.pop_back();
+    return fmt::format("{} [--] COMMAND [ARG...]\n   or: {} [OPTIONS] KEY -c 'SHELL COMMAND'\n", line, name);
+  }
+};
+
 constexpr const char* k_no_command =
     "no command given: use run, acquire, release, extend, status, list, log, check or metrics (see rlock --help)";
 
@@ -220,8 +231,10 @@ constexpr const char* k_no_command =
   const std::string hint = help_hint(command);
   if (is_option_word(first) && !after_dashes) {
     std::string name = first.substr(0, first.find('='));
-    if (command.empty()) usage(fmt::format("unknown option {} ({})", util::printable(name), hint));
-    usage(fmt::format("rlock {} has no option {} ({})", command, util::printable(name), hint));
+    std::string close = closest_option(command, name);
+    std::string mean = close.empty() ? "" : fmt::format("; did you mean {}?", close);
+    if (command.empty()) usage(fmt::format("unknown option {}{} ({})", util::printable(name), mean, hint));
+    usage(fmt::format("rlock {} has no option {}{} ({})", command, util::printable(name), mean, hint));
   }
   std::string words;
   for (const std::string& w : extras) words += fmt::format("{}'{}'", words.empty() ? "" : " ", util::printable(w));
@@ -269,6 +282,7 @@ std::optional<CommandOptions> parse_command_line(const std::vector<std::string>&
     p.command_name = c.name;
     sub->set_version_flag("-V,--version", "rlock " RLOCK_VERSION);
     sub->allow_extras();
+    if (wanted == "run") sub->formatter(std::make_shared<RunUsage>());
     add_options(p, c.name, sub, args);
   }
   if (!wanted.empty() && !p.command) {
@@ -329,18 +343,21 @@ int parse_and_run(int argc, char** argv) {
   return options ? run_command(*options) : exit_code::k_ok;
 }
 
-// The exit code of a failure; check's is UNKNOWN, said on stdout too, where a monitoring
-// system reads it.
+// The exit code of a failure; check's is UNKNOWN, said on stdout alone, where a monitoring
+// system reads it (Icinga shows stderr too: said on both, it would show it twice).
 int failed(int code, const std::string& message) {
-  log::error(message);
-  if (!g_check) return code;
+  if (!g_check) {
+    log::error(message);
+    return code;
+  }
   try {
     std::string line = "RLOCK UNKNOWN - " + util::printable(message);
     std::replace(line.begin(), line.end(), '|', '/');  // perfdata would start there
     fmt::print("{}\n", line);
-    std::fflush(stdout);
+    if (std::fflush(stdout) != 0) log::error(message);
   } catch (...) {
-    // stdout failed too: the exit status still says UNKNOWN.
+    // stdout failed: stderr says it, and the exit status still says UNKNOWN.
+    log::error(message);
   }
   return exit_code::k_unknown;
 }

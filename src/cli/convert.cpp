@@ -34,8 +34,18 @@ using commands::Check;
 using commands::Converted;
 using commands::Type;
 
+// An option given no value on the command line took the next word, an option or "--" (the end
+// of the options, before run's command): said as such, rather than as a value that is wrong.
+void check_not_option(const Setting& s, const char* what, const char* examples) {
+  const std::string& t = s.text;
+  if (s.source != Source::argv || t.size() < 2 || t[0] != '-' || (t[1] >= '0' && t[1] <= '9') || t[1] == '.') return;
+  bad_setting(s, fmt::format("'{}' is {}, not {}: give one before it{}", util::printable(t),
+                             t == "--" ? "the end of the options" : "an option", what, examples));
+}
+
 // A duration's text, checked: more than zero unless zero_ok, at least min ms.
 Millis duration_value(const Setting& s, const Check& check) {
+  check_not_option(s, "a duration", " (500ms, 30s, 1h30m)");
   std::string why;
   auto d = util::parse_duration(s.text, &why);
   if (!d && why.rfind("too long", 0) == 0) bad_setting(s, fmt::format("'{}' is {}", util::printable(s.text), why));
@@ -64,6 +74,7 @@ Converted converted(const Setting& s) {
     case Type::number: break;
   }
   long long n = 0;
+  check_not_option(s, o.check.words, "");
   if (!util::parse_int(s.text, o.check.min, o.check.max, n)) {
     bad_setting(
         s, fmt::format("'{}' is not {} in {}-{}", util::printable(s.text), o.check.words, o.check.min, o.check.max));
@@ -119,13 +130,20 @@ std::string read_password_file(const Setting& file) {
   return password;
 }
 
-// The password when the URL has none: --password-file, RLOCK_PASSWORD, then REDISCLI_AUTH.
-std::string password_from_elsewhere(Parsed& p) {
+// The password when the URL has none: --password-file, RLOCK_PASSWORD, then REDISCLI_AUTH; from:
+// which one gave it, for messages.
+std::string password_from_elsewhere(Parsed& p, std::string& from) {
   Setting& file = get(p, "password-file");
-  if (file.source != Source::unset) return read_password_file(file);
+  if (file.source != Source::unset) {
+    from = fmt::format("{} {}", origin(file), util::printable(file.text));
+    return read_password_file(file);
+  }
   for (const char* name : {"RLOCK_PASSWORD", "REDISCLI_AUTH"}) {
     const char* pw = std::getenv(name);
-    if (pw && *pw) return pw;
+    if (pw && *pw) {
+      from = name;
+      return pw;
+    }
   }
   return {};
 }
@@ -272,7 +290,7 @@ commands::ConnectOptions connect_options(Parsed& p) {
       throw Error(e.exit_code(), fmt::format("{}: {}{}", origin(url), e.what(), which));
     }
     if (parsed.endpoint.password.empty()) {
-      parsed.endpoint.password = password_from_elsewhere(p);
+      parsed.endpoint.password = password_from_elsewhere(p, parsed.endpoint.password_from);
     } else if (url.source == Source::argv) {
       log::warning(
           "a password in a --url on the command line is visible to every user in ps; use "
@@ -522,6 +540,7 @@ commands::CheckOptions check_options(Parsed& p) {
   o.max_held = threshold<Millis>(p, "max-held");
   o.max_waiting = threshold<long long>(p, "max-waiting");
   o.max_lost = threshold<long long>(p, "max-lost");
+  o.max_failures = threshold<long long>(p, "max-failures");
   o.connect = connect_options(p);
   o.keys = p.args.keys;
   return o;
@@ -531,6 +550,33 @@ commands::MetricsOptions metrics_options(Parsed& p) {
   commands::MetricsOptions o;
   for (const std::string& k : p.args.keys) check_key(k);
   fill(p, o);
+  if (!o.textfile.empty()) {
+    // node_exporter's textfile collector reads the *.prom files of its directory: a directory
+    // here is a file name left out.
+    struct stat st {};
+    if (o.textfile.back() == '/' || (::stat(o.textfile.c_str(), &st) == 0 && S_ISDIR(st.st_mode))) {
+      std::string dir = o.textfile.back() == '/' ? o.textfile : o.textfile + "/";
+      bad_setting(get(p, "textfile"),
+                  fmt::format("{} is a directory: give the file to write in it, such as {}rlock.prom (node_exporter's "
+                              "textfile collector reads its *.prom files)",
+                              util::printable(o.textfile), util::printable(dir)));
+    }
+  }
+  // --expect KEY (repeated), or one text of keys from the environment or the config file.
+  const Setting& expect = get(p, "expect");
+  if (expect.source == Source::argv) {
+    o.expect = expect.list;
+  } else if (expect.source != Source::unset) {
+    for (const std::string& k : util::split(expect.text, " ")) {
+      if (!k.empty()) o.expect.push_back(k);
+    }
+  }
+  for (const std::string& k : o.expect) {
+    check_key(k);
+    if (k.find_first_of("*?[") != std::string::npos) {
+      bad_setting(expect, fmt::format("'{}' is a pattern: a job to expect is named, as it runs", util::printable(k)));
+    }
+  }
   o.connect = connect_options(p);
   o.keys = p.args.keys;
   return o;

@@ -183,6 +183,52 @@ void dump_options() {
   }
 }
 
+namespace {
+
+// The edit distance between a and b (insertions, deletions, substitutions, and swaps of two
+// letters next to each other), stopping at `most` + 1.
+size_t edit_distance(std::string_view a, std::string_view b, size_t most) {
+  if (a.size() > b.size() + most || b.size() > a.size() + most) return most + 1;
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+}  // namespace
+
+std::string closest_option(const std::string& command, const std::string& word) {
+  if (word.size() < 3 || word.compare(0, 2, "--") != 0) return {};
+  const std::string typed = word.substr(2);
+  const Commands bit = command_bit(command);
+  // A letter or two off, more for a longer name; never a word that is mostly wrong.
+  const size_t most = typed.size() <= 4 ? 1 : 2;
+  std::string best;
+  size_t best_distance = most + 1;
+  for (const OptionSpec& o : k_options) {
+    if (o.hidden || (bit ? !belongs(o, bit) : (o.commands & on::global) == 0)) continue;
+    std::string name = long_name(o);
+    if (name.empty()) continue;
+    size_t d = edit_distance(typed, name, most);
+    // (A prefix of a longer name counts too: --verb for --verbose.)
+    if (d > most && name.size() > typed.size() && typed.size() >= 4 && name.compare(0, typed.size(), typed) == 0)
+      d = most;
+    if (d < best_distance) {
+      best_distance = d;
+      best = "--" + name;
+    }
+  }
+  return best;
+}
+
 void add_options(Parsed& p, const std::string& name, CLI::App* app, const std::vector<std::string>& words) {
   const Commands command = command_bit(name);
   // CLI11 checks each new option against all those before it, which is most of start-up's work

@@ -20,6 +20,10 @@ bool is_config_key(const std::string& key);
 // Prints the table for --dump-options (the format is described in options.cpp).
 void dump_options();
 
+// The option of command ("" before the command name: the global ones) closest to a mistyped
+// word such as "--tll" (a few letters off), as "--ttl"; "" when none is close.
+std::string closest_option(const std::string& command, const std::string& word);
+
 // The bit of the command named name, 0 for none.
 commands::Commands command_bit(const std::string& name);
 

@@ -94,13 +94,22 @@ lock::Attempt take(lock::Backend& locker, const lock::LockName& name, const Acqu
   };
   locker.set_interrupt(signals.fd(), drain);
   WaitDisplay display(name);
+  std::optional<PreemptNotice> notice;
+  if (options.take.preempt) notice.emplace(locker, name, "--preemptible", "preemptible");
   lock::WaitHooks hooks{[&](util::Millis d) {
                           pollfd p{signals.fd(), POLLIN, 0};
                           if (util::poll_until(&p, 1, util::BootClock::now() + d) > 0) drain();
                           return !interrupted;
                         },
-                        [&] { return interrupted.has_value(); }, std::ref(display), display.fresh_every()};
-  return lock::take_lock(locker, name, wait_limits(options.take), contender, enclosing, hooks);
+                        [&] { return interrupted.has_value(); },
+                        [&](const lock::Attempt& attempt, util::Millis waited) {
+                          display(attempt, waited);
+                          if (notice) (*notice)(attempt);
+                        },
+                        display.fresh_every()};
+  lock::Attempt a = lock::take_lock(locker, name, wait_limits(options.take), contender, enclosing, hooks);
+  display.done(a);
+  return a;
 }
 
 // The exit code of a lock not taken (busy, or superseded), after saying why; nullopt when it was.
@@ -277,6 +286,7 @@ int release(const ReleaseOptions& options) {
   }
   // The end of a hold that was used: it lingers until the --min-hold it recorded when taken.
   lock::Ending ending{"", this_holder(fmt::format("rlock release {}", options.key)), 0, true, std::nullopt};
+  ending.outcome = lock::HoldOutcome::success;  // an acquire/release pair, without a command
   // A server that restarts, or cannot serve for a moment, is tried again for --io-timeout at the
   // renewals' retry interval: a lock left behind would keep the next waiter out for its TTL.
   lock::Released released = lock::release_within(locker, name, token, ending, retry_until(options.connect),

@@ -57,6 +57,7 @@ struct Checked {
   std::optional<int64_t> since_success_ms;  // how long ago the last success was
   int state = ok;
   std::vector<std::string> reasons;  // why it is not OK
+  bool unmatched = false;            // a pattern that no lock matches
 };
 
 std::string limit_text(util::Millis d) { return util::format_duration(d); }
@@ -80,11 +81,15 @@ void judge(Checked& c, const Threshold<T>& t, T value, const char* words) {
   c.reasons.push_back(fmt::format(fmt::runtime(words), limit_text(limit)));
 }
 
+// An end's details: its exit status, how long it lasted, and why rlock ended it.
 std::string moment_details(const lock::Moment& m) {
-  std::string held = m.held_ms ? util::format_duration(util::Millis(*m.held_ms)) : "";
-  if (m.exit_status.empty()) return held.empty() ? "" : fmt::format(" ({})", held);
-  return held.empty() ? fmt::format(" (exit {})", shown(m.exit_status))
-                      : fmt::format(" (exit {}, {})", shown(m.exit_status), held);
+  std::vector<std::string> parts;
+  if (!m.exit_status.empty()) parts.push_back("exit " + shown(m.exit_status));
+  if (m.held_ms) parts.push_back(util::format_duration(util::Millis(*m.held_ms)));
+  if (std::string why = lock::outcome_text(m.outcome); !why.empty()) parts.push_back(why);
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : ", ") + p;
+  return out.empty() ? "" : " (" + out + ")";
 }
 
 Checked judge_lock(const CheckOptions& o, const std::string& key, lock::LockState state, lock::Summary summary) {
@@ -110,6 +115,14 @@ Checked judge_lock(const CheckOptions& o, const std::string& key, lock::LockStat
   judge(c, o.max_waiting, static_cast<long long>(c.lock.queue_length), "more than {} waiting");
   judge(c, o.max_lost, static_cast<long long>(c.summary.lost_since_success),
         "more than {} lost since the last success");
+  judge(c, o.max_failures, static_cast<long long>(c.summary.failed_since_success), "more than {} failed in a row");
+  // A check that judges nothing would say OK whatever happened: it asks for a limit instead.
+  if (!o.succeeded_within.given() && !o.max_held.given() && !o.max_waiting.given() && !o.max_lost.given() &&
+      !o.max_failures.given()) {
+    c.state = exit_code::k_unknown;
+    c.reasons.emplace_back(
+        "no limit given: give --succeeded-within, --max-failures, --max-held, --max-waiting or --max-lost");
+  }
   // Nothing to judge: a name nobody used (a typo?), or unused for as long as a summary is kept.
   if (!c.summary.present && !c.lock.held && c.lock.queue_length == 0 && c.state == ok) c.state = exit_code::k_unknown;
   return c;
@@ -118,6 +131,7 @@ Checked judge_lock(const CheckOptions& o, const std::string& key, lock::LockStat
 // What a lock's line says: the last success, a later end that was no success, the hold going on,
 // the waiters, the losses.
 std::string description(const Checked& c) {
+  if (c.unmatched) return "no lock under the prefix matches the pattern (held, waited for, or with a record)";
   const lock::Summary& s = c.summary;
   const int64_t now = s.now_ms;
   std::string out;
@@ -143,6 +157,9 @@ std::string description(const Checked& c) {
                     h.held_for_ms ? util::format_duration(util::Millis(*h.held_for_ms)) : "?"));
   }
   if (c.lock.queue_length > 0) add(fmt::format("{} waiting", c.lock.queue_length));
+  if (s.failed_since_success > 0) {
+    add(fmt::format("{} failed in a row", s.failed_since_success));
+  }
   if (s.lost_since_success > 0) add(fmt::format("{} lost since the last success", s.lost_since_success));
   for (const std::string& r : c.reasons) add(r);
   return out;
@@ -181,6 +198,7 @@ std::string seconds(int64_t ms) { return fmt::format("{}", static_cast<double>(m
 std::string perfdata(const CheckOptions& o, const std::vector<Checked>& all) {
   std::vector<std::string> items;
   for (const Checked& c : all) {
+    if (c.unmatched) continue;
     if (c.since_success_ms) {
       items.push_back(fmt::format("{}={}s;{};0", label(c.key, "since_success"), seconds(*c.since_success_ms),
                                   limits(o.succeeded_within)));
@@ -189,6 +207,8 @@ std::string perfdata(const CheckOptions& o, const std::vector<Checked>& all) {
         fmt::format("{}={}s;{};0", label(c.key, "held"), seconds(c.held_ms.value_or(0)), limits(o.max_held)));
     items.push_back(fmt::format("{}={};{};0", label(c.key, "waiting"), c.lock.queue_length, limits(o.max_waiting)));
     items.push_back(fmt::format("{}={};{};0", label(c.key, "lost"), c.summary.lost_since_success, limits(o.max_lost)));
+    items.push_back(
+        fmt::format("{}={};{};0", label(c.key, "failures"), c.summary.failed_since_success, limits(o.max_failures)));
   }
   std::string out;
   for (const std::string& i : items) out += (out.empty() ? "" : " ") + i;
@@ -217,26 +237,51 @@ std::string to_json(const Checked& c) {
   return fmt::format(
       "{{\"key\":{},\"state\":\"{}\",\"reasons\":[{}],\"text\":{},\"held\":{},\"holders\":{},\"held_ms\":{},"
       "\"waiting\":{},\"last_start\":{},\"last_end\":{},\"last_success\":{},\"since_success_ms\":{},"
-      "\"lost_since_success\":{},\"counts\":{{{}}}}}",
+      "\"lost_since_success\":{},\"failed_since_success\":{},\"counts\":{{{}}}}}",
       util::json_quote(c.key), state_name(c.state), reasons, util::json_quote(description(c)), c.lock.held,
       c.lock.holder_count, util::json_or_null(c.held_ms), c.lock.queue_length, moment_json(c.summary.start, false),
       moment_json(c.summary.end, true), moment_json(c.summary.success, true), util::json_or_null(c.since_success_ms),
-      c.summary.lost_since_success, counts);
+      c.summary.lost_since_success, c.summary.failed_since_success, counts);
+}
+
+// The locks to check: the names given, and the locks each pattern matches (as log expands them),
+// each once; a pattern that matches none is UNKNOWN.
+std::vector<Checked> check_locks(lock::Backend& backend, const CheckOptions& options) {
+  std::vector<Checked> all;
+  std::vector<std::string> keys;
+  for (const std::string& given : options.keys) {
+    if (!is_pattern(given)) {
+      if (std::find(keys.begin(), keys.end(), given) == keys.end()) keys.push_back(given);
+      continue;
+    }
+    std::vector<std::string> matched = matching_locks(backend, options.connect.prefix, given);
+    if (matched.empty()) {
+      Checked c;
+      c.key = given;
+      c.unmatched = true;
+      c.state = exit_code::k_unknown;
+      all.push_back(std::move(c));
+    }
+    for (std::string& m : matched) {
+      if (std::find(keys.begin(), keys.end(), m) == keys.end()) keys.push_back(std::move(m));
+    }
+  }
+  for (const std::string& key : keys) {
+    lock::LockName name = lock_name(options.connect, key);
+    lock::LockState state = backend.inspect(name);
+    lock::Summary summary = backend.read_summary(name);
+    all.push_back(judge_lock(options, key, std::move(state), std::move(summary)));
+  }
+  return all;
 }
 
 }  // namespace
 
 int check(const CheckOptions& options) {
   std::unique_ptr<lock::Backend> backend = lock::open_backend(options.connect, std::nullopt);
-  std::vector<Checked> all;
   int worst = ok;
-  for (const std::string& key : options.keys) {
-    lock::LockName name = lock_name(options.connect, key);
-    lock::LockState state = backend->inspect(name);
-    lock::Summary summary = backend->read_summary(name);
-    all.push_back(judge_lock(options, key, std::move(state), std::move(summary)));
-    worst = std::max(worst, all.back().state);
-  }
+  std::vector<Checked> all = check_locks(*backend, options);
+  for (const Checked& c : all) worst = std::max(worst, c.state);
   if (options.json) {
     std::string keys;
     for (const Checked& c : all) keys += (keys.empty() ? "" : ",") + to_json(c);

@@ -16,6 +16,8 @@
 
 #include <fmt/core.h>
 
+#include <set>
+
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -84,6 +86,15 @@ std::string holder_text(const lock::Attempt& a) {
 }  // namespace
 
 lock::LockName lock_name(const ConnectOptions& connect, const std::string& key) { return {connect.prefix, key}; }
+
+bool is_pattern(const std::string& key) { return key.find_first_of("*?[") != std::string::npos; }
+
+std::vector<std::string> matching_locks(lock::Backend& backend, const std::string& prefix, const std::string& pattern) {
+  std::set<std::string> found;
+  for (std::string& k : backend.scan_keys(prefix, pattern)) found.insert(std::move(k));
+  for (std::string& k : backend.scan_summaries(prefix, pattern)) found.insert(std::move(k));
+  return {found.begin(), found.end()};
+}
 
 lock::Holder this_holder(const std::string& command) {
   lock::Holder h;
@@ -184,9 +195,31 @@ std::string who_text(const lock::Holder& h) {
   return out;
 }
 
-std::string superseded_message(const lock::LockName& name, const lock::Attempt& attempt) {
-  return fmt::format("a newer request for {} superseded this one (--supersede): {}", name.key,
+std::string superseded_message(const lock::LockName& name, const lock::Attempt& attempt, const char* flag) {
+  return fmt::format("a newer request for {} superseded this one ({}): {}", name.key, flag,
                      who_text(attempt.superseded_by));
+}
+
+void PreemptNotice::operator()(const lock::Attempt& a) {
+  if (a.outcome != lock::Attempt::Outcome::queued || a.holder.pid.empty() || a.lingering) return;
+  std::string holder = a.holder.host + " " + a.holder.pid;
+  if (holder == m_judged) return;
+  m_judged = holder;
+  lock::LockState state;
+  try {
+    state = m_backend.inspect(m_name, 0);
+  } catch (const Error& e) {
+    log::verbose("could not tell whether the holder of {} can be stopped ({})", m_name.key, e.what());
+    return;
+  }
+  for (const lock::HolderState& h : state.holders) {
+    if (h.holder.host != a.holder.host || h.holder.pid != a.holder.pid) continue;
+    if (!h.preemptible && !h.lingering) {
+      log::info(
+          fmt::format("{}: the holder is not {} (started without {}); waiting for it", m_name.key, m_word, m_flag));
+    }
+    return;
+  }
 }
 
 std::string acquired_text(const lock::LockName& name, const lock::Attempt& attempt, util::Millis ttl) {
@@ -273,6 +306,19 @@ void WaitDisplay::operator()(const lock::Attempt& a, util::Millis waited) {
   m_printed_at = now;
   m_holder = std::move(holder);
   m_position = a.position;
+}
+
+void WaitDisplay::done(const lock::Attempt& a) {
+  if (m_mode == Progress::none || a.outcome != lock::Attempt::Outcome::acquired || !a.waited ||
+      *a.waited < k_progress_after) {
+    return;
+  }
+  if (m_shown) {
+    log::raw("\r\x1b[K");
+    m_shown = false;
+  }
+  auto secs = std::chrono::duration_cast<std::chrono::seconds>(*a.waited);
+  log::raw(fmt::format("rlock: got {} after {}\n", util::printable(m_name.key), util::format_duration(secs)));
 }
 
 std::string read_token(const TokenSource& source) {

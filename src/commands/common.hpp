@@ -1,6 +1,7 @@
 #pragma once
 
 #include "commands/options.hpp"
+#include "lock/backend.hpp"
 #include "lock/holds.hpp"
 #include "lock/lease.hpp"
 #include "lock/name.hpp"
@@ -16,6 +17,13 @@ namespace rlock::commands {
 
 // The lock's Redis names under the configured prefix.
 lock::LockName lock_name(const ConnectOptions& connect, const std::string& key);
+
+// Whether a KEY given to log, check or metrics is a glob pattern (it has *, ? or [).
+bool is_pattern(const std::string& key);
+
+// The locks a pattern names, for check and metrics: those under the prefix whose KEY matches it
+// and that are held, waited for or have a summary (SCAN, never KEYS), sorted.
+std::vector<std::string> matching_locks(lock::Backend& backend, const std::string& prefix, const std::string& pattern);
 
 // This process as status shows it: host name, pid, user and the command given.
 lock::Holder this_holder(const std::string& command);
@@ -59,6 +67,9 @@ public:
   // How often at least the wait's step is a full one, so that what it shows is current: with -v,
   // every step; a terminal's line, every few seconds; CI's lines, before each is due.
   util::Millis fresh_every() const;
+  // The end of the wait: after a wait long enough to show, one line says that the lock was got,
+  // and after how long ("got deploy after 1m12s").
+  void done(const lock::Attempt& attempt);
 
 private:
   const lock::LockName& m_name;
@@ -71,14 +82,34 @@ private:
   int m_position = -1;
 };
 
+// For a waiter that may stop its holder (--preempt, --cancel-in-progress): says once per holder
+// when that holder cannot be stopped, having been started without `flag` (--preemptible, or
+// --cancel-in-progress), so that the wait is explained. Asks the server (inspect) only when the
+// holder changes.
+class PreemptNotice {
+public:
+  PreemptNotice(lock::Backend& backend, const lock::LockName& name, std::string flag, std::string word)
+      : m_backend(backend), m_name(name), m_flag(std::move(flag)), m_word(std::move(word)) {}
+  void operator()(const lock::Attempt& attempt);
+
+private:
+  lock::Backend& m_backend;
+  const lock::LockName& m_name;
+  std::string m_flag;    // the holder's option that it lacks
+  std::string m_word;    // what it is not: "preemptible", "cancellable"
+  std::string m_judged;  // the holder last judged ("host pid")
+};
+
 // Writes all of text to stdout; throws rlock::Error 71 naming the failure (a closed pipe, a full
 // disk): output that did not arrive is never a success.
 void write_stdout(const std::string& text);
 
 // The message for a lock found busy: who holds it (or that it lingers, and until when).
 std::string busy_message(const lock::LockName& name, const lock::Attempt& attempt);
-// The message for a request that a newer --supersede request replaced.
-std::string superseded_message(const lock::LockName& name, const lock::Attempt& attempt);
+// The message for a request that a newer --supersede request replaced (flag: the option the user
+// gave, --supersede or --cancel-in-progress).
+std::string superseded_message(const lock::LockName& name, const lock::Attempt& attempt,
+                               const char* flag = "--supersede");
 // The message for a --once-per run whose tick (or a later one) another hold already ran.
 std::string tick_done_message(const lock::LockName& name, const lock::Attempt& attempt, util::Millis period);
 // A --once-per tick (ms since the epoch, by the server's clock), as the messages show it: UTC, to

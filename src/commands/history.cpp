@@ -67,16 +67,15 @@ private:
   bool m_with_key;
 };
 
-bool is_pattern(const std::string& key) { return key.find_first_of("*?[") != std::string::npos; }
-
 // --since or --until: ms since the epoch, or exit 64.
 std::optional<int64_t> time_option(const char* name, const std::string& text, int64_t now_ms) {
   if (text.empty()) return std::nullopt;
   std::optional<int64_t> ms = lock::parse_log_time(text, now_ms);
   if (!ms) {
     throw Error(exit_code::k_usage,
-                fmt::format("{}: '{}' is neither a duration (30m, 2h, 1d) nor a time (2026-11-27T08:00:00Z)", name,
-                            util::printable(text)));
+                fmt::format("{}: '{}' is neither a duration (30m, 2h, 1d) nor a time (2026-11-27T08:00:00Z, or 08:00 "
+                            "today in UTC)",
+                            name, util::printable(text)));
   }
   return ms;
 }

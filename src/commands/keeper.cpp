@@ -136,8 +136,9 @@ int Keeper::give_back(bool requested) {
   try {
     // Not known lost unless a majority says so: an unknown end lapses on its own.
     // The hold was used (its token handed out): with --min-hold, it lingers.
-    released = lock::release_within(*m_backend, m_spec.name, m_spec.token,
-                                    lock::Ending{"", m_spec.holder, m_spec.fence, true, std::nullopt}, until,
+    lock::Ending ending{"", m_spec.holder, m_spec.fence, true, std::nullopt};
+    ending.outcome = lock::HoldOutcome::success;  // an acquire/release pair, without a command
+    released = lock::release_within(*m_backend, m_spec.name, m_spec.token, ending, until,
                                     lock::validity::retry_interval(m_spec.ttl)) != lock::Released::not_held;
   } catch (const Error& e) {
     log::warning(fmt::format("could not release {} ({}); it expires within {}", m_spec.name.key, e.what(),

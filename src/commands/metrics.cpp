@@ -14,6 +14,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 #include <set>
 #include <system_error>
@@ -79,6 +80,25 @@ private:
 
 std::optional<std::string> timestamp(const std::optional<int64_t>& ms) { return seconds_of(ms.value_or(0)); }
 
+// Whether the figures that follow were read, and when: a file that Redis did not answer for says
+// so, and a file that stopped being written shows its age.
+std::string freshness(bool up, int64_t read_at_ms) {
+  return fmt::format(
+      "# HELP rlock_up Whether rlock metrics read the locks from Redis (1), or could not (0: no lock's figures "
+      "follow).\n# TYPE rlock_up gauge\nrlock_up {}\n"
+      "# HELP rlock_read_timestamp_seconds When rlock metrics read these figures (with rlock_up 0, tried to), by "
+      "its host's clock.\n# TYPE rlock_read_timestamp_seconds gauge\nrlock_read_timestamp_seconds {}\n",
+      up ? 1 : 0, seconds_of(read_at_ms));
+}
+
+void write_textfile(const std::string& path, const std::string& text) {
+  try {
+    util::write_file_atomic(path, text, 0644);
+  } catch (const std::system_error& e) {
+    throw Error(exit_code::k_system, fmt::format("cannot write --textfile {}: {}", path, e.code().message()));
+  }
+}
+
 std::string exposition(const std::vector<Lock>& locks) {
   Exposition e;
   e.gauge("rlock_held", "Whether the lock is held (1), lingering included, or free (0).", locks,
@@ -97,9 +117,11 @@ std::string exposition(const std::vector<Lock>& locks) {
           });
   e.gauge("rlock_last_start_timestamp_seconds", "When the lock was last acquired (0: not in its summary).", locks,
           [](const Lock& l) { return timestamp(l.summary.start.time_ms); });
-  e.gauge("rlock_last_success_timestamp_seconds",
-          "When a hold last ended in success: released with exit status 0, or with no command (0: never).", locks,
-          [](const Lock& l) { return timestamp(l.summary.success.time_ms); });
+  e.gauge(
+      "rlock_last_success_timestamp_seconds",
+      "When a hold last ended in success: its command exited 0 by itself, in a hold rlock did not end, or it had no "
+      "command (0: never).",
+      locks, [](const Lock& l) { return timestamp(l.summary.success.time_ms); });
   e.gauge("rlock_last_end_timestamp_seconds",
           "When a hold last ended: released, lost, preempted or expired (0: never).", locks,
           [](const Lock& l) { return timestamp(l.summary.end.time_ms); });
@@ -114,25 +136,40 @@ std::string exposition(const std::vector<Lock>& locks) {
             if (!l.summary.end.held_ms) return std::nullopt;
             return seconds_of(*l.summary.end.held_ms);
           });
-  e.gauge("rlock_lost_since_success", "Holds lost since the last success.", locks,
+  e.gauge("rlock_lost_since_success",
+          "Holds lost (lost, or expired: a holder that died or was cut off) since the "
+          "last success.",
+          locks,
           [](const Lock& l) { return std::optional<std::string>(std::to_string(l.summary.lost_since_success)); });
+  e.gauge("rlock_failed_since_success",
+          "Holds in a row that ended without success (exit status not 0, or ended by rlock; a preempted one aside).",
+          locks,
+          [](const Lock& l) { return std::optional<std::string>(std::to_string(l.summary.failed_since_success)); });
   e.counters(locks);
   return e.text();
 }
 
-// The locks to show: the keys given, or every lock under the prefix that is held, waited for or
-// has a summary. Locks found by scanning that hold another program's data are left out.
+// The locks to show: the names given, the locks that the patterns given match (no KEY: every
+// lock under the prefix) that are held, waited for or have a summary. Locks found by scanning that
+// hold another program's data are left out.
 std::vector<Lock> read_locks(lock::Backend& backend, const MetricsOptions& o) {
-  const bool all = o.keys.empty();
-  std::vector<std::string> keys = o.keys;
-  if (all) {
-    std::set<std::string> found;
-    for (const std::string& k : backend.scan_keys(o.connect.prefix, "*")) found.insert(k);
-    for (const std::string& k : backend.scan_summaries(o.connect.prefix, "*")) found.insert(k);
-    keys.assign(found.begin(), found.end());
+  std::set<std::string> names(o.expect.begin(), o.expect.end()), found;
+  for (const std::string& k : o.keys) {
+    if (!is_pattern(k)) names.insert(k);
   }
+  for (const std::string& k : o.keys.empty() ? std::vector<std::string>{"*"} : o.keys) {
+    if (!is_pattern(k)) continue;
+    for (std::string& f : matching_locks(backend, o.connect.prefix, k)) {
+      if (names.count(f) == 0) found.insert(std::move(f));
+    }
+  }
+  std::vector<std::pair<std::string, bool>> keys;  // (KEY, found by scanning)
+  keys.reserve(names.size() + found.size());
+  for (const std::string& k : names) keys.emplace_back(k, false);
+  for (const std::string& k : found) keys.emplace_back(k, true);
+  std::sort(keys.begin(), keys.end());
   std::vector<Lock> locks;
-  for (const std::string& key : keys) {
+  for (const auto& [key, scanned] : keys) {
     // A label value is UTF-8: a KEY found that is not cannot be shown.
     if (!util::valid_utf8(key)) {
       log::verbose("skipping a lock whose name is not UTF-8: {}", util::printable(key));
@@ -144,7 +181,7 @@ std::vector<Lock> read_locks(lock::Backend& backend, const MetricsOptions& o) {
       lock::Summary summary = backend.read_summary(name);
       locks.push_back({key, std::move(state), std::move(summary)});
     } catch (const Error& e) {
-      if (!all || e.exit_code() != exit_code::k_data) throw;
+      if (!scanned || e.exit_code() != exit_code::k_data) throw;
       log::verbose("skipping {}: {}", util::printable(key), e.what());
     }
   }
@@ -154,18 +191,27 @@ std::vector<Lock> read_locks(lock::Backend& backend, const MetricsOptions& o) {
 }  // namespace
 
 int metrics(const MetricsOptions& options) {
-  std::unique_ptr<lock::Backend> backend = lock::open_backend(options.connect, std::nullopt);
-  std::string text = exposition(read_locks(*backend, options));
+  const int64_t read_at =
+      std::chrono::duration_cast<util::Millis>(std::chrono::system_clock::now().time_since_epoch()).count();
+  std::string text;
+  try {
+    std::unique_ptr<lock::Backend> backend = lock::open_backend(options.connect, std::nullopt);
+    text = freshness(true, read_at) + exposition(read_locks(*backend, options));
+  } catch (const Error& e) {
+    // The figures could not be read: the file says so, rather than serve the last ones for ever.
+    if (options.textfile.empty()) throw;
+    try {
+      write_textfile(options.textfile, freshness(false, read_at));
+    } catch (const Error& w) {
+      log::error(w.what());
+    }
+    throw;
+  }
   if (options.textfile.empty()) {
     write_stdout(text);
     return exit_code::k_ok;
   }
-  try {
-    util::write_file_atomic(options.textfile, text, 0644);
-  } catch (const std::system_error& e) {
-    throw Error(exit_code::k_system,
-                fmt::format("cannot write --textfile {}: {}", options.textfile, e.code().message()));
-  }
+  write_textfile(options.textfile, text);
   return exit_code::k_ok;
 }
 

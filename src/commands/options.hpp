@@ -146,13 +146,15 @@ struct CheckOptions {
   Threshold<util::Millis> max_held;          // the current hold's length
   Threshold<long long> max_waiting;          // the queue's length
   Threshold<long long> max_lost;             // holds lost since the last success
+  Threshold<long long> max_failures;         // holds ended without success since the last success
   bool json = false;
 };
 
 struct MetricsOptions {
   ConnectOptions connect;
-  std::vector<std::string> keys;  // empty: every lock under the prefix
-  std::string textfile;           // --textfile: written atomically instead of stdout
+  std::vector<std::string> keys;    // empty: every lock under the prefix
+  std::vector<std::string> expect;  // --expect: exported even when never run, or unused since
+  std::string textfile;             // --textfile: written atomically instead of stdout
 };
 
 // The option table: every option of every command, one row each, in the order and words of
@@ -195,8 +197,8 @@ inline constexpr auto k_options = [] {
       {"--strict",                    on::take,    flag,  "",    "strict",                 "RLOCK_STRICT",
        "refuse a server whose maxmemory-policy can evict locks (default: {})", "warn", field<&TakeOptions::strict>()},
       {"--min-hold",                  on::take,    value, "D",   "min-hold",               "RLOCK_MIN_HOLD",
-       "keep the lock until D after the command started (acquire: after it was taken), even if it ends sooner "
-       "(once per cron tick)", "",
+       "keep the lock until D after the command started (acquire: after it was taken), even if it ends sooner",
+       "",
        field<&TakeOptions::min_hold>(), {.zero_ok = true}},
       {"--supersede",                 on::take,    flag,  "",    "supersede",              "RLOCK_SUPERSEDE",
        "newest wins: replace the older waiters that also gave --supersede (they exit 79)", "",
@@ -277,7 +279,8 @@ inline constexpr auto k_options = [] {
       {"-f,--follow",                 on::log,     flag,  "",    "",                       "",
        "print new events as they come, until interrupted", "", field<&LogOptions::follow>()},
       {"--since",                     on::log,     value, "D",   "",                       "",
-       "only events since D ago, or since TIME (RFC 3339: 2026-11-27T08:00:00Z)", "", field<&LogOptions::since>()},
+       "only events since D ago, or since TIME (RFC 3339: 2026-11-27T08:00:00Z; 08:00: today, UTC)", "",
+       field<&LogOptions::since>()},
       {"--until",                     on::log,     value, "D",   "",                       "",
        "only events until D ago, or until TIME", "", field<&LogOptions::until>(), {}, "", "--follow"},
       {"--tick",                      on::log,     value, "TIME","",                       "",
@@ -293,11 +296,16 @@ inline constexpr auto k_options = [] {
        "CRITICAL when more than N wait for the lock (N,N: WARNING, CRITICAL)", ""},
       {"--max-lost",                  on::check,   value, "N",   "",                       "",
        "CRITICAL when more than N holds were lost since the last success (N,N: WARNING, CRITICAL)", ""},
+      {"--max-failures",              on::check,   value, "N",   "",                       "",
+       "CRITICAL when more than N runs in a row ended without success (N,N: WARNING, CRITICAL)", ""},
       {"--json",                      on::check,   flag,  "",    "",                       "",
        "print the state and the data of each KEY as JSON (same exit status)", "", field<&CheckOptions::json>()},
       {"--textfile",                  on::metrics, value, "F",   "",                       "",
-       "write the metrics to F atomically (node_exporter's textfile collector) instead of stdout", "",
-       field<&MetricsOptions::textfile>()},
+       "write the metrics to F atomically (node_exporter's textfile collector) instead of stdout; when Redis "
+       "does not answer, F says so (rlock_up 0)", "", field<&MetricsOptions::textfile>()},
+      // Repeatable; the environment and the config file give the keys as one text, space separated.
+      {"--expect",                    on::metrics, value, "KEY", "expect",                 "RLOCK_EXPECT",
+       "a job that should run: exported even if it never ran, or its record expired", "", {}, {}, "", "", true},
       // Every command, before or after its name. -h and -V are CLI11's own.
       {"-h,--help",                   on::global,  flag,  "",    "",                       "",
        "Print this help message and exit", "", {}, {}, "", "", false, false, Builtin::help},

@@ -103,16 +103,23 @@ private:
   void on_signal(int signo);
   void on_guard_event(const proc::GuardEvent& event);
   void renew();
-  void begin_stop(const std::string& why, bool lost);
+  // Stops the command's tree for `why`: a loss (lock::is_loss), or rlock's own decision
+  // (--max-hold), which gives the lock up all the same.
+  void begin_stop(const std::string& why, lock::HoldOutcome outcome);
   void on_preempted(const lock::Holder& by);
   void on_guard_silent();
   void report_leftovers();
   void follow_job_stop(int sig);
   void give_terminal_back();
   int finish();
+  lock::HoldOutcome outcome() const;
+  void explain_loss();
   bool pause_releasing(Millis duration);
   void release_quietly();
   std::string held_for() const;
+  // The option to name in a message: the one the user gave (--cancel-in-progress stands for
+  // --supersede, --preempt and --preemptible).
+  const char* flag(const char* option) const { return m_options.cancel_in_progress ? "--cancel-in-progress" : option; }
 
   bool command_started() const { return m_phase >= Phase::running; }
   // The lease is renewed while the command runs, and while a stop that keeps the lock goes on.
@@ -143,6 +150,13 @@ private:
   std::optional<Clock::time_point> m_max_hold_at;
   bool m_lost = false;  // ownership lost or abandoned: exit with --lost-exit-code
   bool m_guard_lost = false;
+  // Why rlock ended the hold (a loss, --max-hold, a --preempt request, its guard killed): the
+  // outcome the release records; nullopt: the command ended by itself.
+  std::optional<lock::HoldOutcome> m_stopped_for;
+  // Since when renewals have failed (the first failure in a row), and the last one's error.
+  std::optional<std::chrono::system_clock::time_point> m_failing_since;
+  std::string m_failure;
+  std::optional<Clock::time_point> m_ended_at;  // when the command's tree was gone
   int64_t m_fence = 0;          // this hold's fencing token (a quorum sets a restarted master again with it)
   Clock::time_point m_began{};  // when run started
   uint64_t m_own_start = 0;     // this process's start time, for its hold (own_start: read once)
@@ -234,13 +248,24 @@ int Supervisor::run() {
   lock::Attempt attempt;
   {
     WaitDisplay display(m_name);
+    // A waiter that would stop its holder says so when the holder cannot be stopped.
+    std::optional<PreemptNotice> notice;
+    if (m_options.take.preempt) {
+      notice.emplace(*m_backend, m_name, m_options.cancel_in_progress ? "--cancel-in-progress" : "--preemptible",
+                     m_options.cancel_in_progress ? "cancellable" : "preemptible");
+    }
     lock::WaitHooks hooks{[this](Millis d) { return pause(d); }, [this] { return m_interrupted.has_value(); },
-                          std::ref(display), display.fresh_every()};
+                          [&](const lock::Attempt& a, Millis waited) {
+                            display(a, waited);
+                            if (notice) (*notice)(a);
+                          },
+                          display.fresh_every()};
     attempt = lock::take_lock(*m_backend, m_name, wait_limits(m_options.take), m_contender, enclosing, hooks);
+    display.done(attempt);
   }
   if (attempt.outcome == lock::Attempt::Outcome::reentered) exec_nested(attempt, enclosing[attempt.enclosing]);
   if (attempt.outcome == lock::Attempt::Outcome::superseded) {
-    std::string why = superseded_message(m_name, attempt);
+    std::string why = superseded_message(m_name, attempt, flag("--supersede"));
     log::info(why);
     log::event(log::Severity::notice, "superseded: {}; skipped: {}", why, m_options.display_command);
     return m_options.take.superseded_exit_code;
@@ -392,6 +417,7 @@ void Supervisor::lost_during_start() {
   // The deadline passed while the guard had not yet said whether the command started (rlock or
   // the guard was held up): rlock killed the tree itself. Said once; the stop is under way.
   abandon();
+  m_stopped_for = lock::HoldOutcome::deadline;
   log::error(
       fmt::format("lost the lock {}: its deadline passed while the command was being started (rlock or its "
                   "guard was held up); rlock killed whatever of it had started",
@@ -438,13 +464,24 @@ void Supervisor::supervise() {
     if (m_watch && m_phase == Phase::running && m_watch->step()) renew();
     auto now = Clock::now();
     if (renewing() && now >= m_schedule->stop_at()) {
-      begin_stop("renewals kept failing; stopping the command before the lease can expire", true);
+      auto since = m_failing_since.value_or(std::chrono::system_clock::now());
+      auto ms = [](std::chrono::system_clock::time_point t) {
+        return std::chrono::duration_cast<Millis>(t.time_since_epoch()).count();
+      };
+      begin_stop(fmt::format("renewals kept failing since {} ({} ago): {}; stopping the command before the lease "
+                             "can expire",
+                             util::iso_time(ms(since)),
+                             util::format_duration(
+                                 std::chrono::duration_cast<Millis>(std::chrono::system_clock::now() - since)),
+                             m_failure.empty() ? "no answer" : m_failure),
+                 lock::HoldOutcome::renewals_failed);
     } else if (renewing() && now >= m_schedule->next_renewal()) {
       renew();
     }
     if (m_leftovers_at && Clock::now() >= *m_leftovers_at) report_leftovers();
     if (m_max_hold_at && m_phase == Phase::running && Clock::now() >= *m_max_hold_at) {
-      begin_stop(fmt::format("held for --max-hold {}", util::format_duration(*m_options.max_hold)), false);
+      begin_stop(fmt::format("held for --max-hold {}", util::format_duration(*m_options.max_hold)),
+                 lock::HoldOutcome::max_hold);
     }
   }
 }
@@ -505,6 +542,7 @@ void Supervisor::on_guard_event(const proc::GuardEvent& event) {
       // The loop did not stop the tree in time (it was blocked or stopped): the guard did.
       if (m_guard->killed_during_start()) break;  // said already: rlock killed it first
       abandon();
+      if (!m_stopped_for) m_stopped_for = lock::HoldOutcome::deadline;
       log::error(
           fmt::format("lost the lock {}: its lease ran out before rlock could renew it; the command's "
                       "processes were killed",
@@ -517,6 +555,7 @@ void Supervisor::on_guard_event(const proc::GuardEvent& event) {
     case Kind::tree_empty: give_terminal_back(); break;
     case Kind::guard_lost:
       m_guard_lost = true;
+      if (!m_stopped_for) m_stopped_for = lock::HoldOutcome::guard_killed;
       give_terminal_back();
       log::error("the guard process that watched the command was killed; rlock killed the command");
       break;
@@ -529,7 +568,7 @@ void Supervisor::renew() {
   switch (r.outcome) {
     case lock::Renewal::Outcome::lost:
       // finish() still releases: on a quorum the token may hold the lock on a minority.
-      begin_stop("the lock expired or was taken over (its token no longer owns it)", true);
+      begin_stop("the lock expired or was taken over (its token no longer owns it)", lock::HoldOutcome::not_owned);
       return;
     case lock::Renewal::Outcome::unconfirmed:
       log::verbose(
@@ -538,9 +577,12 @@ void Supervisor::renew() {
           m_name.key, left());
       return;
     case lock::Renewal::Outcome::failed:
+      if (!m_failing_since) m_failing_since = std::chrono::system_clock::now();
+      m_failure = r.error;
       log::verbose("renewal failed ({}); retrying, {} before the command must be stopped", r.error, left());
       return;
     case lock::Renewal::Outcome::renewed:
+      m_failing_since.reset();
       m_guard->set_deadline(m_schedule->kill_at());
       log::verbose("renewed {} for {}", m_name.key, util::format_duration(r.extension->ttl));
       if (r.extension->preempted_by && m_options.preemptible) on_preempted(*r.extension->preempted_by);
@@ -548,8 +590,10 @@ void Supervisor::renew() {
   }
 }
 
-void Supervisor::begin_stop(const std::string& why, bool lost) {
+void Supervisor::begin_stop(const std::string& why, lock::HoldOutcome outcome) {
+  const bool lost = lock::is_loss(outcome);
   abandon();
+  m_stopped_for = outcome;
   auto now = Clock::now();
   auto kill_at = std::min(now + m_options.kill_after, m_schedule->kill_at());
   log::error(fmt::format("{} the lock {}: {}", lost ? "lost" : "giving up", m_name.key, why));
@@ -565,6 +609,7 @@ void Supervisor::on_guard_silent() {
     // The lease's deadline passed with the command running: whatever the guard did, the lock is
     // not known to be ours any more.
     abandon();
+    if (!m_stopped_for) m_stopped_for = lock::HoldOutcome::deadline;
     log::error(
         fmt::format("lost the lock {}: its lease ran out before rlock could renew it, and the guard did not "
                     "stop the command in time (it was stopped or starved): rlock killed the command's "
@@ -604,9 +649,10 @@ void Supervisor::on_preempted(const lock::Holder& by) {
   // if it left meanwhile, the next waiter: the stop, once begun, goes on).
   m_phase = Phase::stopping;
   m_preempted_by = by;
+  m_stopped_for = lock::HoldOutcome::preempted;
   auto now = Clock::now();
   auto kill_at = std::min(now + m_options.kill_after, m_schedule->kill_at());
-  log::info(fmt::format("{} is wanted by {} (--preempt): stopping the command", m_name.key, who_text(by)));
+  log::info(fmt::format("{} is wanted by {} ({}): stopping the command", m_name.key, who_text(by), flag("--preempt")));
   log::verbose("sending {} to the command's processes, SIGKILL in {}", proc::signal_name(m_options.stop_signal),
                util::format_duration(std::chrono::duration_cast<Millis>(kill_at - now)));
   m_guard->stop(m_options.stop_signal, kill_at);
@@ -649,23 +695,52 @@ void Supervisor::give_terminal_back() {
   ::tcsetpgrp(STDIN_FILENO, ::getpgrp());
 }
 
+lock::HoldOutcome Supervisor::outcome() const {
+  if (m_stopped_for) return *m_stopped_for;
+  return m_child_status && proc::exit_code_of(*m_child_status) == 0 ? lock::HoldOutcome::success
+                                                                    : lock::HoldOutcome::failed;
+}
+
+void Supervisor::explain_loss() {
+  // A lock found gone may have gone with the server's data: a restart without persistence.
+  if (m_stopped_for != lock::HoldOutcome::not_owned || !m_acquired_at) return;
+  try {
+    std::optional<std::string> restart =
+        m_backend->restarted_within(std::chrono::duration_cast<Millis>(Clock::now() - *m_acquired_at));
+    if (!restart) return;
+    m_stopped_for = lock::HoldOutcome::restarted;
+    log::error(fmt::format("{}: {}", m_name.key, *restart));
+  } catch (const Error& e) {
+    log::verbose("could not ask the server whether it restarted ({})", e.what());
+  }
+}
+
 int Supervisor::finish() {
   m_phase = Phase::releasing;
+  m_ended_at = Clock::now();
   // The watch's BLPOP on our own mailbox ends first: the release pushes that mailbox to wake the
   // next waiter (a --preempt request watches it), and a BLPOP of ours would take the wake-up.
   m_watch.reset();
   // Released even when lost: once the tree is gone, whatever the token still holds (a quorum's
   // minority) is given back. The scripts compare the token, so nobody else's lock is touched.
   m_backend->cap_waits(std::nullopt);
+  explain_loss();
   // The command started: the hold lingers for what is left of --min-hold since then, measured on
   // this host's monotonic clock and counted by the server from its own (no wall clock compared).
   lock::Ending ending{m_child_status ? std::to_string(proc::exit_code_of(*m_child_status)) : "", m_contender.holder,
                       m_fence, true,
                       m_options.take.min_hold - std::chrono::duration_cast<Millis>(Clock::now() - m_command_at)};
+  ending.outcome = outcome();
+  // How long it held the lock, until its command's tree was gone: the release may come later.
+  ending.held = std::chrono::duration_cast<Millis>(*m_ended_at - m_acquired_at.value_or(*m_ended_at));
+  // A server that restarted, or cannot serve for a moment, is tried again within the lease, as
+  // the renewals do: a lock left behind would keep the next waiter out for a whole TTL. After a
+  // loss (the server did not answer, most often), for one more TTL: the loss is recorded once it
+  // answers, with how long the hold lasted and why.
+  auto until = m_schedule->valid_until();
+  if (lock::is_loss(ending.outcome)) until = std::max(until, Clock::now() + m_options.take.ttl);
   try {
-    // A server that restarted, or cannot serve for a moment, is tried again within the lease, as
-    // the renewals do: a lock left behind would keep the next waiter out for a whole TTL.
-    lock::Released released = lock::release_within(*m_backend, m_name, m_token, ending, m_schedule->valid_until(),
+    lock::Released released = lock::release_within(*m_backend, m_name, m_token, ending, until,
                                                    lock::validity::retry_interval(m_options.take.ttl),
                                                    [this](Millis d) { return pause_releasing(d); });
     switch (released) {
@@ -711,9 +786,10 @@ int Supervisor::finish() {
   if (m_lost) return m_options.lost_exit_code;
   int status = m_child_status.value_or(0);
   if (m_preempted_by) {
-    log::info(fmt::format("{}: the command was stopped for {} (--preempt)", m_name.key, who_text(*m_preempted_by)));
-    log::event(log::Severity::notice, "preempted {} after holding it {}: {} asked for it (--preempt)", m_name.key,
-               held_for(), who_text(*m_preempted_by));
+    log::info(fmt::format("{}: the command was stopped for {} ({})", m_name.key, who_text(*m_preempted_by),
+                          flag("--preempt")));
+    log::event(log::Severity::notice, "preempted {} after holding it {}: {} asked for it ({})", m_name.key, held_for(),
+               who_text(*m_preempted_by), flag("--preempt"));
     return m_options.preempted_exit_code;
   }
   if (log::syslog_events_enabled()) {

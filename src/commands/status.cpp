@@ -5,8 +5,10 @@
 #include "exit_code.hpp"
 #include "log.hpp"
 #include "lock/backend.hpp"
+#include "lock/history.hpp"
 #include "lock/inspect.hpp"
 #include "lock/server.hpp"
+#include "lock/summary.hpp"
 #include "util/text.hpp"
 
 #include <unistd.h>
@@ -85,7 +87,29 @@ std::string masters_json(const lock::LockState& s) {
   return out + "]";
 }
 
-std::string to_json(const lock::LockState& s) {
+// The last end of a hold of a free lock (from its summary), or null.
+std::string last_json(const std::optional<lock::Moment>& m) {
+  if (!m || !m->time_ms) return "null";
+  long long exit = 0;
+  bool has_exit = util::parse_int(m->exit_status, 0, 255, exit);
+  return fmt::format(
+      "{{\"event\":{},\"time\":{},\"time_ms\":{},\"host\":{},\"held_ms\":{},\"exit\":{},\"outcome\":{}}}",
+      util::json_quote(m->kind), util::json_quote(iso_time(*m->time_ms)), *m->time_ms,
+      json_text_or_null(!m->host.empty(), m->host), json_or_null(m->held_ms), has_exit ? std::to_string(exit) : "null",
+      json_text_or_null(!m->outcome.empty(), m->outcome));
+}
+
+// "released 2026-11-27T04:15:04.120Z by host4 after 3s, exit 0": the last end of a hold.
+std::string last_text(const lock::Moment& m) {
+  std::string out = fmt::format("{} {} by {}", util::printable(m.kind), iso_time(*m.time_ms),
+                                util::printable(m.host.empty() ? "?" : m.host));
+  if (m.held_ms) out += " after " + util::format_duration(util::Millis(*m.held_ms));
+  if (!m.exit_status.empty()) out += ", exit " + util::printable(m.exit_status);
+  if (std::string why = lock::outcome_text(m.outcome); !why.empty()) out += " (" + why + ")";
+  return out;
+}
+
+std::string to_json(const lock::LockState& s, const std::optional<lock::Moment>& last) {
   // The top-level holder fields describe the exclusive holder, or the first shared or semaphore one.
   static const lock::HolderState none;
   const lock::HolderState& h = s.holders.empty() ? none : s.holders.front();
@@ -98,7 +122,8 @@ std::string to_json(const lock::LockState& s) {
       "{{\"key\":{},\"held\":{},\"host\":{},\"pid\":{},\"user\":{},\"command\":{},\"job\":{},\"since\":{},"
       "\"since_ms\":{},"
       "\"held_for_ms\":{},\"ttl_ms\":{},\"lease_ms\":{},\"fence\":{},\"mode\":{},\"limit\":{},\"holders\":[{}],"
-      "\"holder_count\":{},\"queue_length\":{},\"waiters\":[{}],\"masters\":{},\"agreeing\":{},\"state\":{}}}",
+      "\"holder_count\":{},\"queue_length\":{},\"waiters\":[{}],\"masters\":{},\"agreeing\":{},\"state\":{},"
+      "\"last\":{}}}",
       util::json_quote(s.key), held, json_text_or_null(held, h.holder.host), held ? pid_json(h.holder.pid) : "null",
       json_text_or_null(held, h.holder.user), json_text_or_null(held, h.holder.cmd),
       json_text_or_null(held && !h.holder.job.empty(), h.holder.job),
@@ -110,7 +135,8 @@ std::string to_json(const lock::LockState& s) {
       !held ? "\"free\""
       : std::all_of(s.holders.begin(), s.holders.end(), [](const lock::HolderState& x) { return x.lingering; })
           ? "\"lingering\""
-          : "\"held\"");
+          : "\"held\"",
+      last_json(last));
 }
 
 // The columns text takes on a terminal: its code points (printable text has no control characters).
@@ -135,15 +161,28 @@ std::string state_text(const lock::LockState& s, const lock::HolderState& h) {
   }
 }
 
-// One row per holder (a shared or semaphore lock has several), or one for a free lock; with
-// verbose, every waiter after the table.
-void print_table(const std::vector<lock::LockState>& states, bool verbose) {
+// The last end of a hold of each state's lock (status KEY of a free lock), or none: parallel to
+// the states, or empty.
+using Lasts = std::vector<std::optional<lock::Moment>>;
+
+const std::optional<lock::Moment>& last_of(const Lasts& lasts, size_t i) {
+  static const std::optional<lock::Moment> none;
+  return i < lasts.size() ? lasts[i] : none;
+}
+
+// One row per holder (a shared or semaphore lock has several), or one for a free lock; after the
+// table, a free lock's last end when known, and with verbose every waiter.
+void print_table(const std::vector<lock::LockState>& states, bool verbose, const Lasts& lasts = {}) {
   std::vector<std::vector<std::string>> rows;
   rows.push_back({"KEY", "STATE", "HOST", "PID", "USER", "HELD FOR", "TTL", "FENCE", "WAITING", "COMMAND"});
   std::string waiting_list;
-  for (const lock::LockState& s : states) {
+  for (size_t i = 0; i < states.size(); ++i) {
+    const lock::LockState& s = states[i];
     std::string key = util::printable(s.key);
     std::string waiting = std::to_string(s.queue_length);
+    if (const std::optional<lock::Moment>& last = last_of(lasts, i); last && last->time_ms) {
+      waiting_list += fmt::format("{} last: {}\n", key, last_text(*last));
+    }
     if (!s.held) {
       rows.push_back({key, "free", "-", "-", "-", "-", "-", s.fence ? std::to_string(*s.fence) : "-", waiting, "-"});
     }
@@ -203,13 +242,13 @@ void print_table(const std::vector<lock::LockState>& states, bool verbose) {
   write_stdout(out + waiting_list);
 }
 
-void print_json(const std::vector<lock::LockState>& states, bool single) {
+void print_json(const std::vector<lock::LockState>& states, bool single, const Lasts& lasts = {}) {
   std::string out;
   if (single) {
-    out = to_json(states.front());
+    out = to_json(states.front(), last_of(lasts, 0));
   } else {
     out = "[";
-    for (size_t i = 0; i < states.size(); ++i) out += (i ? "," : "") + to_json(states[i]);
+    for (size_t i = 0; i < states.size(); ++i) out += (i ? "," : "") + to_json(states[i], last_of(lasts, i));
     out += "]";
   }
   out += "\n";
@@ -263,6 +302,22 @@ void print_server_of(redis::Client& connection) {
   write_stdout(out);
 }
 
+// For each named lock that is free, the last end of a hold, from its summary (none when it has
+// none, or when the summary cannot be read: the state is status's answer).
+Lasts read_lasts(lock::Backend& locker, const ConnectOptions& connect, const std::vector<lock::LockState>& states) {
+  Lasts lasts(states.size());
+  for (size_t i = 0; i < states.size(); ++i) {
+    if (states[i].held) continue;
+    try {
+      lock::Summary summary = locker.read_summary(lock_name(connect, states[i].key));
+      if (summary.end.time_ms) lasts[i] = summary.end;
+    } catch (const Error& e) {
+      log::verbose("could not read the last run of {}: {}", states[i].key, e.what());
+    }
+  }
+  return lasts;
+}
+
 void print_server(lock::Backend& locker) {
   if (redis::Client* one = locker.single()) {
     print_server_of(*one);
@@ -280,12 +335,13 @@ int status(const StatusOptions& options) {
   std::vector<std::string> keys = all ? locker.scan_keys(options.connect.prefix, "*") : options.keys;
   std::vector<lock::LockState> states = inspect_all(locker, options.connect, keys, all);
   if (all) std::erase_if(states, [](const lock::LockState& s) { return !s.held && s.queue_length == 0; });
+  Lasts lasts = all ? Lasts{} : read_lasts(locker, options.connect, states);
   if (options.json) {
-    print_json(states, options.keys.size() == 1);
+    print_json(states, options.keys.size() == 1, lasts);
   } else {
     if (log::verbose_enabled()) print_server(locker);  // after the lock was read: a refused login says so first
     if (!states.empty()) {
-      print_table(states, log::verbose_enabled());
+      print_table(states, log::verbose_enabled(), lasts);
     } else if (all) {
       // Silence would look like a failure to read: say so (the exit status stays 1).
       write_stdout(fmt::format("no lock is held (prefix {})\n", util::printable(options.connect.prefix)));

@@ -99,6 +99,13 @@ public:
   // The lock's summary (a quorum: every master's, merged; see merge_summaries).
   virtual Summary read_summary(const LockName& name) = 0;
   virtual void confirm_replicas(const LockName& name, int n, util::Millis timeout) = 0;
+  // After a loss: whether the server started less than `held` ago, so that a lock held that long
+  // went with a restart, said for a message (its run_id, uptime and persistence); nullopt when it
+  // did not, or cannot tell (a quorum counts a restarted master out itself).
+  virtual std::optional<std::string> restarted_within(util::Millis held) {
+    (void)held;
+    return std::nullopt;
+  }
 
   // Before the first command: asks for what the server's eviction policy is with the greeting
   // (strict: at once, with INFO, and refuses a server that can evict locks); after: warns about

@@ -45,6 +45,7 @@ FIELD_KINDS = (
     ("sem", "SEM", "The semaphore's hash, :sem"),
     ("tick", "TICK", "The last tick run's hash, :tick (--once-per)"),
     ("summary", "SUM", "The lock's summary, :sum (a field ending in '.': a prefix, FIELD<event>)"),
+    ("outcome", "OUTCOME", "How a hold ended, as its holder tells the release (the history's field outcome)"),
     ("event_field", "EV", "The fields of a history event (an entry of :log)"),
 )
 FIELD_KIND_NAMES = tuple(kind for kind, _, _ in FIELD_KINDS)

@@ -163,6 +163,21 @@ std::optional<int64_t> parse_log_time(const std::string& text, int64_t now_ms) {
   if (std::optional<util::Millis> ago = util::parse_duration(text)) return now_ms - ago->count();
   tm t{};
   size_t pos = 0;
+  // A time of day alone (04:10): today's, in UTC, as log prints its times (or in the zone given).
+  if (text.size() >= 5 && text[2] == ':') {
+    time_t now = static_cast<time_t>(now_ms / 1000);
+    if (::gmtime_r(&now, &t) == nullptr) return std::nullopt;
+    t.tm_hour = t.tm_min = t.tm_sec = 0;
+    int64_t ms = 0;
+    if (!parse_clock(text, pos, t, ms)) return std::nullopt;
+    int64_t offset = 0;
+    if (pos < text.size()) {
+      std::optional<int64_t> zone = parse_offset(text, pos);
+      if (!zone || pos != text.size()) return std::nullopt;
+      offset = *zone;
+    }
+    return (int64_t{timegm(&t)} - offset) * 1000 + ms;
+  }
   std::optional<int> year = digits_at(text, pos, 4);
   if (!year || !take(text, pos, '-')) return std::nullopt;
   std::optional<int> month = digits_at(text, pos, 2);
@@ -222,6 +237,8 @@ std::vector<Event> parse_events(const redis::Reply& reply, const std::string& ke
         e.held_ms = number(value);
       else if (name == field::exit)
         e.exit_status = value;
+      else if (name == field::outcome)
+        e.outcome = value;
       else if (name == field::by)
         e.by = value;
       else if (name == field::id)
@@ -275,6 +292,17 @@ void sort_by_time(std::vector<Event>& events) {
   std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) { return a.time_ms < b.time_ms; });
 }
 
+std::string outcome_text(const std::string& outcome) {
+  namespace word = protocol::outcome;
+  if (outcome == word::max_hold) return "stopped at --max-hold";
+  if (outcome == word::guard_killed) return "killed: its guard was killed";
+  if (outcome == word::not_owned) return "its token no longer owned the lock";
+  if (outcome == word::renewals_failed) return "renewals kept failing";
+  if (outcome == word::deadline) return "the lease ran out before rlock could renew it";
+  if (outcome == word::restarted) return "the server restarted and lost it";
+  return "";
+}
+
 std::string format_event(const Event& e, bool with_key) {
   std::string line = iso_time(e.time_ms);
   if (with_key) line += " " + util::printable(e.key);
@@ -286,6 +314,7 @@ std::string format_event(const Event& e, bool with_key) {
   if (e.waited_ms) line += " waited " + util::format_duration(util::Millis(*e.waited_ms));
   if (e.held_ms) line += " held " + util::format_duration(util::Millis(*e.held_ms));
   if (!e.exit_status.empty()) line += " exit " + util::printable(e.exit_status);
+  if (std::string why = outcome_text(e.outcome); !why.empty()) line += " (" + why + ")";
   if (e.tick) {
     // The tick that ran (a refusal: busy, naming who ran it), or the one taken or skipped.
     std::string tick = iso_time((*e.tick + 500) / 1000 * 1000);
@@ -324,12 +353,13 @@ std::string event_json(const Event& e) {
   }
   return fmt::format(
       "{{\"time\":{},\"time_ms\":{},\"key\":{},\"event\":{},\"host\":{},\"pid\":{},\"user\":{},\"cmd\":{},"
-      "\"fence\":{},\"waited_ms\":{},\"held_ms\":{},\"exit\":{},\"by\":{},\"holder\":{},\"tick\":{},"
-      "\"period_ms\":{}}}",
+      "\"fence\":{},\"waited_ms\":{},\"held_ms\":{},\"exit\":{},\"outcome\":{},\"by\":{},\"holder\":{},"
+      "\"tick\":{},\"period_ms\":{}}}",
       util::json_quote(iso_time(e.time_ms)), e.time_ms, util::json_quote(e.key), util::json_quote(e.kind),
       text_or_null(e.holder.host), json_or_null(pid), text_or_null(e.holder.user), text_or_null(e.holder.cmd),
-      json_or_null(e.fence), json_or_null(e.waited_ms), json_or_null(e.held_ms), json_or_null(exit), by, held_by,
-      e.tick ? util::json_quote(iso_time(*e.tick)) : std::string("null"), json_or_null(e.period_ms));
+      json_or_null(e.fence), json_or_null(e.waited_ms), json_or_null(e.held_ms), json_or_null(exit),
+      text_or_null(e.outcome), by, held_by, e.tick ? util::json_quote(iso_time(*e.tick)) : std::string("null"),
+      json_or_null(e.period_ms));
 }
 
 }  // namespace rlock::lock

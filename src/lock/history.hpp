@@ -26,6 +26,7 @@ struct Event {
   std::optional<int64_t> waited_ms;
   std::optional<int64_t> held_ms;
   std::string exit_status;  // the command's, when there was one
+  std::string outcome;      // an end: how its holder said it ended (protocol::outcome; "" unknown)
   std::string by;           // superseded, preempted: the newer request; a forced release: "release --force"
   std::string contender;    // the contender's public id (tells a quorum's copies of one event apart)
   // --once-per (ms since the epoch, by the server's clock): the tick taken (acquired), the tick that
@@ -69,9 +70,15 @@ std::vector<Event> parse_follow(const redis::Reply& reply, const std::vector<std
 // serves them.
 int hash_slot(const std::string& redis_key);
 
+// What an end's outcome says for people when the exit status does not ("stopped at --max-hold");
+// "" for a success, a failure and an unknown one.
+std::string outcome_text(const std::string& outcome);
+
 // A time given to --since or --until: a duration ago (util::parse_duration, counted back from
 // now_ms) or an RFC 3339 / ISO 8601 time: YYYY-MM-DD, optionally followed by T (or a space) and
 // hh:mm[:ss[.fff]], and Z or an offset (+hh:mm, +hhmm, +hh); without Z or offset, local time.
+// A time of day alone, hh:mm[:ss[.fff]][Z|offset], is today's (the date of now_ms, in UTC), in
+// UTC as log prints its times, unless a zone is given.
 // In ms since the epoch; nullopt when it is neither.
 std::optional<int64_t> parse_log_time(const std::string& text, int64_t now_ms);
 

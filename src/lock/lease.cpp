@@ -398,6 +398,28 @@ void confirm_replicas(Node& node, const LockName& name, int n, util::Millis time
   }
 }
 
+std::string_view outcome_word(HoldOutcome outcome) {
+  namespace word = protocol::outcome;
+  switch (outcome) {
+    case HoldOutcome::none: return "";
+    case HoldOutcome::success: return word::success;
+    case HoldOutcome::failed: return word::failed;
+    case HoldOutcome::max_hold: return word::max_hold;
+    case HoldOutcome::preempted: return word::preempted;
+    case HoldOutcome::guard_killed: return word::guard_killed;
+    case HoldOutcome::not_owned: return word::not_owned;
+    case HoldOutcome::renewals_failed: return word::renewals_failed;
+    case HoldOutcome::deadline: return word::deadline;
+    case HoldOutcome::restarted: return word::restarted;
+  }
+  return "";
+}
+
+bool is_loss(HoldOutcome outcome) {
+  return outcome == HoldOutcome::not_owned || outcome == HoldOutcome::renewals_failed ||
+         outcome == HoldOutcome::deadline || outcome == HoldOutcome::restarted;
+}
+
 call::release release_call(const std::string& token, const Ending& ending) {
   std::string used;
   if (ending.used) used = ending.linger ? std::to_string(std::max<int64_t>(ending.linger->count(), 0)) : "h";
@@ -406,7 +428,9 @@ call::release release_call(const std::string& token, const Ending& ending) {
           .who = ending.holder,
           .fence = ending.fence ? std::to_string(ending.fence) : "",
           .used = used,
-          .retry = ending.retry ? "1" : ""};
+          .retry = ending.retry ? "1" : "",
+          .outcome = std::string(outcome_word(ending.outcome)),
+          .measured = ending.held ? std::to_string(std::max<int64_t>(ending.held->count(), 0)) : ""};
 }
 
 bool release(Node& node, const LockName& name, const Timing& timing, const std::string& token, const Ending& ending) {

@@ -119,6 +119,27 @@ void cancel(Node& node, const LockName& name, const Timing& timing, const std::s
 // asynchronous). Throws rlock::Error 69 when fewer answer within timeout.
 void confirm_replicas(Node& node, const LockName& name, int n, util::Millis timeout);
 
+// How a hold ended, as its holder tells the release (src/lock/protocol.txt, outcome): the
+// history's and the summary's record of it. Only success counts as a success; the losses are
+// recorded as lost whether or not the token still holds the lock.
+enum class HoldOutcome {
+  none,             // never used (a give-back)
+  success,          // the command exited 0 by itself, in a hold rlock did not end; or no command
+  failed,           // the command exited with another status, or died of a signal rlock did not send
+  max_hold,         // rlock stopped the command at --max-hold
+  preempted,        // rlock stopped the command for a --preempt request
+  guard_killed,     // the guard was killed, and rlock killed the command
+  not_owned,        // a loss: a renewal found the token no longer owned the lock
+  renewals_failed,  // a loss: renewals kept failing until the command had to be stopped
+  deadline,         // a loss: the lease ran out before rlock could renew it (rlock was held up)
+  restarted,        // a loss: the server restarted without persistence and lost the lock
+};
+
+// The outcome's word in the protocol ("" for none).
+std::string_view outcome_word(HoldOutcome outcome);
+// Whether the outcome is a loss of the lock.
+bool is_loss(HoldOutcome outcome);
+
 // How a hold ended, for the history: the command's exit status, and who held it (recorded as a
 // loss when the token no longer holds the lock); and whether it lingers (--min-hold).
 struct Ending {
@@ -133,12 +154,16 @@ struct Ending {
   // recorded when the hold was claimed (the release of an acquire hold).
   std::optional<util::Millis> linger;
   // A release tried again after an attempt whose answer was lost: that attempt may have released
-  // it, so a hold found gone is not recorded as lost.
+  // it (or recorded its loss), which the script looks for before it records a loss.
   bool retry = false;
+  HoldOutcome outcome = HoldOutcome::none;
+  // How long the hold lasted, as its holder measured it; nullopt: as the server measures it when
+  // the release runs (a release after a loss may come long after the hold ended).
+  std::optional<util::Millis> held = std::nullopt;
 };
 
-// The release script's request (see scripts/release.lua): token, exit status, who, fence, and
-// whether and how long the hold lingers.
+// The release script's request (see scripts/release.lua): token, exit status, who, fence,
+// whether and how long the hold lingers, whether it is a retry, the outcome and the hold's length.
 protocol::call::release release_call(const std::string& token, const Ending& ending);
 
 // Gives the hold of token back and hands the lock on (a used hold with --min-hold lingers until

@@ -95,16 +95,17 @@ Released release_within(Backend& backend, const LockName& name, const std::strin
                         const std::function<bool(util::Millis)>& pause) {
   Released r = Released::unknown;
   Ending attempt = ending;
-  bool may_have_run = retry_within(backend, until, interval, pause, [&] {
+  retry_within(backend, until, interval, pause, [&] {
     try {
       r = backend.release(name, token, attempt);
     } catch (const Error& e) {
-      // As retry_within counts it: the next attempt tells the script that this one may have run.
+      // As retry_within counts it: the next attempt tells the script that this one may have run,
+      // and the script looks for its record before it says "not held".
       if (dynamic_cast<const TransientError*>(&e) == nullptr) attempt.retry = true;
       throw;
     }
   });
-  return r == Released::not_held && may_have_run ? Released::unknown : r;
+  return r;
 }
 
 }  // namespace rlock::lock

@@ -51,8 +51,8 @@ Renewal renew(Backend& backend, Schedule& schedule, const HeldLease& hold);
 bool retry_within(Backend& backend, Clock::time_point until, util::Millis interval,
                   const std::function<bool(util::Millis)>& pause, const std::function<void()>& step);
 
-// The final release of a hold, retried as above. A "not held" answer after an attempt that may
-// have run is unknown.
+// The final release of a hold, retried as above. After an attempt that may have run, the next
+// is a retry (Ending::retry): the script tells its earlier attempt's release from a loss.
 Released release_within(Backend& backend, const LockName& name, const std::string& token, const Ending& ending,
                         Clock::time_point until, util::Millis interval,
                         const std::function<bool(util::Millis)>& pause = {});

@@ -58,6 +58,19 @@ std::optional<std::string> eviction_risk(const ServerFacts& f) {
       f.policy);
 }
 
+std::optional<std::string> restart_text(const ServerFacts& f, util::Millis held, const std::string& server) {
+  // INFO counts whole seconds of the wall clock: a server up for U seconds started less than U+1
+  // seconds ago.
+  if (!f.uptime_s || (*f.uptime_s + 1) * 1000 > held.count()) return std::nullopt;
+  std::string persistence = !f.aof ? "" : *f.aof ? ", appendonly yes" : ", appendonly no";
+  return fmt::format(
+      "{} restarted {} ago, after the lock was taken (run_id {}, uptime {}s{}){}", server,
+      *f.uptime_s > 0 ? util::format_duration(util::Millis(*f.uptime_s * 1000)) : std::string("under a second"),
+      f.run_id.empty() ? "?" : f.run_id, *f.uptime_s, persistence,
+      f.aof && !*f.aof ? ": without persistence it lost the lock with the rest of its data (rlock(7), GUARANTEES)"
+                       : ": the lock was not in the data it loaded");
+}
+
 Error cluster_member_error(const std::string& server) {
   return Error(
       exit_code::k_config,

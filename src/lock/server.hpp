@@ -2,6 +2,7 @@
 
 #include "error.hpp"
 #include "redis/connection.hpp"
+#include "util/duration.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -39,6 +40,11 @@ inline redis::Command info_member() { return {"INFO"}; }
 // A Redlock member's greeting otherwise: the server section alone (run_id, uptime, whether it is
 // a Cluster node: redis_mode), at about a fifth of the server's time and a ninth of the bytes.
 inline redis::Command info_identity() { return {"INFO", "server"}; }
+
+// What a server that surely started less than `held` ago did to a lock held that long, for a
+// message ("... restarted 3s ago (run_id ..., appendonly no): ..."); nullopt when it may have
+// been up longer (INFO's uptime is in whole seconds), or does not say.
+std::optional<std::string> restart_text(const ServerFacts& facts, util::Millis held, const std::string& server);
 
 // The error for a Cluster node given as a Redlock member (exit 78).
 Error cluster_member_error(const std::string& server);

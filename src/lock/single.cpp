@@ -93,6 +93,13 @@ public:
     lock::confirm_replicas(m_node, name, n, timeout);
   }
 
+  std::optional<std::string> restarted_within(util::Millis held) override {
+    // The default sections: the server's (run_id, uptime) and persistence (appendonly).
+    redis::Reply info = m_client->call(info_member());
+    if (info.type != redis::Reply::Type::string) return std::nullopt;
+    return restart_text(parse_info(info.str), held, display());
+  }
+
   void check_eviction_before(const LockName& name, bool strict) override {
     if (strict) {
       check_eviction(m_client->call(info_memory()), m_client->url().display(), true);

@@ -62,12 +62,13 @@ Summary parse_summary(const LockName& name, const std::vector<redis::Reply>& rep
   };
   auto number = [&text](std::string_view field) { return summary_number(text(field)); };
   namespace sum = protocol::summary;
-  s.start = {number(sum::started), text(sum::started_host), "", "", std::nullopt};
-  s.end = {number(sum::ended), text(sum::ended_host), text(sum::ended_kind), text(sum::ended_exit),
-           number(sum::ended_held)};
-  s.success = {number(sum::success), text(sum::success_host), std::string(protocol::event::released),
-               text(sum::success_exit), number(sum::success_held)};
+  s.start = {number(sum::started), text(sum::started_host), "", "", std::nullopt, ""};
+  s.end = {number(sum::ended),    text(sum::ended_host),   text(sum::ended_kind),
+           text(sum::ended_exit), number(sum::ended_held), text(sum::ended_outcome)};
+  s.success = {number(sum::success),    text(sum::success_host),   std::string(protocol::event::released),
+               text(sum::success_exit), number(sum::success_held), std::string(protocol::outcome::success)};
   s.lost_since_success = number(sum::lost_since_success).value_or(0);
+  s.failed_since_success = number(sum::failed_since_success).value_or(0);
   for (size_t i = 0; i < k_outcomes.size(); ++i) {
     s.counts[i] = number(std::string(sum::count) + k_outcomes[i]).value_or(0);
   }
@@ -85,8 +86,16 @@ Summary merge_summaries(const std::vector<Summary>& copies) {
     out.now_ms = std::max(out.now_ms, s.now_ms);
     out.start = later(out.start, s.start);
     out.end = later(out.end, s.end);
+    // The holds since the last success, as the copy that saw it counts them (no success
+    // anywhere: the most any copy counted).
     const Moment& success = later(out.success, s.success);
-    if (&success == &s.success) out.lost_since_success = s.lost_since_success;
+    if (!out.success.time_ms && !s.success.time_ms) {
+      out.lost_since_success = std::max(out.lost_since_success, s.lost_since_success);
+      out.failed_since_success = std::max(out.failed_since_success, s.failed_since_success);
+    } else if (&success == &s.success) {
+      out.lost_since_success = s.lost_since_success;
+      out.failed_since_success = s.failed_since_success;
+    }
     out.success = success;
     for (size_t i = 0; i < k_outcomes.size(); ++i) out.counts[i] = std::max(out.counts[i], s.counts[i]);
   }

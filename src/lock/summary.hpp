@@ -24,17 +24,19 @@ struct Moment {
   std::string kind;                // an end: released, lost, preempted or expired
   std::string exit_status;         // the command's, "" when there was none
   std::optional<int64_t> held_ms;  // an end: how long the hold lasted
+  std::string outcome;             // an end: how its holder said it ended (protocol::outcome; "" unknown)
 };
 
 // A lock's summary (PREFIX{KEY}:sum, a hash of fixed fields the lock scripts keep, even without a
 // history; see common.lua, summarize): what rlock check and rlock metrics read.
 struct Summary {
-  bool present = false;            // the hash exists
-  int64_t now_ms = 0;              // the server's clock when it was read
-  Moment start;                    // the last acquisition
-  Moment end;                      // the last end of a hold: released, lost, preempted or expired
-  Moment success;                  // the last release (not forced) with exit status 0, or with no command
-  int64_t lost_since_success = 0;  // holds lost since the last success
+  bool present = false;              // the hash exists
+  int64_t now_ms = 0;                // the server's clock when it was read
+  Moment start;                      // the last acquisition
+  Moment end;                        // the last end of a hold: released, lost, preempted or expired
+  Moment success;                    // the last success: a release (not forced) its holder said succeeded
+  int64_t lost_since_success = 0;    // holds lost (lost or expired) since the last success
+  int64_t failed_since_success = 0;  // holds ended without success since then (a preempted one aside)
   std::array<int64_t, k_outcomes.size()> counts{};  // per kind, in k_outcomes' order
 
   int64_t count(std::string_view kind) const;

@@ -338,7 +338,13 @@ void Connection::check_hello(const Reply& r, size_t index) {
     log::warning(fmt::format("{} needs no password; ignoring the one given", m_endpoint.display()));
     return;
   }
-  if (what == "AUTH") fail(exit_code::k_permission, fmt::format("authentication failed: {}", r.str));
+  if (what == "AUTH") {
+    // Where the password came from: the one to fix.
+    std::string from = m_endpoint.password_in_url         ? " (password from the URL)"
+                       : m_endpoint.password_from.empty() ? ""
+                                                          : " (password from " + m_endpoint.password_from + ")";
+    fail(exit_code::k_permission, fmt::format("authentication failed{}: {}", from, r.str));
+  }
   fail(r.error_code() == "NOAUTH" || r.error_code() == "NOPERM" ? exit_code::k_permission : exit_code::k_config,
        fmt::format("cannot select database {}: {}", m_endpoint.db, r.str));
 }

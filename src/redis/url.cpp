@@ -139,9 +139,11 @@ Endpoint parse_unix(std::string_view url, std::string_view rest) {
 
 std::string Endpoint::display() const {
   std::string auth;
+  // (A password from elsewhere is not shown as if it were in the URL.)
+  const bool shown = password_in_url && !password.empty();
   if (!user.empty())
-    auth = fmt::format("{}{}", util::percent_encode(user), password.empty() ? "@" : ":***@");
-  else if (!password.empty())
+    auth = fmt::format("{}{}", util::percent_encode(user), shown ? ":***@" : "@");
+  else if (shown)
     auth = ":***@";
   if (kind == Kind::unix_socket) {
     return fmt::format("unix://{}{}{}", auth, path, db ? fmt::format("?db={}", db) : "");

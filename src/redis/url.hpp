@@ -19,8 +19,11 @@ struct Endpoint {
   int db = 0;
   bool tls = false;              // rediss://
   bool password_in_url = false;  // the password was written in the URL itself
+  // Where a password not in the URL came from ("RLOCK_PASSWORD", "--password-file F"), for the
+  // message of a failed AUTH.
+  std::string password_from;
 
-  // The URL without its password, for messages and logs.
+  // The URL without its password (":***" where the URL had one), for messages and logs.
   std::string display() const;
   // A stable name of the server and database, naming its connection.
   std::string identity() const;

@@ -69,6 +69,7 @@ TEST_F(CostTest, UncontendedAcquireAndReleaseRunAFewCommands) {
   ending.holder = {.host = "host", .pid = "101", .user = "user", .cmd = "cmd 101"};
   ending.used = true;
   ending.linger = 0ms;
+  ending.outcome = lock::HoldOutcome::success;
   Contender warm = contender("100");
   ASSERT_EQ(acquire(warm, false).outcome, Outcome::acquired);
   ASSERT_TRUE(lock::release(node, name, timing, warm.token, ending));
@@ -239,6 +240,7 @@ TEST_F(CostTest, AHandOffReadsEachThingOnceAndTheClaimLeavesTheQueueAlone) {
   ending.holder = a.holder;
   ending.used = true;
   ending.linger = 0ms;
+  ending.outcome = lock::HoldOutcome::success;
   reset();
   ASSERT_TRUE(lock::release(node, name, timing, a.token, ending));
   auto run = commands_run();

@@ -82,7 +82,7 @@ TEST_F(HistoryTest, ExpiredLostSupersededAndForcedReleasesAreRecorded) {
   EXPECT_EQ(events[6].by, "release --force");
 }
 
-TEST_F(HistoryTest, AReleaseRetriedAfterALostAnswerIsNeverRecordedAsLost) {
+TEST_F(HistoryTest, AReleaseRetriedAfterALostAnswerIsRecordedOnce) {
   auto b = backend();
   lock::Ending used;
   used.used = true;
@@ -98,16 +98,25 @@ TEST_F(HistoryTest, AReleaseRetriedAfterALostAnswerIsNeverRecordedAsLost) {
   EXPECT_TRUE(lock::release(node, name, timing, a.token, retry));
   EXPECT_EQ(kinds(b->read_log(name, 100, "")), (std::vector<std::string>{"acquired", "released"}));
 
-  // Gone for whatever reason: a retry cannot tell its first attempt's release from a loss, and
-  // records nothing; a first attempt records the loss.
+  // Gone: a retry looks for its first attempt's record. Found (that attempt released it, and its
+  // answer was lost): released, nothing more recorded. Not found (the hold was lost before it):
+  // the loss is recorded, once.
   LockName other{"rlock:", name.key + "-other"};
+  lock::Ending now = used;
+  now.linger = 0ms;
+  lock::Ending now_again = now;
+  now_again.retry = true;
   Contender c = contender("200");
   ASSERT_EQ(lock::try_acquire(node, other, timing, c, false, {}).outcome, Outcome::acquired);
-  ASSERT_TRUE(lock::release(node, other, timing, c.token, lock::Ending{}));
-  EXPECT_FALSE(lock::release(node, other, timing, c.token, retry));
-  EXPECT_EQ(kinds(b->read_log(other, 100, "")), (std::vector<std::string>{"acquired", "returned"}));
-  EXPECT_FALSE(lock::release(node, other, timing, c.token, used));
-  EXPECT_EQ(kinds(b->read_log(other, 100, "")), (std::vector<std::string>{"acquired", "returned", "lost"}));
+  ASSERT_TRUE(lock::release(node, other, timing, c.token, now));
+  EXPECT_TRUE(lock::release(node, other, timing, c.token, now_again));
+  EXPECT_EQ(kinds(b->read_log(other, 100, "")), (std::vector<std::string>{"acquired", "released"}));
+  Contender d = contender("201");
+  ASSERT_EQ(lock::try_acquire(node, other, timing, d, false, {}).outcome, Outcome::acquired);
+  call({"DEL", other.lock_key()});
+  EXPECT_FALSE(lock::release(node, other, timing, d.token, now_again));
+  EXPECT_FALSE(lock::release(node, other, timing, d.token, now_again));
+  EXPECT_EQ(kinds(b->read_log(other, 100, "")), (std::vector<std::string>{"acquired", "released", "acquired", "lost"}));
 }
 
 // At least log_length events, trimmed in whole stream nodes (MAXLEN ~): with nodes of 2 entries,

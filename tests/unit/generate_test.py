@@ -134,6 +134,7 @@ local HOLDER = {}
 local SEM = {}
 local TICK = {}
 local SUM = {}
+local OUTCOME = {}
 local EV = {kind = 'e'}
 local EVENT = {acquired = 'acquired'}
 """)
@@ -231,7 +232,7 @@ class Malformed(unittest.TestCase):
         self.fails(MINIMAL + lines, MINIMAL.count("\n") + lines.count("\n"), message)
 
     KINDS = ("version, config, record, option, call, light, answers, retired, header, reply, key, side, event, "
-             "info, waiter, holder, sem, tick, summary, event_field")
+             "info, waiter, holder, sem, tick, summary, outcome, event_field")
 
     def test_unknown_kind(self):
         self.added("replies ok 1\n", f"unknown kind 'replies' ({self.KINDS})")
@@ -492,7 +493,7 @@ class Luacheck(unittest.TestCase):
             self.assertIn("the Lua prelude (src/lock/protocol.txt):2:7: (W211) unused variable 'CODE'", messages)
 
             take = file("take.lua", "return CODE.ok + AT.ok.fence + KEY.lock + EV.kind + #EVENT.acquired +\n"
-                        "  #(INFO.x or WAITER.x or HOLDER.x or SEM.x or TICK.x or SUM.x or '') + NOW\n")
+                        "  #(INFO.x or WAITER.x or HOLDER.x or SEM.x or TICK.x or SUM.x or OUTCOME.x or '') + NOW\n")
             messages, clean = generate.luacheck(generate.Scripts(protocol, common, [take], []), "luacheck", config)
             self.assertEqual(messages, [])
             self.assertTrue(clean)

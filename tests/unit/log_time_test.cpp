@@ -34,6 +34,17 @@ TEST(LogTime, Rfc3339InUtcAndWithOffsets) {
   EXPECT_EQ(parse_log_time("1970-01-01T00:00:00Z", 0), 0);
 }
 
+TEST(LogTime, ATimeOfDayAloneIsTodaysInUtc) {
+  const int64_t midnight = k_now - (2 * 3600 + 48 * 60 + 30) * 1000 - 598;  // 2026-11-27T00:00Z
+  EXPECT_EQ(parse_log_time("04:10", k_now), midnight + (4 * 3600 + 10 * 60) * 1000);
+  EXPECT_EQ(parse_log_time("02:48:30.598", k_now), k_now);
+  EXPECT_EQ(parse_log_time("02:48:30Z", k_now), k_now - 598);
+  EXPECT_EQ(parse_log_time("03:48:30.598+01:00", k_now), k_now);
+  EXPECT_EQ(parse_log_time("00:00", k_now), midnight);
+  for (const char* text : {"24:00", "04:60", "4:10", "04:10x", "04:1"})
+    EXPECT_FALSE(parse_log_time(text, k_now)) << text;
+}
+
 TEST(LogTime, WithoutAZoneItIsLocalTime) {
   const char* old = std::getenv("TZ");
   std::string saved = old ? old : "";

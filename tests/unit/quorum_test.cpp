@@ -170,6 +170,7 @@ TEST(Quorum, TheMinimumHoldStartsAtPhaseTwoAndAFailedAttemptsGiveBackNeverLinger
   for (const auto& [i, args] : failed.calls["release"]) {
     EXPECT_EQ(args.at(call::release::at::used), "") << "master " << i << ": never used";
     EXPECT_EQ(args.at(call::release::at::retry), "") << "master " << i << ": a first attempt, not a retry";
+    EXPECT_EQ(args.at(call::release::at::outcome), "") << "master " << i << ": no outcome, never used";
   }
 }
 

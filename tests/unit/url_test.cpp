@@ -37,6 +37,15 @@ TEST(Url, PasswordOnlyAndIpv6) {
   EXPECT_EQ(e.display(), "redis://:***@[::1]:7000/2");
 }
 
+TEST(Url, APasswordFromElsewhereIsNotShownAsIfInTheUrl) {
+  Endpoint e = parse_url("redis://u@h:7000").endpoint;
+  e.password = "pw";
+  e.password_from = "RLOCK_PASSWORD";
+  EXPECT_EQ(e.display(), "redis://u@h:7000");
+  e.user.clear();
+  EXPECT_EQ(e.display(), "redis://h:7000");
+}
+
 TEST(Url, UnixSocket) {
   Endpoint e = parse_url("unix:///run/redis/redis.sock?db=5").endpoint;
   EXPECT_EQ(e.kind, Endpoint::Kind::unix_socket);

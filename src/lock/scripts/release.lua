@@ -7,11 +7,18 @@
 -- history); 'h', used, lingering until the minimum the hold recorded at its claim (the release of
 -- an acquire hold); a number, used, lingering that many ms from now (a run: what is left of
 -- --min-hold since its command started, measured on the client's monotonic clock); then '1' for a
--- retry after an attempt whose answer was lost.
+-- retry after an attempt whose answer was lost; then how the hold ended (an OUTCOME word, '' for
+-- a hold never used): a loss (the holder stopped its command because the lock was lost) is
+-- recorded as lost, whether or not the token still holds the lock; then how long the hold lasted
+-- as its holder measured it (ms, '' to measure it here: a release after a loss comes late, once
+-- the server answers again).
 -- Returns {1, more, push} when released (or left lingering), {0, more, push} when the token no
 -- longer holds the lock.
 local a = A.release
 local token, status, used, retry = arg(a.token), arg(a.exit), arg(a.used), arg(a.retry) == '1'
+local outcome, measured = arg(a.outcome) or '', arg(a.measured) or ''
+local loss = outcome == OUTCOME.not_owned or outcome == OUTCOME.renewals_failed or outcome == OUTCOME.deadline or
+             outcome == OUTCOME.restarted
 local id = id_of(token)
 C.caller = id
 
@@ -46,10 +53,11 @@ if redis.call('GET', K.lock) == token then
     history_known(v[INFO.history])
     redis.call('DEL', K.lock, K.info)
     local since = v[INFO.since]
-    event(used == '' and EVENT.returned or EVENT.released,
+    local held = measured ~= '' and measured or (since and tostring(NOW - tonumber(since)) or '')
+    event(used == '' and EVENT.returned or (loss and EVENT.lost or EVENT.released),
           who_event(record_from(RECORD.who, 'info', v),
-                    {EV.fence, v[INFO.fence], EV.held, since and tostring(NOW - tonumber(since)) or '', EV.exit, status,
-                     EV.id, id, EV.tick, v[INFO.tick], EV.period, v[INFO.tick_period]}))
+                    {EV.fence, v[INFO.fence], EV.held, held, EV.exit, status, EV.id, id, EV.outcome, outcome,
+                     EV.tick, v[INFO.tick], EV.period, v[INFO.tick_period]}))
     return reply(CODE.released)
   end
 end
@@ -62,11 +70,20 @@ if not kind then
                 redis.call('HGET', K.hi, id .. '.' .. HOLDER.token) == '~' .. id) then
     return reply(CODE.released)
   end
-  -- A retry cannot tell a hold its first attempt released from one lost before: not recorded.
-  if retry then return reply(CODE.not_held) end
+  -- Whether its end is recorded already: by an earlier attempt whose answer was lost (released
+  -- it, or recorded its loss), or as expired by the next holder (its loss is recorded now, with
+  -- how long it lasted and why, and not counted again). Only a hold that was used has an end; a
+  -- retried give-back cannot tell.
+  local ended = used ~= '' and recorded_end(id)
+  if retry and (ended == EVENT.released or ended == EVENT.preempted) then return reply(CODE.released) end
+  if ended == EVENT.lost or (retry and used == '') then return reply(CODE.not_held) end
   -- Never used, its lease gone: a --once-per tick it marked run is not done.
   if used == '' then tick_return(id) end
-  event(EVENT.lost, who_event(record_args(RECORD.who, a.who), {EV.fence, arg(a.fence), EV.exit, status, EV.id, id}))
+  -- (Its holder did not know: its token no longer owned the lock.)
+  if outcome ~= '' and not loss then outcome = OUTCOME.not_owned end
+  event(EVENT.lost, who_event(record_args(RECORD.who, a.who), {EV.fence, arg(a.fence), EV.held, measured, EV.exit,
+                                                               status, EV.id, id, EV.outcome, outcome}),
+        ended == EVENT.expired)
   -- Its lock is gone (deleted, or expired with nobody after it) and its end is now in the
   -- history: the next holder must not record it again as expired.
   if redis.call('EXISTS', K.lock) == 0 and redis.call('HGET', K.info, INFO.id) == id then
@@ -87,10 +104,10 @@ else
 end
 local fence, since = v[INFO.fence], v[INFO.since]
 if kind ~= 'x' then fence, since = v[HOLDER.fence], v[HOLDER.since] end
-local held = since and tostring(NOW - tonumber(since)) or ''
+local held = measured ~= '' and measured or (since and tostring(NOW - tonumber(since)) or '')
 local ev = who_event(record_from(RECORD.who, place, v),
-                     {EV.fence, fence, EV.held, held, EV.exit, status, EV.id, id, EV.tick, v[INFO.tick] or false,
-                      EV.period, v[INFO.tick_period] or false})
+                     {EV.fence, fence, EV.held, held, EV.exit, status, EV.id, id, EV.outcome, outcome,
+                      EV.tick, v[INFO.tick] or false, EV.period, v[INFO.tick_period] or false})
 -- A --preempt request: the hold ended preempted only if the holder saw the request (ps, marked by
 -- its renewal: its stop began then); it does not linger while its preemptor still waits. A request
 -- whose preemptor is gone, unseen, is neither.
@@ -104,6 +121,8 @@ if used == '' then
   if kind == 'x' and v[INFO.tick_ran] then tick_return(id) end
 elseif preempted then
   event(EVENT.preempted, put(ev, {EV.by, asked_by}))
+elseif loss then
+  event(EVENT.lost, ev)
 else
   event(EVENT.released, ev)
 end
