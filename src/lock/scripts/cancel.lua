@@ -1,5 +1,6 @@
 -- A waiter gives up (--wait ran out, a signal): it leaves the queue, or gives back a grant it has
--- not claimed, and wakes whoever watched it. A wait that ran out goes into the history as busy.
+-- not claimed, and wakes whoever watched it. A wait that ran out goes into the history as busy,
+-- naming the holder it waited for, as every busy event does.
 -- KEYS: the lock's keys. ARGV: cfg, token, reason ("t": the wait ran out; "": interrupted).
 -- Returns {1, more, push}.
 local token = ARGV[2]
@@ -8,8 +9,10 @@ CALLER = id
 if redis.call('ZSCORE', K.q, id) then
   if ARGV[3] == 't' then
     local d = load_waiter(id)
+    local host, pid, cmd, _, lingering = holder_view(nil)
     event(EVENT.busy, {EV.host, d.h, EV.pid, d.p, EV.user, d.u, EV.cmd, d.c,
-                       EV.waited, d.js and tostring(NOW - tonumber(d.js)) or '', EV.id, id})
+                       EV.waited, d.js and tostring(NOW - tonumber(d.js)) or '', EV.id, id,
+                       EV.holder_host, host, EV.holder_pid, pid, EV.holder_cmd, cmd, EV.lingering, lingering})
   end
   remove_waiter(id)
 else
