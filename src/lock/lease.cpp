@@ -260,19 +260,17 @@ Attempt try_acquire(Node& node, const LockName& name, const Timing& timing, cons
   std::vector<std::string> args = contender_args(contender, queue);
   args.insert(args.end(), enclosing_tokens.begin(), enclosing_tokens.end());
   // If the answer is lost to a timeout, the server may still run the acquire later (it was only
-  // slow): the release and the leave, sent right behind it on the same connection, then run right
-  // after it, instead of the lock (or a place in the queue) staying with a process that gave up.
-  const std::string quiet = timing.quiet().script_config();
-  // Made only when it is sent: each command carries a whole script (EVAL), tens of kilobytes
-  // that every acquire would otherwise copy (and start-up fault in).
+  // slow): the give-back and the leave, sent right behind it on the same connection (as the
+  // acquire went: FCALL, or EVALSHA), then run right after it, instead of the lock (or a place in
+  // the queue) staying with a process that gave up. The give-back of a hold never used is
+  // "returned" in the history; one the acquire did not take is a retry's, never "lost".
   redis::Undo undo = [&] {
-    // Moved in, not listed: an initializer list would copy each whole script once more.
-    std::vector<redis::Command> commands;
-    commands.reserve(2);
-    commands.push_back(
-        redis::eval_command(scripts::k_release, keys, {quiet, contender.token, "", "", "", "", "", ""}, true));
-    commands.push_back(redis::eval_command(scripts::k_cancel, keys, {quiet, contender.token, ""}, true));
-    return commands;
+    std::string config = timing.script_config();
+    std::vector<redis::ScriptCall> calls;
+    calls.reserve(2);
+    calls.push_back({&scripts::k_release, keys, {config, contender.token, "", "", "", "", "", "", "", "1"}});
+    calls.push_back({&scripts::k_cancel, keys, {std::move(config), contender.token, ""}});
+    return calls;
   };
   // Dead waiters at the head are dropped a budget at a time: call again until there is an answer.
   for (int round = 0;; ++round) {

@@ -38,11 +38,13 @@ public:
 
   // Sends the commands (all for one hash slot) in one write and returns their replies. `undo`:
   // see Connection::pipeline.
-  std::vector<Reply> pipeline(const std::vector<Command>& commands, const Undo& undo = {}, util::Millis budget = {});
+  std::vector<Reply> pipeline(const std::vector<Command>& commands, const UndoCommands& undo = {},
+                              util::Millis budget = {});
   Reply call(const Command& argv);
   // Like call, allowing the server `budget` more than --io-timeout to answer (WAIT).
   Reply call_blocking(const Command& argv, util::Millis budget);
-  // Runs a script (see ScriptWay); `undo` (another script's call, as EVAL) as for pipeline.
+  // Runs a script (see ScriptWay). `undo`: scripts the server should run right after it if the
+  // answer is lost (see pipeline), sent the way the script went (see undo_commands).
   Reply eval(const Script& script, const std::vector<std::string>& keys, const std::vector<std::string>& args,
              const Undo& undo = {});
   // Runs SCAN with MATCH on every master (each Cluster master, or the one server) and returns the keys.
@@ -95,7 +97,7 @@ private:
   // With `also`, ROLE goes to that server in the same exchange, its outcome into role.
   std::optional<std::pair<std::string, int>> master_by_majority(std::string& why, Connection* also = nullptr,
                                                                 std::optional<Outcome>* role = nullptr);
-  std::vector<Reply> routed(const std::vector<Command>& commands, util::Millis budget, const Undo& undo);
+  std::vector<Reply> routed(const std::vector<Command>& commands, util::Millis budget, const UndoCommands& undo);
   // After the current Cluster node failed: moves to another known node, if there is one.
   bool try_other_node(const std::string& why);
   // Waits `pause` (TRYAGAIN back-off) within the cap; false when the cap does not allow it.
