@@ -101,17 +101,36 @@ cluster_with_replicas() {
   wait_until -t 30 cluster_ready || fail "the cluster did not reach cluster_state:ok"
 }
 
+# replica_port_of MASTER_PORT OTHER_PORT: the port of the replica of the master on MASTER_PORT, as
+# the node on OTHER_PORT knows it.
+replica_port_of() {
+  local master=$1 other=$2 id replica
+  id=$(srv_cli "$other" cluster nodes | awk -v a="127.0.0.1:$master@" 'index($2, a) == 1 {print $1}')
+  [[ -n $id ]] || return 1
+  replica=$(srv_cli "$other" cluster nodes | awk -v m="$id" '$4 == m {split($2, a, "[:@]"); print a[2]}')
+  [[ -n $replica ]] || return 1
+  echo "$replica"
+}
+
+# replicated MASTER_PORT KEY: whether a replica of the master on MASTER_PORT has acknowledged
+# every write made there so far (the lock of KEY, rlock's function library): a write in KEY's
+# slot, then WAIT on the same connection (WAIT waits for the connection's own last write), for
+# at most 10s. Replication is asynchronous: a master killed before its replica has the lock
+# loses it, as rlock(7) says; the tests of rlock following a failover must not depend on that.
+replicated() {
+  local acked
+  acked=$(printf 'SET rlock-test-sync{%s} 1\nWAIT 1 10000\n' "$2" | srv_cli "$1" | tail -n 1 | tr -d '\r')
+  [[ $acked =~ ^[0-9]+$ ]] && ((acked >= 1))
+}
+
 # promote_replica_of MASTER_PORT OTHER_PORT: after the master on MASTER_PORT died, waits a few
 # seconds for its replica to be promoted by the cluster's own failover; on a loaded machine the
 # election can miss its window and retry after seconds, longer than the lease the tests hold, so
 # the replica is then made master (CLUSTER FAILOVER TAKEOVER). What is tested is rlock following
 # the slot to the promoted replica, not the cluster's election.
 promote_replica_of() {
-  local dead=$1 other=$2 id replica
-  id=$(srv_cli "$other" cluster nodes | awk -v a="127.0.0.1:$dead@" 'index($2, a) == 1 {print $1}')
-  [[ -n $id ]] || fail "no node id for the master on port $dead"
-  replica=$(srv_cli "$other" cluster nodes | awk -v m="$id" '$4 == m {split($2, a, "[:@]"); print a[2]}')
-  [[ -n $replica ]] || fail "no replica of the master on port $dead"
+  local dead=$1 other=$2 replica
+  replica=$(replica_port_of "$dead" "$other") || fail "no replica of the master on port $dead"
   wait_until -t 5 eval '[[ $(srv_cli "$replica" role 2>/dev/null | head -n 1) == master ]]' && return 0
   srv_cli "$replica" cluster failover takeover >/dev/null || fail "CLUSTER FAILOVER TAKEOVER failed on $replica"
   wait_until -t 10 eval '[[ $(srv_cli "$replica" role 2>/dev/null | head -n 1) == master ]]' ||
@@ -131,6 +150,7 @@ promote_replica_of() {
   bg holder rlock run k -v -t 15s -u "redis://127.0.0.1:$master" -- "$CS" "$WLOG" holder 12
   wait_cs holder holder
   wait_until -t 10 grep -q "renewed k" "$T/holder.err" || fail "no renewal: $(bg_err holder)"
+  replicated "$master" k || fail "no replica of $master acknowledged the lock"
   srv_kill "$pid"
   promote_replica_of "$master" "$other"
   bg_wait holder 40
@@ -157,6 +177,7 @@ keeper_renewed_after_failover() {
   bg script sh -c "rlock acquire k --keepalive -t 15s -u redis://127.0.0.1:$master --keeper-log '$T/keeper.log' \
     >'$T/token' && exec sleep 60"
   wait_until -t 10 grep -q "renewed k" "$T/keeper.log" || fail "no renewal: $(cat "$T/keeper.log")"
+  replicated "$master" k || fail "no replica of $master acknowledged the lock"
   srv_kill "$pid"
   promote_replica_of "$master" "$other"
   wait_until -t 40 keeper_renewed_after_failover || fail "no renewal on the promoted replica: $(cat "$T/keeper.log")"
