@@ -93,6 +93,15 @@ void Client::cap_waits(std::optional<Clock::time_point> cap) {
   for (auto& c : m_sentinels) configure(*c);
 }
 
+void Client::forget_master() {
+  if (m_url.kind == Url::Kind::sentinel) {
+    m_current = nullptr;
+  } else if (m_named_owner) {
+    m_current = &node(m_named_owner->first, m_named_owner->second);
+    m_named_owner.reset();
+  }
+}
+
 Connection& Client::node(const std::string& host, int port) {
   Endpoint e = m_url.endpoint;  // user, password, db, TLS
   e.kind = Endpoint::Kind::tcp;

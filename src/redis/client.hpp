@@ -62,6 +62,14 @@ public:
   // so that the next command asks the sentinels again. Always true, with no I/O, for other URLs.
   // Checked after a grant and before a release.
   bool confirm_current_master(std::string& why);
+  // Cluster: whether a majority of the Cluster's masters (those learned, and the node itself)
+  // name the node that commands go to now as the owner of key's hash slot `slot`, asked of all
+  // of them at once (EXISTS key: the answer, or a MOVED that names the owner; one round trip, and
+  // CLUSTER SLOTS once per client first). False (with `why`) when not confirmed; the caller then
+  // gives back what it must there and calls forget_master, which moves to the owner the majority
+  // named. True, with nothing more asked, when the nodes cannot be learned (not a Cluster, an ACL
+  // without +cluster|slots). Checked after a grant and before a release.
+  bool confirm_slot_owner(const std::string& key, int slot, std::string& why);
 
   // Cluster: learns the other nodes (CLUSTER SLOTS), so that a master that fails later can be
   // replaced by asking them where its slots went. Asks once per client (the first call, even if
@@ -81,10 +89,9 @@ public:
   // refuses them (then EVALSHA for the client's life). For a multi-node exchange.
   bool functions() const { return m_functions; }
   void set_functions(bool on) { m_functions = on; }
-  // After a failure on connection(): forget the Sentinel master, so the next use asks again.
-  void forget_master() {
-    if (m_url.kind == Url::Kind::sentinel) m_current = nullptr;
-  }
+  // After a failure on connection(): forget the Sentinel master, so the next use asks again; on a
+  // Cluster, after confirm_current_master named another owner of the slot, go there.
+  void forget_master();
 
   const Url& url() const { return m_url; }
   static constexpr int k_max_redirects = 5;
@@ -100,6 +107,8 @@ private:
   std::vector<Reply> routed(const std::vector<Command>& commands, util::Millis budget, const UndoCommands& undo);
   // After the current Cluster node failed: moves to another known node, if there is one.
   bool try_other_node(const std::string& why);
+  // How a Cluster node at host:port is known: its id as CLUSTER SLOTS gave it, else "host:port".
+  std::string node_identity(const std::string& host, int port) const;
   // Waits `pause` (TRYAGAIN back-off) within the cap; false when the cap does not allow it.
   bool pause(util::Millis pause);
   void configure(Connection& c);
@@ -108,9 +117,19 @@ private:
   Timeouts m_timeouts;
   TlsOptions m_tls;
   std::map<std::string, std::unique_ptr<Connection>> m_nodes;
-  std::vector<std::unique_ptr<Connection>> m_sentinels;      // in the URL's order
-  std::vector<std::pair<std::string, int>> m_cluster_nodes;  // learned Cluster nodes
-  bool m_nodes_asked = false;                                // learn_nodes asked already
+  std::vector<std::unique_ptr<Connection>> m_sentinels;  // in the URL's order
+  // A range of hash slots and its master, as CLUSTER SLOTS said.
+  struct SlotRange {
+    int first, last;
+    std::string owner;  // its node_identity
+  };
+  std::vector<std::pair<std::string, int>> m_cluster_nodes;    // learned Cluster nodes
+  std::vector<std::pair<std::string, int>> m_cluster_masters;  // ... those that served slots then
+  std::vector<SlotRange> m_slot_ranges;                        // ... and their slots
+  std::string m_slots_from;                                    // the node they were learned from
+  std::map<std::string, std::string> m_node_ids;               // "host:port" -> node id, learned
+  std::optional<std::pair<std::string, int>> m_named_owner;    // named by the last failed check
+  bool m_nodes_asked = false;                                  // learn_nodes asked already
   Connection* m_current = nullptr;
   int m_interrupt_fd = -1;
   std::function<bool()> m_on_interrupt;
