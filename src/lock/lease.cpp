@@ -104,6 +104,7 @@ Attempt read_waiting(const std::vector<Reply>& e, const LockName& name) {
   a.lingering = e[R::lingering].number() == 1;
   a.ttl_left = ttl_of(e[R::left]);
   a.epoch = e[R::epoch].text();
+  a.arrival = e[R::arrival].text();
   for (size_t i = R::watch; i < e.size(); ++i) a.watch.push_back(e[i].text());
   return a;
 }
@@ -283,8 +284,35 @@ Attempt try_acquire(Node& node, const LockName& name, const Timing& timing, cons
   }
 }
 
+namespace {
+
+// The full wait step (wait.lua), called again while the budget runs out.
+Attempt full_step(Node& node, const LockName& name, const Timing& timing, const Contender& contender,
+                  const Attempt& last) {
+  // A waiter behind others after the step has the far lease, and its heartbeat may be the far
+  // one; a preemptor steps at every heartbeat (it keeps its request alive).
+  std::vector<std::string> args = contender_args(contender, true);
+  args.push_back(contender.preempt ? std::string() : std::to_string(timing.far_lease().count()));
+  if (last.rejoin_waited && !last.arrival.empty()) {
+    args.push_back(last.arrival);
+    args.push_back(std::to_string(last.rejoin_waited->count()));
+  }
+  for (int round = 0;; ++round) {
+    auto sent_at = util::BootClock::now();
+    ScriptReply r = run_script(node, name, timing, scripts::k_wait, contender.id(), args);
+    if (r.code == reply::again::code && round < 10'000) continue;
+    Attempt a = read_attempt(r, name, 0);
+    a.sent_at = sent_at;
+    a.far = a.outcome == Attempt::Outcome::queued && a.position > 1 && !contender.preempt;
+    return a;
+  }
+}
+
+}  // namespace
+
 Attempt wait_turn(Node& node, const LockName& name, const Timing& timing, const Contender& contender,
                   const Attempt& last, util::Millis heartbeat) {
+  if (heartbeat.count() <= 0) return full_step(node, name, timing, contender, last);
   redis::Command blpop{"BLPOP", name.mailbox(contender.id())};
   for (const std::string& id : last.watch) {
     if (id != contender.id()) blpop.push_back(name.mailbox(id));
@@ -334,19 +362,7 @@ Attempt wait_turn(Node& node, const LockName& name, const Timing& timing, const 
   // The full step (claim a grant, or renew the place) is a request of its own, sent once awake:
   // were it queued behind the BLPOP, a waiter stopped meanwhile would claim a grant for its whole
   // TTL without knowing; this way its grant lapses after the claim window.
-  // A waiter behind others after the step has the far lease, and its heartbeat may be the far
-  // one; a preemptor steps at every heartbeat (it keeps its request alive).
-  std::vector<std::string> args = contender_args(contender, true);
-  args.push_back(contender.preempt ? std::string() : std::to_string(timing.far_lease().count()));
-  for (int round = 0;; ++round) {
-    auto sent_at = util::BootClock::now();
-    ScriptReply r = run_script(node, name, timing, scripts::k_wait, contender.id(), args);
-    if (r.code == reply::again::code && round < 10'000) continue;
-    Attempt a = read_attempt(r, name, 0);
-    a.sent_at = sent_at;
-    a.far = a.outcome == Attempt::Outcome::queued && a.position > 1 && !contender.preempt;
-    return a;
-  }
+  return full_step(node, name, timing, contender, last);
 }
 
 void cancel(Node& node, const LockName& name, const Timing& timing, const std::string& token, bool timed_out) {

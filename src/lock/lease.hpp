@@ -86,10 +86,15 @@ struct Attempt {
   std::vector<std::string> watch;        // queued: the ids whose mailboxes to wait on
   std::string epoch;                     // queued: the epoch of this view (the next heartbeat's light step)
   bool far = false;                      // queued: behind others, with the far lease: the far heartbeat
+  std::string arrival;                   // queued, when this call made the place: its score (server us)
   bool contended = false;                // busy, Redlock: nobody has a majority (leftovers, a split)
   Holder superseded_by;                  // superseded: the newer request
   int64_t tick = 0;                      // done: the tick already run (--once-per), by holder.host,
   int64_t tick_at = 0;                   // at this server time (ms since the epoch)
+  // Given to wait_turn: the place, if it is gone, was lost by the server (a failover, a restart),
+  // not lapsed: the waiter joins again at `arrival` (which the caller keeps from the call that
+  // made the place), having waited this long by its own clock.
+  std::optional<util::Millis> rejoin_waited;
 };
 
 // Tries once to take the lock, atomically, recording holder info and the next fencing token;
@@ -107,7 +112,9 @@ Attempt try_acquire(Node& node, const LockName& name, const Timing& timing, cons
 // a BLPOP that timed out, the light heartbeat (beat.lua) sends that epoch, and while nothing
 // changed it only renews the place and `last` is returned again; else the full step follows.
 // A waiter that is no preemptor and stays behind others after the step is given the far lease
-// (Timing::far_lease) and returns `far`: its next heartbeat may be the far one.
+// (Timing::far_lease) and returns `far`: its next heartbeat may be the far one. A heartbeat of 0
+// takes the full step at once, without blocking (a waiter that moved to another master). With
+// last.rejoin_waited, a waiter whose place is gone joins again at last.arrival (wait.lua).
 Attempt wait_turn(Node& node, const LockName& name, const Timing& timing, const Contender& contender,
                   const Attempt& last, util::Millis heartbeat);
 

@@ -83,6 +83,7 @@ local EP_DROPPED      -- this call deleted :ep (bump) and has not written it sin
 local NO_SEM          -- :sem and :free are known missing (tidy_limit), and not written since
 local INFO_CLEAN      -- :info is missing, or has no field a grant would not overwrite
 local HISTORY_UNTIL   -- the history and the summary, where they exist, expire no earlier (or nil)
+local JOINED          -- the score of the place this call gave the caller in the queue (enqueue), or nil
 local history_known   -- records an hx read in :info (defined with the history's expiries below)
 
 -- The state of one call, set at its start: every script (and every function of the library)
@@ -115,6 +116,7 @@ local function begin(keys, argv)
   LOCK_READ, LOCK_VALUE = false, false
   VIEW, INFO_CLEAN, HISTORY_UNTIL = nil, false, nil
   EP_DROPPED, NO_SEM = false, false
+  JOINED = nil
 end
 
 -- The lock key's value (false: none), read once until the call writes the key (lock_written).
@@ -780,11 +782,15 @@ end
 
 -- A place in the queue: in arrival order, or with preempt at the front (behind earlier
 -- preemptors, whose scores are below 0). A superseding waiter replaces the older superseding ones.
-local function enqueue(id, d, preempt)
+-- at: the score of a waiter that joins again in its old order (see rejoin_at), else nil; it
+-- replaces only the superseding ones that arrived before it.
+local function enqueue(id, d, preempt, at)
   QUIET = false
   bump()
-  local score
-  if preempt then
+  local score = at
+  if score then
+    -- (In its place among the others, whose scores it does not repeat: one of its old master.)
+  elseif preempt then
     local last = redis.call('ZREVRANGEBYSCORE', K.q, '(0', '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
     score = tonumber(NOW_US) - 4e15
     if last[2] and tonumber(last[2]) >= score then score = tonumber(last[2]) + 1 end
@@ -794,18 +800,51 @@ local function enqueue(id, d, preempt)
     if last[2] and tonumber(last[2]) >= score then score = tonumber(last[2]) + 1 end
   end
   if string.find(d.o or '', 's', 1, true) then
-    for _, old in ipairs(redis.call('ZRANGE', K.sq, 0, BUDGET - 1)) do
+    for _, old in ipairs(redis.call('ZRANGEBYSCORE', K.sq, '-inf', at and '(' .. string.format('%.0f', at) or '+inf',
+                                    'LIMIT', 0, BUDGET)) do
       if not spend() then break end
       supersede(old, who(d))
     end
     redis.call('ZADD', K.sq, score, id)
   end
   redis.call('ZADD', K.q, score, id)
+  JOINED = score
+  if at then
+    -- Ahead of waiters already queued: the one now just behind it still watches the mailbox of
+    -- the one before it (or the holder's), whose push at the hand-off it may take instead of this
+    -- waiter (see advance). It is woken to step and watch this one (twice: the one behind it
+    -- watches its mailbox too).
+    local next_rank = redis.call('ZRANK', K.q, id) + 1
+    local behind = redis.call('ZRANGE', K.q, next_rank, next_rank)[1]
+    if behind then
+      PUSH[#PUSH + 1] = behind
+      PUSH[#PUSH + 1] = behind
+    end
+  end
   redis.call('ZADD', K.wl, NOW + LEASE, id)
   redis.call('HSET', K.w, id .. '.' .. WAITER.token, d.t, id .. '.' .. WAITER.mode, d.m,
                           id .. '.' .. WAITER.host, d.h, id .. '.' .. WAITER.pid, d.p, id .. '.' .. WAITER.user, d.u,
                           id .. '.' .. WAITER.cmd, d.c, id .. '.' .. WAITER.since, NOW,
                           id .. '.' .. WAITER.ttl, d.ttl, id .. '.' .. WAITER.options, d.o or '')
+end
+
+-- Where a waiter joins the queue again when its place is gone (a failover, or a restart, lost it)
+-- while it kept it alive: at the arrival it had (the queue's score, us, as its old place's
+-- waiting reply gave it; on the old master's clock), so that the waiters that move keep their
+-- order, and stay ahead of those that came after them. Bounded: never later than now (an arrival
+-- ahead of this server's clock would put it behind requests that came after it), and never
+-- earlier than the moment it started waiting by this server's clock, give or take a second: now
+-- less waited (ms, by the waiter's own clock since its request began) less 1s. So no waiter goes
+-- ahead of a request that reached the server more than a second before it started waiting. nil
+-- without an arrival (a waiter whose place may have lapsed for its own reasons joins at the end).
+local function rejoin_at(arrival, waited, preempt)
+  local at, w = tonumber(arrival or ''), tonumber(waited or '')
+  if not at or not w then return nil end
+  local now = tonumber(NOW_US) - (preempt and 4e15 or 0)
+  local earliest = now - (w + 1000) * 1000
+  if at > now then at = now end
+  if at < earliest then at = earliest end
+  return at
 end
 
 -- The first preemptor in the queue, or nil.
@@ -894,6 +933,7 @@ local function waiting(id)
   out[at.host], out[at.pid], out[at.cmd], out[at.held_since] = host, pid, cmd, since
   out[at.lingering], out[at.left] = lingering, left
   out[at.epoch] = view_epoch()
+  out[at.arrival] = JOINED and string.format('%.0f', JOINED) or ''
   for i, x in ipairs(watch) do out[at.watch + i - 1] = x end
   return out
 end
