@@ -54,6 +54,10 @@ public:
   // Sentinel: whether a majority of the sentinels still names the master (see redis::Client);
   // always true elsewhere.
   virtual bool confirm_master() = 0;
+  // Sentinel, for a waiter: asks the sentinels as confirm_master does, and moves to the master a
+  // majority names; true when that is another master than the one commands went to (the
+  // waiter's place is there, or must be made there). False elsewhere, with no I/O.
+  virtual bool follow_master() = 0;
   // Sentinel: after a grant, whether the server that granted it is still the master a majority
   // of the sentinels names, and says so itself (ROLE), in one round trip; Cluster: whether a
   // majority of the Cluster's masters name it as the owner of the lock's slot (see

@@ -30,6 +30,11 @@ public:
   }
   void cap_waits(std::optional<util::BootClock::time_point> cap) override { m_client->cap_waits(cap); }
   bool confirm_master() override { return m_client->confirm_master(); }
+  bool follow_master() override {
+    bool moved = false;
+    m_client->confirm_master(&moved);
+    return moved;
+  }
   bool confirm_grant(const LockName& name, const std::string& token, std::string& why) override {
     if (confirmed_where_it_lives(name, why)) return true;
     try {

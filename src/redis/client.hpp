@@ -54,8 +54,9 @@ public:
   // the configured sentinels names the same one; moves there if it changed (the old master may
   // stay writable for a while after a failover). False when no majority confirms a master: a
   // client and an old master cut off in a minority partition must not count their renewals.
-  // Always true for other URLs. run calls this before every renewal.
-  bool confirm_master();
+  // Always true for other URLs. run calls this before every renewal; a waiter, every few steps
+  // (`moved`: set when it moved to another master).
+  bool confirm_master(bool* moved = nullptr);
   // Sentinel: whether the server that commands go to now is the master a majority of the
   // sentinels names and says so itself (ROLE), asked of all of them at once (one round trip).
   // False (with `why`) when not confirmed; the caller then forgets the master (forget_master),
