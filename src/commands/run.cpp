@@ -558,6 +558,13 @@ void Supervisor::on_guard_event(const proc::GuardEvent& event) {
       if (!m_stopped_for) m_stopped_for = lock::HoldOutcome::guard_killed;
       give_terminal_back();
       log::error("the guard process that watched the command was killed; rlock killed the command");
+      if (m_guard->left_running()) {
+        log::error(
+            fmt::format("{}: processes of the command's tree were not gone by the kill deadline (SIGKILL did "
+                        "not end them: an uninterruptible sleep, or a tracer that holds them); rlock stopped "
+                        "waiting for them",
+                        m_name.key));
+      }
       break;
   }
 }

@@ -54,11 +54,17 @@ public:
   // Sentinel: whether a majority of the sentinels still names the master (see redis::Client);
   // always true elsewhere.
   virtual bool confirm_master() = 0;
+  // Sentinel, for a waiter: asks the sentinels as confirm_master does, and moves to the master a
+  // majority names; true when that is another master than the one commands went to (the
+  // waiter's place is there, or must be made there). False elsewhere, with no I/O.
+  virtual bool follow_master() = 0;
   // Sentinel: after a grant, whether the server that granted it is still the master a majority
-  // of the sentinels names, and says so itself (ROLE), in one round trip; if not (`why` says
-  // why), the grant is given back there and the next command asks the sentinels again. A stale
-  // master keeps granting from its queue until Sentinel demotes it. Always true elsewhere, with
-  // no I/O.
+  // of the sentinels names, and says so itself (ROLE), in one round trip; Cluster: whether a
+  // majority of the Cluster's masters name it as the owner of the lock's slot (see
+  // redis::Client::confirm_current_master). If not (`why` says why), the grant is given back
+  // there and the next command asks the sentinels again, or goes to the node the Cluster's
+  // majority names. A stale master keeps granting from its queue until it is demoted (Sentinel) or
+  // learns of its replica's promotion (Cluster). Always true elsewhere, with no I/O.
   virtual bool confirm_grant(const LockName& name, const std::string& token, std::string& why) = 0;
   // Cluster: learns the other nodes, to follow a failover. Nothing elsewhere.
   virtual void learn_nodes() = 0;
@@ -71,7 +77,8 @@ public:
                             bool fresh) = 0;
   virtual void cancel(const LockName& name, const std::string& token, bool timed_out) = 0;
   // Sentinel: the release goes to the master a majority of the sentinels names (with its ROLE),
-  // asking them first; a hold taken on a master they no longer name is not_held there.
+  // asking them first; a hold taken on a master they no longer name is not_held there. Cluster:
+  // likewise to the node a majority of the masters name as the owner of the lock's slot.
   virtual Released release(const LockName& name, const std::string& token, const Ending& ending) = 0;
   // Extends, recording what note says; nullopt when the lock is lost. A quorum throws Error 69 when
   // no majority answered within the validity of lease_ttl, and sets a master that lost the key

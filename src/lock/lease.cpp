@@ -103,6 +103,7 @@ Attempt read_waiting(const std::vector<Reply>& e, const LockName& name) {
   a.lingering = e[R::lingering].number() == 1;
   a.ttl_left = ttl_of(e[R::left]);
   a.epoch = e[R::epoch].text();
+  a.arrival = e[R::arrival].text();
   for (size_t i = R::watch; i < e.size(); ++i) a.watch.push_back(e[i].text());
   return a;
 }
@@ -284,20 +285,19 @@ Attempt try_acquire(Node& node, const LockName& name, const Timing& timing, cons
   std::vector<std::string> keys = name.script_keys(contender.id());
   std::vector<std::string> args = acquire_call(contender, queue, false, enclosing_tokens).args();
   // If the answer is lost to a timeout, the server may still run the acquire later (it was only
-  // slow): the release and the leave, sent right behind it on the same connection, then run right
-  // after it, instead of the lock (or a place in the queue) staying with a process that gave up.
-  // Made only when it is sent: each command carries a whole script (EVAL), tens of kilobytes
-  // that every acquire would otherwise copy (and start-up fault in).
+  // slow): the give-back and the leave, sent right behind it on the same connection (as the
+  // acquire went: FCALL, or EVALSHA), then run right after it, instead of the lock (or a place in
+  // the queue) staying with a process that gave up. The give-back of a hold never used is
+  // "returned" in the history; one the acquire did not take is a retry's, never "lost".
   redis::Undo undo = [&] {
-    const Timing quiet = timing.quiet();
-    // Moved in, not listed: an initializer list would copy each whole script once more.
-    std::vector<redis::Command> commands;
-    commands.reserve(2);
-    commands.push_back(redis::eval_command(scripts::k_release, keys,
-                                           quiet.script_args(release_call(contender.token, Ending{}).args()), true));
-    commands.push_back(redis::eval_command(
-        scripts::k_cancel, keys, quiet.script_args(call::cancel{.token = contender.token, .reason = ""}.args()), true));
-    return commands;
+    Ending never_used;
+    never_used.retry = true;
+    std::vector<redis::ScriptCall> calls;
+    calls.reserve(2);
+    calls.push_back({&scripts::k_release, keys, timing.script_args(release_call(contender.token, never_used).args())});
+    calls.push_back(
+        {&scripts::k_cancel, keys, timing.script_args(call::cancel{.token = contender.token, .reason = ""}.args())});
+    return calls;
   };
   // Dead waiters at the head are dropped a budget at a time: call again until there is an answer.
   for (int round = 0;; ++round) {
@@ -310,8 +310,36 @@ Attempt try_acquire(Node& node, const LockName& name, const Timing& timing, cons
   }
 }
 
+namespace {
+
+// The full wait step (wait.lua), called again while the budget runs out.
+Attempt full_step(Node& node, const LockName& name, const Timing& timing, const Contender& contender,
+                  const Attempt& last) {
+  // A waiter behind others after the step has the far lease, and its heartbeat may be the far
+  // one; a preemptor steps at every heartbeat (it keeps its request alive).
+  call::wait request =
+      wait_call(contender, contender.preempt ? std::string() : std::to_string(timing.far_lease().count()));
+  if (last.rejoin_waited && !last.arrival.empty()) {
+    request.arrival = last.arrival;
+    request.waited = std::to_string(last.rejoin_waited->count());
+  }
+  std::vector<std::string> args = request.args();
+  for (int round = 0;; ++round) {
+    auto sent_at = util::BootClock::now();
+    ScriptReply r = run_script(node, name, timing, scripts::k_wait, contender.id(), args);
+    if (answer<call::wait>(r) == call::wait::Answer::again && round < 10'000) continue;
+    Attempt a = read_attempt(r, name, 0);
+    a.sent_at = sent_at;
+    a.far = a.outcome == Attempt::Outcome::queued && a.position > 1 && !contender.preempt;
+    return a;
+  }
+}
+
+}  // namespace
+
 Attempt wait_turn(Node& node, const LockName& name, const Timing& timing, const Contender& contender,
                   const Attempt& last, util::Millis heartbeat, bool fresh) {
+  if (heartbeat.count() <= 0) return full_step(node, name, timing, contender, last);
   redis::Command blpop{"BLPOP", name.mailbox(contender.id())};
   for (const std::string& id : last.watch) {
     if (id != contender.id()) blpop.push_back(name.mailbox(id));
@@ -368,19 +396,7 @@ Attempt wait_turn(Node& node, const LockName& name, const Timing& timing, const 
   // The full step (claim a grant, or renew the place) is a request of its own, sent once awake:
   // were it queued behind the BLPOP, a waiter stopped meanwhile would claim a grant for its whole
   // TTL without knowing; this way its grant lapses after the claim window.
-  // A waiter behind others after the step has the far lease, and its heartbeat may be the far
-  // one; a preemptor steps at every heartbeat (it keeps its request alive).
-  std::vector<std::string> args =
-      wait_call(contender, contender.preempt ? std::string() : std::to_string(timing.far_lease().count())).args();
-  for (int round = 0;; ++round) {
-    auto sent_at = util::BootClock::now();
-    ScriptReply r = run_script(node, name, timing, scripts::k_wait, contender.id(), args);
-    if (answer<call::wait>(r) == call::wait::Answer::again && round < 10'000) continue;
-    Attempt a = read_attempt(r, name, 0);
-    a.sent_at = sent_at;
-    a.far = a.outcome == Attempt::Outcome::queued && a.position > 1 && !contender.preempt;
-    return a;
-  }
+  return full_step(node, name, timing, contender, last);
 }
 
 void cancel(Node& node, const LockName& name, const Timing& timing, const std::string& token, bool timed_out) {

@@ -80,12 +80,17 @@ struct Attempt {
   std::string epoch;                     // queued: the epoch of this view (the next heartbeat's light step)
   bool light = false;                    // queued: a light step kept the last full step's view (position, holder)
   bool far = false;                      // queued: behind others, with the far lease: the far heartbeat
+  std::string arrival;                   // queued, when this call made the place: its score (server us)
   bool contended = false;                // busy, Redlock: nobody has a majority (leftovers, a split)
   Holder superseded_by;                  // superseded: the newer request
   int64_t tick = 0;                      // done: the tick that ran (--once-per), by holder.host,
   int64_t tick_at = 0;                   // at this server time (ms since the epoch),
   int64_t own_tick = 0;                  // and this run's own tick (when it fired, by the server's clock)
   std::optional<int64_t> overrun;        // busy, --once-per: the holder's tick, an earlier one
+  // Given to wait_turn: the place, if it is gone, was lost by the server (a failover, a restart),
+  // not lapsed: the waiter joins again at `arrival` (which the caller keeps from the call that
+  // made the place), having waited this long by its own clock.
+  std::optional<util::Millis> rejoin_waited;
 };
 
 // Tries once to take the lock, atomically, recording holder info and the next fencing token;
@@ -107,7 +112,9 @@ Attempt try_acquire(Node& node, const LockName& name, const Timing& timing, cons
 // gone), and so does a --once-per run at the head; with fresh, every waiter does (to show a
 // position and holder that are current).
 // A waiter that is no preemptor and stays behind others after the step is given the far lease
-// (Timing::far_lease) and returns `far`: its next heartbeat may be the far one.
+// (Timing::far_lease) and returns `far`: its next heartbeat may be the far one. A heartbeat of 0
+// takes the full step at once, without blocking (a waiter that moved to another master). With
+// last.rejoin_waited, a waiter whose place is gone joins again at last.arrival (wait.lua).
 Attempt wait_turn(Node& node, const LockName& name, const Timing& timing, const Contender& contender,
                   const Attempt& last, util::Millis heartbeat, bool fresh = false);
 

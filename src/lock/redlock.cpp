@@ -40,6 +40,7 @@ public:
   void cap_waits(std::optional<util::BootClock::time_point> cap) override { m_nodes.cap_waits(cap); }
   // Each master counts for itself.
   bool confirm_master() override { return true; }
+  bool follow_master() override { return false; }
   bool confirm_grant(const LockName&, const std::string&, std::string&) override { return true; }
   void learn_nodes() override {}
 

@@ -79,19 +79,40 @@ Error cluster_member_error(const std::string& server) {
                   server));
 }
 
+namespace {
+
+constexpr std::string_view k_cached_cluster = "cluster";
+constexpr std::string_view k_cached_server = "server";
+
+}  // namespace
+
 std::string cached_policy(const ServerFacts& f) {
-  if (!eviction_risk(f)) return "";
-  return fmt::format("{} {}", *f.maxmemory, f.policy);
+  std::string_view kind = f.cluster ? k_cached_cluster : k_cached_server;
+  if (!eviction_risk(f)) return std::string(kind);
+  return fmt::format("{} {} {}", kind, *f.maxmemory, f.policy);
+}
+
+std::optional<bool> cached_cluster(const std::string& cached) {
+  std::string_view kind = std::string_view(cached).substr(0, cached.find(' '));
+  if (kind == k_cached_cluster) return true;
+  if (kind == k_cached_server) return false;
+  return std::nullopt;
 }
 
 void check_cached_policy(const std::string& cached, const std::string& server) {
-  size_t space = cached.find(' ');
+  std::string_view rest = cached;
+  if (cached_cluster(cached)) {
+    size_t kind_end = rest.find(' ');
+    if (kind_end == std::string_view::npos) return;
+    rest.remove_prefix(kind_end + 1);
+  }
+  size_t space = rest.find(' ');
   if (space == std::string::npos) return;
   ServerFacts f;
   long long n = 0;
-  if (!util::parse_int(std::string_view(cached).substr(0, space), 0, INT64_MAX, n)) return;
+  if (!util::parse_int(rest.substr(0, space), 0, INT64_MAX, n)) return;
   f.maxmemory = n;
-  f.policy = cached.substr(space + 1);
+  f.policy = std::string(rest.substr(space + 1));
   std::optional<std::string> risk = eviction_risk(f);
   if (!risk) return;
   log::warning(

@@ -49,11 +49,15 @@ std::optional<std::string> restart_text(const ServerFacts& facts, util::Millis h
 // The error for a Cluster node given as a Redlock member (exit 78).
 Error cluster_member_error(const std::string& server);
 
-// The eviction check's cache (LockName::policy_key): "" for a server that cannot evict locks, else
-// "MAXMEMORY POLICY"; kept an hour by the SET that remember_policy makes: the policy rarely changes,
-// and a stale answer only delays a warning, where a cron job run every few minutes would otherwise
-// pay an INFO and a SET a run.
+// The eviction check's cache (LockName::policy_key): what the server is ("cluster" for a Redis
+// Cluster node, else "server"), then, for a server that can evict locks, "MAXMEMORY POLICY"; kept
+// an hour by the SET that remember_policy makes: the policy rarely changes, and a stale answer
+// only delays a warning, where a cron job run every few minutes would otherwise pay an INFO and a
+// SET a run. (Earlier versions wrote the policy part alone, or "".)
 std::string cached_policy(const ServerFacts& facts);
+// Whether the cache says the server is a Cluster node; nullopt when it does not say (an earlier
+// version's).
+std::optional<bool> cached_cluster(const std::string& cached);
 inline constexpr int64_t k_policy_kept_ms = 3'600'000;
 inline redis::Command remember_policy(const std::string& key, const std::string& cached) {
   return {"SET", key, cached, "PX", std::to_string(k_policy_kept_ms)};

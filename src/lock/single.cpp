@@ -3,6 +3,7 @@
 
 #include "error.hpp"
 #include "exit_code.hpp"
+#include "lock/history.hpp"
 #include "lock/server.hpp"
 #include "log.hpp"
 
@@ -29,10 +30,19 @@ public:
   }
   void cap_waits(std::optional<util::BootClock::time_point> cap) override { m_client->cap_waits(cap); }
   bool confirm_master() override { return m_client->confirm_master(); }
+  bool follow_master() override {
+    bool moved = false;
+    m_client->confirm_master(&moved);
+    return moved;
+  }
   bool confirm_grant(const LockName& name, const std::string& token, std::string& why) override {
-    if (m_client->confirm_current_master(why)) return true;
+    if (confirmed_where_it_lives(name, why)) return true;
     try {
-      lock::release(m_node, name, timing(), token, Ending{});
+      // (A retry's: the server may have been demoted meanwhile and redirect the give-back to the
+      // one that took its place, where the lock is not this token's: not recorded as lost.)
+      Ending back;
+      back.retry = true;
+      lock::release(m_node, name, timing(), token, back);
     } catch (const Error& e) {
       log::verbose("could not give back the grant of {} ({}); it lapses with its lease", name.key, e.what());
     }
@@ -54,10 +64,10 @@ public:
   }
   Released release(const LockName& name, const std::string& token, const Ending& ending) override {
     std::string why;
-    if (!m_client->confirm_current_master(why)) {
-      // Released where the sentinels' majority says the lock lives: a hold on a master they no
-      // longer name is not known to have been ours alone.
-      log::verbose("{}: {}; asking the sentinels for the master to release {} on", display(), why, name.key);
+    if (!confirmed_where_it_lives(name, why)) {
+      // Released where the majority (of the sentinels, of a Cluster's masters) says the lock
+      // lives: a hold on a server they no longer name is not known to have been ours alone.
+      log::verbose("{}: {}; releasing {} where the majority says it lives", display(), why, name.key);
       m_client->forget_master();
     }
     return lock::release(m_node, name, timing(), token, ending) ? Released::released : Released::not_held;
@@ -102,7 +112,8 @@ public:
 
   void check_eviction_before(const LockName& name, bool strict) override {
     if (strict) {
-      check_eviction(m_client->call(info_memory()), m_client->url().display(), true);
+      // (INFO refused: exit 77, --strict needs it.)
+      if (auto facts = read_facts(true)) check_eviction(*facts, m_client->url().display(), true);
     } else {
       // What the policy was when last read, with the first command: no round trip, and a GET
       // instead of an INFO (which costs the server 5 to 40 us) on every run.
@@ -118,15 +129,13 @@ public:
       check_cached_policy(cached->str, m_client->url().display());
       return;
     }
-    // Nobody read it within the last minute: INFO, and what it said kept for the next minute.
+    // Nobody read it within the last minute: INFO (read already if a grant asked whether this is
+    // a Cluster node), and what it said kept for the next minute.
     try {
-      std::vector<redis::Reply> replies = m_client->pipeline({info_memory(), remember_policy(m_policy_key, "")});
-      const redis::Reply& info = replies.front();
-      check_eviction(info, m_client->url().display(), false);
-      if (info.type == redis::Reply::Type::string) {
-        std::string facts = cached_policy(parse_info(info.str));
-        if (!facts.empty()) m_client->call(remember_policy(m_policy_key, facts));
-      }
+      if (!m_facts) read_facts();
+      if (!m_facts) return;
+      check_eviction(*m_facts, m_client->url().display(), false);
+      m_client->call(remember_policy(m_policy_key, cached_policy(*m_facts)));
     } catch (const Error& e) {
       // An ACL without +info (NOPERM) or a server gone: the check is skipped, as it is done
       // only to warn; the lock's own commands report a server that is gone.
@@ -135,9 +144,56 @@ public:
   }
 
 private:
+  // Whether the server that granted (or holds) the lock is confirmed where the majority says the
+  // lock lives: the sentinels' master (Sentinel), the owner of its slot (Cluster).
+  bool confirmed_where_it_lives(const LockName& name, std::string& why) {
+    if (!m_client->confirm_current_master(why)) return false;
+    return !cluster() || m_client->confirm_slot_owner(name.lock_key(), hash_slot(name.lock_key()), why);
+  }
+
+  // Whether the server of a redis:// URL is a Cluster node: what the eviction check's cache, read
+  // with the first command, says; else (the first run on the lock in a minute, --strict, a
+  // cache of an earlier version) what INFO says, read once. No I/O for other URLs.
+  bool cluster() {
+    if (m_client->url().kind != redis::Url::Kind::direct) return false;
+    if (m_cluster) return *m_cluster;
+    const std::optional<redis::Reply>& cached = m_client->greeting_reply();
+    if (!m_policy_key.empty() && cached && cached->type == redis::Reply::Type::string) {
+      m_cluster = cached_cluster(cached->str);
+      if (m_cluster) return *m_cluster;
+    }
+    read_facts();
+    if (!m_cluster) m_cluster = false;
+    return *m_cluster;
+  }
+
+  // INFO's memory and server sections, in one round trip: the eviction policy, whether the server
+  // is a Cluster node (m_facts, m_cluster). An ACL without +info: nothing known, nothing checked
+  // (strict: the permission error).
+  std::optional<ServerFacts> read_facts(bool strict = false) {
+    try {
+      std::vector<redis::Reply> replies = m_client->pipeline({info_memory(), info_identity()});
+      if (replies.size() != 2 || replies[0].type != redis::Reply::Type::string ||
+          replies[1].type != redis::Reply::Type::string) {
+        return std::nullopt;
+      }
+      ServerFacts facts = parse_info(replies[0].str + replies[1].str);
+      m_facts = facts;
+      if (m_client->url().kind == redis::Url::Kind::direct) m_cluster = facts.cluster;
+      return facts;
+    } catch (const Error& e) {
+      if (strict || e.exit_code() != exit_code::k_permission) throw;
+      log::verbose("{}: INFO is refused ({}): the eviction policy, and whether it is a Cluster node, are not checked",
+                   m_client->url().display(), e.what());
+      return std::nullopt;
+    }
+  }
+
   std::unique_ptr<redis::Client> m_client;
   ClientNode m_node;
   std::string m_policy_key;
+  std::optional<bool> m_cluster;       // the server is a Cluster node (cluster())
+  std::optional<ServerFacts> m_facts;  // what INFO said, once read
 };
 
 }  // namespace

@@ -66,26 +66,73 @@ public:
 private:
   enum class Next { again, interrupted, fail };
 
-  // The first attempt, or the next wait step once queued. A grant the Sentinel master does not
-  // confirm is an error, waited out as after a failover.
+  // The first attempt, or the next wait step once queued (at once, without blocking, after a
+  // failure or a move). A grant the master does not confirm is an error, waited out as after a
+  // failover.
   void ask() {
     if (m_queued) {
       auto now = Clock::now();
       bool fresh = m_hooks.fresh_every.count() > 0 && now >= m_full_at + m_hooks.fresh_every;
-      m_a = m_backend.wait_turn(m_name, m_contender, m_a, next_beat(), fresh);
+      bool at_once = m_step_now;
+      m_step_now = false;
+      m_a = m_backend.wait_turn(m_name, m_contender, carried(), at_once ? Millis(0) : next_beat(), fresh);
       if (!m_a.light) m_full_at = now;
+      noted();
+      follow_master();
     } else {
       m_a = m_backend.try_acquire(m_name, m_contender, m_waiting, m_enclosing);
+      noted();
     }
     m_reached = true;
     std::string why;
     if (m_a.outcome == Attempt::Outcome::acquired && !m_backend.confirm_grant(m_name, m_contender.token, why)) {
-      // Granted by a master the sentinels no longer name (its queue outlived a failover): given
-      // back, and asked for again on the master they name, as after any failover.
-      m_queued = false;
+      // Granted by a master that the majority (of the sentinels, of a Cluster's masters) no
+      // longer names (its queue outlived a failover): given back, and asked for again where they
+      // name, as after any failover; a waiter joins the queue there again in its order, at once.
+      m_step_now = m_queued;
+      m_place_lost = true;
       throw Error(exit_code::k_unavailable,
                   fmt::format("{}: granted by a server that is not the confirmed master ({})", m_name.key, why));
     }
+  }
+
+  // After an answer: a place in the queue is noted (its arrival, the lease it has, since when).
+  void noted() {
+    if (m_a.outcome != Attempt::Outcome::queued) return;
+    if (!m_a.arrival.empty()) m_arrival = m_a.arrival;
+    m_renewed_at = m_a.sent_at;
+    m_place_lease = m_a.far ? m_backend.timing().far_lease() : m_backend.timing().lease;
+    m_place_lost = false;
+  }
+
+  // The last answer, for the next wait step, with the arrival to join the queue again at if the
+  // place is gone: only when the server lost it (a failover, a restart, a server error since
+  // the last step), not when it can have lapsed (a waiter stopped for longer than its lease joins
+  // again at the end, as documented).
+  Attempt carried() const {
+    Attempt last = m_a;
+    last.rejoin_waited.reset();
+    last.arrival = m_arrival;
+    bool alive = Clock::now() - m_renewed_at < m_place_lease - m_place_lease / 20;
+    if (!m_arrival.empty() && (alive || m_place_lost)) last.rejoin_waited = waited();
+    return last;
+  }
+
+  // Sentinel: a waiter asks the sentinels at once when it becomes the head of the queue, then at
+  // every step at the head (about every second), and every second step behind others (about
+  // every 5s); when a majority names another master, the next step is a full one there, at once
+  // (whatever the light step found on the old master): the waiter's place is there, or is made
+  // there in its old order.
+  void follow_master() {
+    if (m_a.outcome != Attempt::Outcome::queued) return;
+    bool head = m_a.position == 1;
+    bool due = head || ++m_steps_unchecked >= 2;
+    if (!due) return;
+    m_steps_unchecked = 0;
+    if (!m_backend.follow_master()) return;
+    log::verbose("{}: the master moved; stepping in its queue at once", m_name.key);
+    m_a = m_backend.wait_turn(m_name, m_contender, carried(), Millis(0), true);
+    noted();
   }
 
   // How long the next wait step may block: a heartbeat (the far one behind others, see
@@ -123,6 +170,12 @@ private:
       return Next::fail;
     }
     log::verbose("{}; retrying", e.what());
+    // A waiter's place may be lost with the server: the next step is a full one, at once (after
+    // the pause), and joins the queue again in its order.
+    if (m_queued) {
+      m_step_now = true;
+      m_place_lost = true;
+    }
     Millis sleep = m_backoff.next(std::nullopt);
     if (m_give_up) sleep = std::min(sleep, until(m_give_up));
     if (!m_hooks.pause(std::max(sleep, Millis(1)))) {
@@ -229,8 +282,16 @@ private:
   bool m_waiting;
   Millis m_heartbeat;
   Backoff m_backoff;
-  bool m_reached = false;  // the server has answered once: later failures are blips to wait out
-  bool m_queued = false;   // we have (or had) a place in the queue: leave it when giving up
+  bool m_reached = false;   // the server has answered once: later failures are blips to wait out
+  bool m_queued = false;    // we have (or had) a place in the queue: leave it when giving up
+  bool m_step_now = false;  // the next wait step is a full one, without blocking first
+  // The place in the queue: its arrival (the queue's score), when and for how long it was last
+  // renewed, and whether the server may have lost it since (see carried()).
+  std::string m_arrival;
+  Clock::time_point m_renewed_at;
+  Millis m_place_lease{0};
+  bool m_place_lost = false;
+  int m_steps_unchecked = 0;  // wait steps since the master was last asked for (follow_master)
   int m_position = 0;
   int m_contended_tries = 0;
   Clock::time_point m_full_at = Clock::now();  // when the last full step (or the first attempt) was sent

@@ -228,7 +228,11 @@ void Guard::kill_tree_here() {
       if (procs.valid()) signal_cgroup(rlock_kernel(), procs.get(), SIGKILL);
     }
   }
-  if (m_pid > 0 && proc_is_ours("/proc")) kill_descendants(rlock_kernel(), m_pid);
+  // Bounded: a process that does not die at once (an uninterruptible sleep) is looked at again at
+  // the next enforce, while rlock's loop goes on.
+  if (m_pid > 0 && proc_is_ours("/proc")) {
+    kill_descendants(rlock_kernel(), m_pid, (util::BootClock::now() + k_grace).time_since_epoch().count());
+  }
 }
 
 bool Guard::enforce() {
@@ -259,12 +263,13 @@ std::vector<GuardEvent> Guard::take_events() {
     if (n < 0) break;  // EAGAIN: nothing more now
     if (n == 0) {
       // The guard died without saying the tree was over: it was killed. The tree came to rlock
-      // (its subreaper): nobody may run on unsupervised.
+      // (its subreaper): nobody may run on unsupervised. It is killed and reaped until none of it
+      // is left, but not past the kill deadline (rlock renews nothing meanwhile): a process that
+      // does not die (an uninterruptible sleep) is left behind then, and said.
       kill_tree_here();
-      kill_descendants(raw_kernel(), ::getpid());
-      int status = 0;
-      while (::waitpid(-1, &status, 0) > 0) {
-      }
+      auto now = util::BootClock::now();
+      auto until = std::max(m_kill_at.value_or(now), now + k_grace);
+      m_left_running = !end_tree(raw_kernel(), ::getpid(), until.time_since_epoch().count());
       if (g_setup.cgroup[0]) remove_cgroup(AT_FDCWD, const_cast<const char*>(g_setup.cgroup));
       m_pid = -1;
       m_done = true;

@@ -97,6 +97,9 @@ public:
   void signal_tree(int sig);
   // Whether the tree is gone (tree_empty or guard_lost was reported).
   bool done() const { return m_done; }
+  // After guard_lost: whether processes of the tree were still alive at the kill deadline (they
+  // did not die of SIGKILL in time), when rlock stopped waiting for them.
+  bool left_running() const { return m_left_running; }
 
   // When rlock must check that the guard acted: a little after the kill deadline.
   std::optional<util::BootClock::time_point> check_at() const;
@@ -127,6 +130,7 @@ private:
   bool m_cgroup = false;
   bool m_stopping = false;
   bool m_killed_during_start = false;
+  bool m_left_running = false;
   std::optional<util::BootClock::time_point> m_kill_at;
   util::Fd m_requests;  // rlock's end: closing it (or dying) makes the guard kill the tree
   util::Fd m_reports;

@@ -19,12 +19,25 @@ RLOCK_GUARD_CODE long raw_kill(long pid, long sig) { return sys::call(SYS_kill, 
 RLOCK_GUARD_CODE long raw_reap() {
   int status = 0;
   long r = sys::call(SYS_wait4, -1, reinterpret_cast<long>(&status), WNOHANG, 0);
-  return r > 0 ? r : 0;
+  return r == -ECHILD || r > 0 ? r : 0;
 }
 
 RLOCK_GUARD_CODE long raw_pgid(long pid) { return sys::call(SYS_getpgid, pid); }
 
-const Kernel k_raw_kernel{"/proc", raw_kill, raw_reap, raw_pgid};
+RLOCK_GUARD_CODE long raw_now() {
+  struct {
+    long sec, nsec;
+  } t{0, 0};
+  sys::call(SYS_clock_gettime, CLOCK_BOOTTIME, reinterpret_cast<long>(&t));
+  return t.sec * 1'000'000'000 + t.nsec;
+}
+
+const Kernel k_raw_kernel{"/proc", raw_kill, raw_reap, raw_pgid, raw_now};
+
+// Whether until_ns is set and has passed.
+RLOCK_GUARD_CODE bool past(const Kernel& kernel, long until_ns) {
+  return until_ns > 0 && kernel.now && kernel.now() >= until_ns;
+}
 
 // Whether pid is in process group `signalled`, which was just signalled whole.
 RLOCK_GUARD_CODE bool got_it_already(const Kernel& kernel, long pid, pid_t signalled) {
@@ -175,7 +188,7 @@ RLOCK_GUARD_CODE long signal_pass(const Kernel& kernel, pid_t root, int sig, pid
   return sent;
 }
 
-RLOCK_GUARD_CODE long kill_descendants(const Kernel& kernel, pid_t root) {
+RLOCK_GUARD_CODE long kill_descendants(const Kernel& kernel, pid_t root, long until_ns) {
   long total = 0;
   for (long round = 0;; ++round) {
     long n = signal_pass(kernel, root, SIGKILL);
@@ -184,11 +197,24 @@ RLOCK_GUARD_CODE long kill_descendants(const Kernel& kernel, pid_t root) {
     // only what is still alive.
     while (kernel.reap() > 0) {
     }
-    if (n == 0) break;
+    if (n == 0 || past(kernel, until_ns)) break;
     // A process in uninterruptible sleep dies when it wakes: look again, without spinning.
     if (round >= 8) pause_briefly();
   }
   return total;
+}
+
+RLOCK_GUARD_CODE bool end_tree(const Kernel& kernel, pid_t root, long until_ns) {
+  for (long round = 0;; ++round) {
+    signal_pass(kernel, root, SIGKILL);
+    long r = 0;
+    while ((r = kernel.reap()) > 0) {
+    }
+    if (r == -ECHILD) return true;
+    if (past(kernel, until_ns)) return false;
+    // A child killed a moment ago may not have exited yet: look again, without spinning.
+    if (round >= 8) pause_briefly();
+  }
 }
 
 RLOCK_GUARD_CODE long signal_cgroup(const Kernel& kernel, int procs_fd, int sig, pid_t signalled) {

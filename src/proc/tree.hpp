@@ -24,7 +24,9 @@ struct Kernel {
   const char* proc = "/proc";        // where /proc is
   long (*kill)(long pid, long sig);  // kill(2): 0, or -errno
   long (*reap)();                    // reaps one exited child: its pid, 0 when none is ready
+                                     // (-ECHILD when the caller has no child left)
   long (*pgid)(long pid) = nullptr;  // getpgid(2): the process group, or -errno (none: unknown)
+  long (*now)() = nullptr;           // CLOCK_BOOTTIME in ns, for deadlines (none: no deadline)
 };
 
 // The guard's kernel: raw system calls on /proc.
@@ -40,8 +42,15 @@ long signal_pass(const Kernel& kernel, pid_t root, int sig, pid_t signalled = 0)
 
 // SIGKILL to every descendant of root, in passes until a pass finds none alive, reaping between
 // passes when root is the caller (a subreaper reaps the orphans it was given): no cap on the
-// size of the tree. Returns the number of processes killed.
-long kill_descendants(const Kernel& kernel, pid_t root);
+// size of the tree. With until_ns (CLOCK_BOOTTIME, kernel.now), no pass starts after it: a
+// process that does not die (an uninterruptible sleep) ends the passes there. Returns the number
+// of processes killed.
+long kill_descendants(const Kernel& kernel, pid_t root, long until_ns = 0);
+
+// For the caller (root) when its children are the tree's, given to it as their subreaper: SIGKILL
+// to every descendant and reaping of every child, until it has no child left or until_ns passes
+// (CLOCK_BOOTTIME, kernel.now). Whether no child is left.
+bool end_tree(const Kernel& kernel, pid_t root, long until_ns);
 
 // sig to every process listed in a cgroup.procs file (fd, read from its start), but to those in
 // process group `signalled` (when not 0), as signal_pass. Returns how many.

@@ -93,6 +93,15 @@ void Client::cap_waits(std::optional<Clock::time_point> cap) {
   for (auto& c : m_sentinels) configure(*c);
 }
 
+void Client::forget_master() {
+  if (m_url.kind == Url::Kind::sentinel) {
+    m_current = nullptr;
+  } else if (m_named_owner) {
+    m_current = &node(m_named_owner->first, m_named_owner->second);
+    m_named_owner.reset();
+  }
+}
+
 Connection& Client::node(const std::string& host, int port) {
   Endpoint e = m_url.endpoint;  // user, password, db, TLS
   e.kind = Endpoint::Kind::tcp;
@@ -136,7 +145,7 @@ bool Client::pause(util::Millis duration) {
   }
 }
 
-std::vector<Reply> Client::routed(const std::vector<Command>& commands, util::Millis budget, const Undo& undo) {
+std::vector<Reply> Client::routed(const std::vector<Command>& commands, util::Millis budget, const UndoCommands& undo) {
   bool re_resolved = false;
   int node_changes = 0;
   // TRYAGAIN retries for about --io-timeout, without counting as redirections.
@@ -235,7 +244,8 @@ std::vector<Reply> Client::routed(const std::vector<Command>& commands, util::Mi
               fmt::format("{}: more than {} Cluster redirections", m_url.display(), k_max_redirects));
 }
 
-std::vector<Reply> Client::pipeline(const std::vector<Command>& commands, const Undo& undo, util::Millis budget) {
+std::vector<Reply> Client::pipeline(const std::vector<Command>& commands, const UndoCommands& undo,
+                                    util::Millis budget) {
   return routed(commands, budget, undo);
 }
 
@@ -248,9 +258,12 @@ Reply Client::call_blocking(const Command& argv, util::Millis budget) {
 Reply Client::eval(const Script& script, const std::vector<std::string>& keys, const std::vector<std::string>& args,
                    const Undo& undo) {
   ScriptWay way = first_way(script, m_functions);
+  // Made and sent only if the answer is lost: the way of the exchange under way.
+  UndoCommands sent;
+  if (undo) sent = [&] { return undo_commands(undo(), way); };
   Reply reply;
   for (;;) {
-    std::vector<Reply> replies = routed(script_commands(script, way, keys, args), util::Millis(0), undo);
+    std::vector<Reply> replies = routed(script_commands(script, way, keys, args), util::Millis(0), sent);
     std::optional<ScriptWay> next = next_way(way, replies);
     if (!next) {
       reply = std::move(replies.back());

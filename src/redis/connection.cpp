@@ -137,7 +137,7 @@ std::string Connection::timeout_message() const {
   }
 }
 
-void Connection::start(const std::vector<Command>& commands, util::Millis budget, const Undo& undo) {
+void Connection::start(const std::vector<Command>& commands, util::Millis budget, const UndoCommands& undo) {
   if (!finished()) throw Error(exit_code::k_internal, "a Redis exchange was started before the last one ended");
   m_state = State::idle;
   m_error.reset();
@@ -463,7 +463,8 @@ std::vector<Reply> Connection::result() {
   return std::move(m_replies);
 }
 
-std::vector<Reply> Connection::pipeline(const std::vector<Command>& commands, const Undo& undo, util::Millis budget) {
+std::vector<Reply> Connection::pipeline(const std::vector<Command>& commands, const UndoCommands& undo,
+                                        util::Millis budget) {
   start(commands, budget, undo);
   while (!finished()) {
     pollfd fds[2] = {pending(), {m_interrupt_fd, POLLIN, 0}};
@@ -603,6 +604,18 @@ std::optional<ScriptWay> next_way(ScriptWay way, const std::vector<Reply>& repli
     case ScriptWay::eval: break;
   }
   return std::nullopt;
+}
+
+std::vector<Command> undo_commands(const std::vector<ScriptCall>& calls, ScriptWay way) {
+  // A `load` exchange loaded the library ahead of its FCALL.
+  ScriptWay same = way == ScriptWay::load ? ScriptWay::fcall : way;
+  std::vector<Command> out;
+  out.reserve(calls.size());
+  for (const ScriptCall& c : calls) {
+    ScriptWay w = same == ScriptWay::fcall ? first_way(*c.script, true) : same;
+    out.push_back(script_commands(*c.script, w, c.keys, c.args).front());
+  }
+  return out;
 }
 
 bool functions_wanted() {

@@ -28,8 +28,8 @@ namespace rlock::redis {
 using Clock = util::BootClock;
 using Command = std::vector<std::string>;
 // The commands to send after a request whose answer was lost (see Connection::pipeline), made
-// only when they are sent: they may carry whole scripts (EVAL).
-using Undo = std::function<std::vector<Command>()>;
+// only when they are sent.
+using UndoCommands = std::function<std::vector<Command>()>;
 
 struct Timeouts {
   util::Millis connect{1000};  // name lookup, TCP or unix connect and TLS handshake together
@@ -47,7 +47,7 @@ struct Script {
 };
 
 // The command that runs script with keys and args: EVALSHA, or with `source` EVAL (the fallback
-// after NOSCRIPT, and an undo sent blind).
+// after NOSCRIPT).
 Command eval_command(const Script& script, const std::vector<std::string>& keys, const std::vector<std::string>& args,
                      bool source);
 
@@ -65,6 +65,20 @@ std::vector<Command> script_commands(const Script& script, ScriptWay way, const 
 // After the replies of a way: the way to try next, or nullopt when the last reply is the
 // script's answer.
 std::optional<ScriptWay> next_way(ScriptWay way, const std::vector<Reply>& replies);
+
+// One call of a script, for an undo (see Client::eval).
+struct ScriptCall {
+  const Script* script;
+  std::vector<std::string> keys;
+  std::vector<std::string> args;
+};
+// The scripts to run after a script whose answer was lost, made only when they are sent.
+using Undo = std::function<std::vector<ScriptCall>()>;
+// The commands of an undo sent right behind a script run the way `way`: the same way, so that it
+// costs the server no more than any call (FCALL, or EVALSHA; the library or the script is there,
+// as the request ahead of it loaded it or found it), but for `eval` (the script was not cached:
+// the scripts' sources).
+std::vector<Command> undo_commands(const std::vector<ScriptCall>& calls, ScriptWay way);
 // Whether rlock runs its scripts as functions where the server has them: unless the
 // environment's RLOCK_FUNCTIONS is 0 (read once).
 bool functions_wanted();
@@ -101,7 +115,8 @@ public:
   // on the same socket before it is closed, best effort, so that the server runs it right after
   // the request if it ever runs that.
   // `budget`: more than the command timeout that the server may take (a blocking command).
-  std::vector<Reply> pipeline(const std::vector<Command>& commands, const Undo& undo = {}, util::Millis budget = {});
+  std::vector<Reply> pipeline(const std::vector<Command>& commands, const UndoCommands& undo = {},
+                              util::Millis budget = {});
   // Sends one command and returns its reply.
   Reply call(const Command& argv);
   // Like call, allowing the server `budget` more than the command timeout (a blocking command).
@@ -109,7 +124,7 @@ public:
 
   // The asynchronous form of pipeline: starts the exchange (connecting first when needed). An
   // `undo` must stay alive until the exchange ends (pipeline's does).
-  void start(const std::vector<Command>& commands, util::Millis budget = {}, const Undo& undo = {});
+  void start(const std::vector<Command>& commands, util::Millis budget = {}, const UndoCommands& undo = {});
   // What to poll while the exchange is under way (fd -1 once it is finished) and until when.
   pollfd pending() const;
   Clock::time_point deadline() const { return m_deadline; }
@@ -203,7 +218,7 @@ private:
   std::string m_wire;  // bytes still to send
   // Sent best effort if the exchange fails after its request left; the caller's (pipeline's
   // argument), alive until the exchange ends.
-  const Undo* m_undo = nullptr;
+  const UndoCommands* m_undo = nullptr;
   bool m_request_sent = false;
   std::vector<std::string> m_hello_names;  // AUTH/SELECT sent first: their replies come first
   size_t m_expected = 0;                   // replies to read in all, hello included

@@ -125,7 +125,7 @@ void Client::resolve_master() {
   throw Error(exit_code::k_unavailable, fmt::format("{}: no master found: {}", m_url.display(), last));
 }
 
-bool Client::confirm_master() {
+bool Client::confirm_master(bool* moved) {
   if (m_url.kind != Url::Kind::sentinel) return true;
   std::string why;
   auto address = master_by_majority(why);
@@ -139,6 +139,7 @@ bool Client::confirm_master() {
   Connection& master = node(address->first, address->second);
   log::verbose("a majority of the sentinels now names {} as master {}: following the failover",
                master.endpoint().display(), m_url.master);
+  if (moved && m_current) *moved = true;
   m_current = &master;
   return true;
 }

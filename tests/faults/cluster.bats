@@ -187,3 +187,78 @@ keeper_renewed_after_failover() {
   kill "$script_pid"
   wait_until -t 15 grep -q "released k" "$T/keeper.log" || fail "the keeper did not release k: $(cat "$T/keeper.log")"
 }
+
+# Whether N contenders wait in the queue of lock k on the node on PORT.
+queue_on_is() { [[ $(srv_cli "$1" zcard 'rlock:{k}:q' 2>/dev/null | tr -d '\r') == "$2" ]]; }
+
+# Whether the node on PORT names the node on OWNER as the owner of lock k's slot (MOVED there).
+names_owner() { [[ $(srv_cli "$1" exists 'rlock:{k}' 2>&1 | tr -d '\r') == *":$2" ]]; }
+
+# A waiter's wait step is left unread on a master that is stopped (the waiter, stopped a moment,
+# is woken by a push and sends the step once the master is stopped; a long --io-timeout keeps it
+# waiting). The master's replica is promoted (CLUSTER FAILOVER TAKEOVER), a new holder takes the
+# lock there, then the old master is continued: it reads the step before it hears of the
+# promotion, still owns the slot as it sees it, and grants the lock to the waiter (the first
+# holder's lease ran out there). That grant must not start the waiter's command: the other
+# masters name the promoted replica. The witness is independent: no two critical sections
+# overlap, and the waiter's runs after the new holder's.
+@test "a waiter granted the lock by a Cluster master whose replica was promoted does not run its command then" {
+  cluster_with_replicas
+  local ports=($CLUSTER_PORTS) pids=($CLUSTER_PIDS) master="" pid="" other="" replica="" i
+  master=$(cluster_port_of "$(lock_key k)") || fail "no node owns the slot of k"
+  for i in "${!ports[@]}"; do
+    [[ ${ports[$i]} == "$master" ]] && pid=${pids[$i]}
+  done
+  for i in "${ports[@]}"; do
+    [[ $i != "$master" ]] && other=$i && break
+  done
+  replica=$(replica_port_of "$master" "$other") || fail "no replica of $master"
+  for i in "${ports[@]}"; do
+    [[ $i != "$master" && $i != "$replica" ]] && other=$i && break
+  done
+  bg holder rlock run k -t 2s -u "redis://127.0.0.1:$master" -- "$CS" "$WLOG" holder "until:$T/holder-go"
+  wait_cs holder holder
+  bg waiter rlock run -v k -t 30s -w 90s --io-timeout 30s -u "redis://127.0.0.1:$master" -- "$CS" "$WLOG" waiter 1
+  wait_until -t 10 queue_on_is "$master" 1 || fail "the waiter did not queue: $(bg_err waiter)"
+  replicated "$master" k || fail "no replica of $master acknowledged the queue"
+  local id
+  id=$(srv_cli "$master" zrange 'rlock:{k}:q' 0 0 | tr -d '\r')
+  [[ -n $id ]] || fail "no waiter in the queue"
+
+  # The waiter's next step goes to the master once it is stopped.
+  kill -STOP "$waiter_pid"
+  srv_cli "$master" lpush "rlock:{k}:mb:$id" 1 >/dev/null
+  kill -STOP "$pid"
+  kill -CONT "$waiter_pid"
+  srv_cli "$replica" cluster failover takeover >/dev/null || {
+    kill -CONT "$pid"
+    fail "CLUSTER FAILOVER TAKEOVER failed on $replica"
+  }
+  wait_until -t 10 names_owner "$other" "$replica" || {
+    kill -CONT "$pid"
+    fail "the other masters do not name the promoted replica $replica"
+  }
+  # The first holder follows the slot (or loses its lock, 76); either way it ends.
+  touch "$T/holder-go"
+  bg_wait holder 30
+  [[ $BG_STATUS == 0 || $BG_STATUS == 76 ]] || fail "the first holder exited $BG_STATUS: $(bg_err holder)"
+  # The new holder takes the lock on the promoted replica, for long enough to meet a stale grant.
+  bg new rlock run k -t 2s -w 30s -u "redis://127.0.0.1:$other" -- "$CS" "$WLOG" new 6
+  wait_cs new new 20
+  kill -CONT "$pid"
+  local t0
+  t0=$(now_ms)
+  bg_wait new 30
+  [[ $BG_STATUS == 0 ]] || fail "the new holder exited $BG_STATUS: $(bg_err new)"
+  bg_wait waiter 60
+  echo "# the waiter exited $BG_STATUS, $(elapsed_ms "$t0")ms after the old master was continued" >&3
+  grep -i 'not the confirmed master' "$T/waiter.err" | head -n 2 | sed 's/^/# /' >&3 || true
+  assert_no_overlap
+  # The waiter's command runs only where the Cluster's majority says the slot lives: after the
+  # new holder's.
+  if cs_started waiter; then
+    [[ $BG_STATUS == 0 || $BG_STATUS == 76 ]] || fail "the waiter exited $BG_STATUS: $(bg_err waiter)"
+  else
+    [[ $BG_STATUS != 0 ]] || fail "the waiter exited 0 without running its command: $(bg_err waiter)"
+  fi
+}

@@ -173,6 +173,74 @@ queue_on_is() { [[ $(srv_cli "$1" zcard 'rlock:{k}:q' 2>/dev/null | tr -d '\r') 
   grep -qi 'lost' <<<"$(bg_err holder)" || fail "rlock did not say the lock was lost: $(bg_err holder)"
 }
 
+# --- waiters that follow a failover ------------------------------------------------------------
+
+# cs_start_ns LABEL / cs_end_ns LABEL: when the critical section LABEL started / ended (ns, the
+# witness's clock).
+cs_start_ns() { awk -v l="$1" '$1 == "start" && $4 == l { print $2; exit }' "$WLOG"; }
+cs_end_ns() {
+  local pid
+  pid=$(awk -v l="$1" '$1 == "start" && $4 == l { print $3; exit }' "$WLOG")
+  awk -v p="$pid" '$1 == "end" && $3 == p { print $2; exit }' "$WLOG"
+}
+# The labels of the critical sections, in the order they started.
+cs_order() { awk '$1 == "start" { printf "%s ", $4 }' "$WLOG"; }
+
+# After a failover while the old master still answers as master (here Sentinel cannot convert it:
+# its ACL refuses SLAVEOF and REPLICAOF, as a master cut off from the sentinels but not from its
+# clients would stay), the holder follows the failover and releases on the new master. The
+# waiters blocked on the old master ask the sentinels every few steps (at every step at the head)
+# and move to the new master, joining its queue again in their order: here the failover lost the
+# queue (deleted on the new master), and a fresh client has queued there since. The head starts
+# within a second of the release, the waiters in their order, the fresh client after them, each
+# within a second of the release before it.
+@test "waiters blocked on an old master that still answers follow the failover, in their order" {
+  repl_start
+  sentinels_start 3
+  wait_until -t 10 sentinels_know_each_other || fail "the sentinels did not find each other"
+  unset RLOCK_URL
+  bg holder rlock run -v k -t 3s -u "$SENTINEL_URL" -- "$CS" "$WLOG" holder "until:$T/holder-go"
+  wait_cs holder holder
+  local w
+  for w in 1 2 3; do
+    bg "w$w" rlock run -v k -t 3s -w 90s -u "$SENTINEL_URL" -- "$CS" "$WLOG" "w$w" 0.2
+    wait_until -t 10 queue_on_is "$MASTER_PORT" "$w" || fail "w$w did not queue: $(bg_err "w$w")"
+  done
+  wait_until -t 10 queue_on_is "$REPLICA_PORT" 3 || fail "the replica did not get the queue"
+
+  srv_cli "$MASTER_PORT" acl setuser default -slaveof -replicaof >/dev/null
+  scli "${SENTINEL_PORTS%% *}" sentinel failover mymaster >/dev/null || fail "SENTINEL FAILOVER failed"
+  wait_until -t 30 sentinels_agree_on "$REPLICA_PORT" || fail "the sentinels did not fail over to the replica"
+  wait_until -t 10 role_is "$REPLICA_PORT" master || fail "the replica was not promoted"
+  # The failover lost the queue; a fresh client queues on the new master.
+  srv_cli "$REPLICA_PORT" del 'rlock:{k}:q' 'rlock:{k}:wl' 'rlock:{k}:w' >/dev/null
+  bg fresh rlock run -v k -t 3s -w 90s -u "$SENTINEL_URL" -- "$CS" "$WLOG" fresh 0.2
+  wait_until -t 10 grep -q 'waiting for k' "$T/fresh.err" || fail "the fresh client did not queue: $(bg_err fresh)"
+  role_is "$MASTER_PORT" master || fail "the old master was converted: nothing to test"
+  # The holder follows the failover at its next renewal; the waiters within two far heartbeats
+  # (5s) behind others, while the holder's lease on the old master (3s, no longer renewed there)
+  # may also run out and grant the lock there to w1, which it gives back.
+  wait_until -t 10 grep -q 'following the failover' "$T/holder.err" || fail "the holder did not follow the failover: $(bg_err holder)"
+  wait_until -t 15 queue_on_is "$REPLICA_PORT" 4 ||
+    fail "the waiters are not all in the new master's queue: $(bg_err w1; bg_err w2; bg_err w3)"
+  touch "$T/holder-go"
+  for w in holder w1 w2 w3 fresh; do
+    bg_wait "$w" 60
+    [[ $BG_STATUS == 0 ]] || fail "$w exited $BG_STATUS: $(bg_err "$w")"
+  done
+  assert_no_overlap
+  assert_equal "$(cs_order)" "holder w1 w2 w3 fresh "
+  # Each starts within a second of the release before it (a waiter that moved is woken at its
+  # grant, not at the end of the claim window).
+  local gap prev=holder
+  for w in w1 w2 w3 fresh; do
+    gap=$((($(cs_start_ns "$w") - $(cs_end_ns "$prev")) / 1000000))
+    echo "# $w started ${gap}ms after $prev's release" >&3
+    ((gap < 1000)) || fail "$w started ${gap}ms after $prev's release"
+    prev=$w
+  done
+}
+
 # --- sentinels with a password --------------------------------------------------------------------
 
 # sentinels_start_auth PASSWORD: like sentinels_start 3, but the sentinels require PASSWORD

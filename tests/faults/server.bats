@@ -256,7 +256,8 @@ info_calls() {
   assert_success
   warnings_about maxmemory-policy >/dev/null || fail "acquire: no warning from the kept policy: '$stderr'"
   assert_equal "$(info_calls)" 0
-  # Kept for an hour: once it is gone, the next run reads INFO again.
+  # Kept for an hour: once it is gone, the next run reads INFO again (memory, and server: whether
+  # it is a Cluster node).
   local ttl
   ttl=$(rcli pttl "$(lock_key k):policy")
   ((ttl > 3000000 && ttl <= 3600000)) || fail "the kept policy's PTTL is $ttl"
@@ -266,13 +267,14 @@ info_calls() {
   run --separate-stderr rlock run k -- true
   assert_success
   warnings_about maxmemory-policy >/dev/null || fail "no warning after the kept policy lapsed: '$stderr'"
-  assert_equal "$(info_calls)" 1
+  assert_equal "$(info_calls)" 2
+  assert_equal "$(rcli get "$(lock_key k):policy")" "server 104857600 volatile-lru"
 }
 
 @test "with noeviction, a run sends no INFO once the policy is kept" {
   redis_start --maxmemory 100mb --maxmemory-policy noeviction
   rlock run k -- true
-  assert_equal "$(rcli get "$(lock_key k):policy")" ""
+  assert_equal "$(rcli get "$(lock_key k):policy")" server
   rcli config resetstat >/dev/null
   run --separate-stderr rlock run k -- true
   assert_success

@@ -2,7 +2,8 @@
 # The child's process tree: a loss found at release is reported; background jobs the command
 # leaves behind (in its process group, or daemonised with setsid) keep the lock until they end,
 # or are ended with --leftovers kill; when rlock itself is killed (SIGKILL), its whole tree goes
-# with it, even a child that cleared its parent-death signal by executing a set-group-ID binary.
+# with it, even a child that cleared its parent-death signal by executing a set-group-ID binary;
+# when its guard is killed, rlock waits for the tree no longer than the kill deadline.
 # No cgroup is left behind: a killed nested run's, the command's own, a killed guard's.
 #
 # Critical sections run the witness (helpers/cs), which records any overlap.
@@ -285,4 +286,31 @@ contend_while_job_runs() {
   [[ $egid == "$(getent group nogroup | cut -d: -f3)" ]] || skip "the set-group-ID bit had no effect here (nosuid mount?)"
   kill -KILL "$holder_pid"
   wait_until -t 1.5 pid_gone "$child" || fail "the set-group-ID child $child outlived rlock by 1.5s"
+}
+
+# When the guard is killed, the tree comes to rlock, which kills it and waits for it, renewing
+# nothing meanwhile: that wait ends at the kill deadline even if a process of the tree cannot be
+# reaped (here one held by a tracer that never waits for it; as one in an uninterruptible sleep
+# would be). rlock says so, and exits 71 within its lease, not when the process is gone.
+@test "the guard killed, a process of the tree that cannot be reaped keeps rlock no longer than its lease: 71" {
+  bg holder rlock run k -t 4s -- sh -c 'sleep 120 & echo $! >"$0"; exec sleep 120' "$T/leftover"
+  wait_until test -s "$T/leftover" || fail "the command did not start: $(bg_err holder)"
+  local leftover guard
+  leftover=$(cat "$T/leftover")
+  bg tracer "$FAULTS_PYTHON" "$FAULTS_HELPERS/ptrace-hold" "$leftover"
+  wait_until grep -q seized "$T/tracer.out" || skip "cannot trace a process here: $(bg_err tracer)"
+  guard=$(pgrep -P "$holder_pid" -x 'rlock guard') || fail "no guard: $(bg_err holder)"
+  local t0
+  t0=$(now_ms)
+  kill -KILL "$guard"
+  bg_wait holder 15
+  local took
+  took=$(elapsed_ms "$t0")
+  echo "# rlock exited ${took}ms after its guard was killed" >&3
+  assert_equal "$BG_STATUS" 71
+  bg_done tracer && fail "the tracer ended first: $(bg_err tracer)"
+  ((took < 8000)) || fail "rlock waited ${took}ms for the tree, more than its lease (4s) and a margin"
+  [[ $(bg_err holder) == *"guard process that watched the command was killed"* &&
+    $(bg_err holder) == *"were not gone by the kill deadline"* ]] ||
+    fail "rlock did not say a process of the tree was left: $(bg_err holder)"
 }

@@ -68,6 +68,78 @@ TEST_F(AcquireTest, AnAttemptRepeatedWithTheSameTokenIsOurs) {
   EXPECT_EQ(again.fence, first.fence);
 }
 
+// The server's calls of a command so far (INFO commandstats), e.g. "eval".
+int64_t calls_of(redis::Client& client, const std::string& command) {
+  std::string stats = client.call({"INFO", "commandstats"}).str;
+  std::string line = "cmdstat_" + command + ":calls=";
+  size_t at = stats.find(line);
+  return at == std::string::npos ? 0 : std::stoll(stats.substr(at + line.size()));
+}
+
+// An attempt whose answer is lost: the server is held up (a script that runs for `busy`, from
+// another client) while the attempt's client, whose requests time out after 100ms, sends it and
+// gives up. The server runs it afterwards, then the undo that was sent behind it.
+Attempt lost_attempt(lock::Node& slow, const LockName& name, const Timing& timing, const Contender& c,
+                     Millis busy = 600ms) {
+  std::thread blocker([busy] {
+    redis::Client client(redis::parse_url(shared_server().url()), redis::Timeouts{}, redis::TlsOptions{});
+    client.call({"EVAL",
+                 "local t = redis.call('TIME') local from = t[1] * 1000 + t[2] / 1000 repeat t = redis.call('TIME') "
+                 "until t[1] * 1000 + t[2] / 1000 - from >= tonumber(ARGV[1]) return 1",
+                 "0", std::to_string(busy.count())});
+  });
+  std::this_thread::sleep_for(100ms);  // the script runs
+  Attempt a;
+  EXPECT_THROW(a = lock::try_acquire(slow, name, timing, c, true, {}), Error);
+  blocker.join();
+  return a;
+}
+
+// The undo after an attempt whose answer was lost runs the scripts as every other call does (by
+// FCALL, or EVALSHA on Redis 6 or with RLOCK_FUNCTIONS=0), not by EVAL of their sources, which
+// would cost the server a parse of tens of kilobytes. The hold the lost attempt took is given
+// back, and the history says "returned", as for any hold given back unused.
+TEST_F(AcquireTest, AHoldWhoseAnswerWasLostIsGivenBackByTheUndoAsReturned) {
+  redis::Client slow_client(redis::parse_url(shared_server().url()), redis::Timeouts{1000ms, 100ms},
+                            redis::TlsOptions{});
+  lock::ClientNode slow(slow_client);
+  // The scripts are known to the server (the library, or the script cache), as on any server
+  // rlock has run on.
+  Contender first = contender("100");
+  ASSERT_EQ(acquire(first).outcome, Outcome::acquired);
+  ASSERT_TRUE(release(first));
+  lock::cancel(node, name, timing, first.token, false);
+  ASSERT_EQ(lock::try_acquire(slow, name, timing, contender("99"), false, {}).outcome, Outcome::acquired);
+  call({"DEL", name.lock_key(), name.key_of(lock::Part::info), name.log_key()});
+  int64_t evals = calls_of(slow_client, "eval");
+
+  Contender a = contender("101");
+  lost_attempt(slow, name, timing, a);
+  ASSERT_TRUE(eventually([&] { return !state().held; }, 2s)) << "the undo gave the hold back";
+  EXPECT_EQ(calls_of(slow_client, "eval"), evals + 1) << "the script that held the server up, and no other EVAL";
+  std::vector<lock::Event> events = backend()->read_log(name, 100, "");
+  std::vector<std::string> kinds;
+  for (const auto& e : events) kinds.push_back(e.kind);
+  EXPECT_EQ(kinds, (std::vector<std::string>{"acquired", "returned"}));
+  if (events.size() == 2) {
+    EXPECT_EQ(events[1].holder.pid, "101");
+  }
+}
+
+// The same for a place in the queue: the undo's leave takes it out, and nothing says "lost".
+TEST_F(AcquireTest, APlaceWhoseAnswerWasLostIsLeftByTheUndo) {
+  redis::Client slow_client(redis::parse_url(shared_server().url()), redis::Timeouts{1000ms, 100ms},
+                            redis::TlsOptions{});
+  lock::ClientNode slow(slow_client);
+  Contender holder = contender("100");
+  ASSERT_EQ(acquire(holder).outcome, Outcome::acquired);
+  Contender w = contender("101");
+  lost_attempt(slow, name, timing, w);
+  ASSERT_TRUE(eventually([&] { return state().queue_length == 0; }, 2s)) << "the undo left the queue";
+  EXPECT_TRUE(state().held);
+  for (const auto& e : backend()->read_log(name, 100, "")) EXPECT_NE(e.kind, "lost");
+}
+
 TEST_F(AcquireTest, EnclosingHoldReentersTheLock) {
   Contender outer = contender("101");
   Attempt held = acquire(outer);

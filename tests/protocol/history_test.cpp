@@ -51,6 +51,30 @@ TEST_F(HistoryTest, AHoldAndAHandOffAreRecordedWithFenceWaitAndExitStatus) {
   EXPECT_EQ(kinds(b->read_log(name, 1, events[1].stream_id)), std::vector<std::string>{"released"});
 }
 
+// Every busy event names the holder the contender met: a -n attempt's, and a --wait that ran out
+// (its waiter leaves the queue) alike.
+TEST_F(HistoryTest, EveryBusyEventNamesTheHolder) {
+  auto b = backend();
+  Contender a = contender("100");
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  ASSERT_EQ(acquire(contender("101"), false).outcome, Outcome::busy);
+  Contender w = contender("102");
+  ASSERT_EQ(acquire(w).outcome, Outcome::queued);
+  lock::cancel(node, name, timing, w.token, true);  // its --wait ran out
+
+  std::vector<lock::Event> events = b->read_log(name, 100, "");
+  ASSERT_EQ(kinds(events), (std::vector<std::string>{"acquired", "busy", "busy"}));
+  for (size_t i : {size_t{1}, size_t{2}}) {
+    EXPECT_EQ(events[i].held_by.pid, "100") << "busy event " << i;
+    EXPECT_EQ(events[i].held_by.host, "host") << "busy event " << i;
+    EXPECT_EQ(events[i].held_by.cmd, "cmd 100") << "busy event " << i;
+    EXPECT_FALSE(events[i].lingering) << "busy event " << i;
+  }
+  EXPECT_EQ(events[1].holder.pid, "101");
+  EXPECT_EQ(events[2].holder.pid, "102");
+  EXPECT_TRUE(events[2].waited_ms.has_value()) << "the wait that ran out says how long it was";
+}
+
 TEST_F(HistoryTest, ExpiredLostSupersededAndForcedReleasesAreRecorded) {
   auto b = backend();
   Contender a = contender("100", Mode::exclusive, 1, 100ms);

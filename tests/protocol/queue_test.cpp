@@ -503,5 +503,111 @@ TEST_F(QueueTest, AWaiterWhoseQueueWasLostJoinsItAgain) {
   EXPECT_EQ(s.holders.at(0).holder.pid, "100") << "the holder is unaffected";
 }
 
+// What a waiter that moved to another master (or whose place a restart lost) sends: its arrival,
+// and how long it has waited by its own clock.
+Attempt rejoining(Attempt last, const std::string& arrival, Millis waited) {
+  last.arrival = arrival;
+  last.rejoin_waited = waited;
+  return last;
+}
+
+int64_t server_us(redis::Reply t) {
+  return std::stoll(t.elements.at(0).str) * 1'000'000 + std::stoll(t.elements.at(1).str);
+}
+
+// The waiting reply says where the call placed the caller (the queue's score) when it gave it its
+// place, and nothing when it only renewed it.
+TEST_F(QueueTest, TheWaitingReplyGivesTheArrivalOfAPlaceWhenItIsMade) {
+  Contender a = contender("100");
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  Contender b = contender("101");
+  int64_t before = server_us(call({"TIME"}));
+  Attempt ab = acquire(b);
+  ASSERT_EQ(ab.outcome, Outcome::queued);
+  ASSERT_FALSE(ab.arrival.empty());
+  EXPECT_EQ(ab.arrival, call({"ZSCORE", name.key_of(lock::Part::queue), b.id()}).str);
+  EXPECT_GE(std::stoll(ab.arrival), before);
+  EXPECT_LE(std::stoll(ab.arrival), server_us(call({"TIME"})));
+  Attempt next = lock::wait_turn(node, name, timing, b, ab, 0ms);
+  ASSERT_EQ(next.outcome, Outcome::queued);
+  EXPECT_EQ(next.arrival, "") << "a place renewed, not made";
+}
+
+// Waiters whose places a failover lost join the new master's queue again in their old order,
+// ahead of a request that reached it since, whichever of them steps first there; one that carries
+// no arrival (its place may have lapsed for its own reasons) joins at the end.
+TEST_F(QueueTest, WaitersWhosePlacesWereLostJoinAgainInTheirOrder) {
+  Contender a = contender("100");
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  Contender w1 = contender("101"), w2 = contender("102"), w3 = contender("103"), late = contender("104");
+  Attempt a1 = acquire(w1), a2 = acquire(w2), a3 = acquire(w3);
+  ASSERT_EQ(a3.position, 3);
+  // A failover to a replica that had not seen the queue: it is gone.
+  call({"DEL", name.key_of(lock::Part::queue), name.key_of(lock::Part::waiters), name.key_of(lock::Part::leases)});
+  ASSERT_EQ(acquire(late).outcome, Outcome::queued) << "a request that reached the new master since";
+  Attempt b3 = lock::wait_turn(node, name, timing, w3, rejoining(a3, a3.arrival, 100ms), 0ms);
+  Attempt b2 = lock::wait_turn(node, name, timing, w2, rejoining(a2, a2.arrival, 100ms), 0ms);
+  Attempt b1 = lock::wait_turn(node, name, timing, w1, a1, 0ms);  // no arrival: at the end
+  ASSERT_EQ(b3.outcome, Outcome::queued);
+  EXPECT_EQ(b3.arrival, a3.arrival) << "its old arrival";
+  std::vector<std::string> order;
+  for (const auto& w : state().waiters) order.push_back(w.holder.pid);
+  EXPECT_EQ(order, (std::vector<std::string>{"102", "103", "104", "101"}));
+  EXPECT_EQ(b1.position, 4);
+  // Served in that order.
+  ASSERT_TRUE(release(a));
+  EXPECT_EQ(step(w2, b2).outcome, Outcome::acquired);
+}
+
+// A waiter that joins again ahead of one already queued wakes that one (twice: the one behind it
+// may take a push): it still watches the mailbox of the one before it, whose push at the hand-off
+// it would otherwise take, and the grant to the waiter that joined again would wake nobody.
+TEST_F(QueueTest, AWaiterThatJoinsAgainAheadOfAnotherWakesIt) {
+  Contender a = contender("100");
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  Contender w1 = contender("101"), w2 = contender("102");
+  Attempt a1 = acquire(w1);
+  ASSERT_EQ(a1.outcome, Outcome::queued);
+  call({"DEL", name.key_of(lock::Part::queue), name.key_of(lock::Part::waiters), name.key_of(lock::Part::leases)});
+  Attempt a2 = acquire(w2);
+  ASSERT_EQ(a2.outcome, Outcome::queued);
+  call({"DEL", name.mailbox(w2.id())});
+  Attempt b1 = lock::wait_turn(node, name, timing, w1, rejoining(a1, a1.arrival, 100ms), 0ms);
+  ASSERT_EQ(b1.position, 1);
+  EXPECT_EQ(call({"LLEN", name.mailbox(w2.id())}).integer, 1) << "the one behind it is woken";
+  Attempt s2 = step(w2, a2);
+  ASSERT_EQ(s2.position, 2);
+  EXPECT_EQ(s2.watch, std::vector<std::string>{w1.id()}) << "and then watches it";
+  // At the end, it wakes nobody.
+  call({"DEL", name.mailbox(w2.id())});
+  Contender w3 = contender("103");
+  Attempt a3 = acquire(w3);
+  call({"ZREM", name.key_of(lock::Part::queue), w3.id()});
+  lock::wait_turn(node, name, timing, w3, rejoining(a3, a3.arrival, 100ms), 0ms);
+  EXPECT_EQ(call({"LLEN", name.mailbox(w2.id())}).integer, 0);
+}
+
+// A carried arrival is bounded: never later than the server's now, never earlier than the moment
+// the waiter started waiting by the server's clock (now less what it has waited, less 1s).
+TEST_F(QueueTest, ACarriedArrivalIsNeverAheadOfTheWaitersStartNorLaterThanNow) {
+  Contender a = contender("100");
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  Contender early = contender("101"), future = contender("102");
+  Attempt last;
+  last.outcome = Outcome::queued;
+  int64_t before = server_us(call({"TIME"}));
+  Attempt e = lock::wait_turn(node, name, timing, early, rejoining(last, "1000", 2000ms), 0ms);
+  int64_t after = server_us(call({"TIME"}));
+  ASSERT_EQ(e.outcome, Outcome::queued);
+  int64_t at = std::stoll(e.arrival);
+  EXPECT_GE(at, before - 3'000'000) << "not before it started waiting (2s) less 1s";
+  EXPECT_LE(at, after - 3'000'000);
+  Attempt f =
+      lock::wait_turn(node, name, timing, future, rejoining(last, std::to_string(after + 60'000'000), 0ms), 0ms);
+  ASSERT_EQ(f.outcome, Outcome::queued);
+  EXPECT_LE(std::stoll(f.arrival), server_us(call({"TIME"}))) << "not later than now";
+  EXPECT_EQ(f.position, 2);
+}
+
 }  // namespace
 }  // namespace rlock::test

@@ -23,6 +23,7 @@ public:
   std::deque<std::function<std::optional<rlock::lock::Extension>()>> extend_answers;
   bool master_confirmed = true;
   std::deque<bool> grants_confirmed;  // confirm_grant's answers, in order; none left: confirmed
+  std::deque<bool> masters_moved;     // follow_master's answers, in order; none left: not moved
   std::function<void()> on_confirm_replicas;
 
   // What was asked.
@@ -30,11 +31,13 @@ public:
     std::vector<std::string> watch;
     rlock::util::Millis heartbeat;
     bool fresh = false;
+    std::string arrival;  // the arrival it would join again at, when it carries one
   };
   std::vector<bool> acquire_calls;  // the `queue` flag of each
   std::vector<WaitCall> wait_calls;
   std::vector<bool> cancel_calls;  // timed_out of each
   int confirm_grant_calls = 0;
+  int follow_calls = 0;
   int release_calls = 0;
   int learn_calls = 0;
   std::vector<std::optional<rlock::util::BootClock::time_point>> caps;
@@ -53,6 +56,13 @@ public:
   void set_interrupt(int, std::function<bool()>) override {}
   void cap_waits(std::optional<rlock::util::BootClock::time_point> cap) override { caps.push_back(cap); }
   bool confirm_master() override { return master_confirmed; }
+  bool follow_master() override {
+    ++follow_calls;
+    if (masters_moved.empty()) return false;
+    bool moved = masters_moved.front();
+    masters_moved.pop_front();
+    return moved;
+  }
   bool confirm_grant(const rlock::lock::LockName&, const std::string&, std::string& why) override {
     ++confirm_grant_calls;
     if (grants_confirmed.empty()) return true;
@@ -70,7 +80,7 @@ public:
   }
   Attempt wait_turn(const rlock::lock::LockName&, const rlock::lock::Contender&, const Attempt& last,
                     rlock::util::Millis heartbeat, bool fresh) override {
-    wait_calls.push_back({last.watch, heartbeat, fresh});
+    wait_calls.push_back({last.watch, heartbeat, fresh, last.rejoin_waited ? last.arrival : std::string()});
     return next(wait_answers);
   }
   void cancel(const rlock::lock::LockName&, const std::string&, bool timed_out) override {

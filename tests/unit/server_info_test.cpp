@@ -32,3 +32,21 @@ TEST(ServerInfo, ClusterModeLastLineWithoutEndAndBadNumbers) {
   EXPECT_FALSE(none.maxmemory);
   EXPECT_TRUE(none.run_id.empty());
 }
+
+// The eviction check's cache says what the server is (a Cluster node or not), then the policy
+// when it can evict locks; a value of an earlier version (the policy alone, or "") says nothing of
+// what the server is, and still gives its policy.
+TEST(ServerInfo, TheCachedPolicySaysWhetherTheServerIsAClusterNode) {
+  using rlock::lock::cached_cluster;
+  using rlock::lock::cached_policy;
+  ServerFacts plain = parse_info("maxmemory:0\r\nmaxmemory_policy:noeviction\r\nredis_mode:standalone\r\n");
+  EXPECT_EQ(cached_policy(plain), "server");
+  ServerFacts cluster = parse_info("maxmemory:100\r\nmaxmemory_policy:volatile-lru\r\nredis_mode:cluster\r\n");
+  EXPECT_EQ(cached_policy(cluster), "cluster 100 volatile-lru");
+  EXPECT_EQ(cached_cluster("server"), false);
+  EXPECT_EQ(cached_cluster("server 100 allkeys-lru"), false);
+  EXPECT_EQ(cached_cluster("cluster"), true);
+  EXPECT_EQ(cached_cluster("cluster 100 volatile-lru"), true);
+  EXPECT_EQ(cached_cluster(""), std::nullopt);
+  EXPECT_EQ(cached_cluster("100 volatile-lru"), std::nullopt);
+}

@@ -334,19 +334,93 @@ TEST(TakeLock, AQuorumWithNoWaitTriesAContendedLockAFewTimesOnly) {
   EXPECT_EQ(held.acquire_calls.size(), 1u) << "held by someone on a majority: busy at once";
 }
 
-TEST(TakeLock, AGrantTheSentinelMasterDoesNotConfirmIsAskedForAgain) {
+// A place in the queue at `position`, as the server gave it (arrival: its score; "" when the step
+// did not give it), renewed by a request sent `ago` (now by default).
+FakeBackend::Answer placed(int position, std::string arrival = "", Millis ago = 0ms) {
+  return [=] {
+    Attempt a;
+    a.outcome = Outcome::queued;
+    a.position = position;
+    a.queue_length = position;
+    a.arrival = arrival;
+    a.sent_at = rlock::util::BootClock::now() - ago;
+    return a;
+  };
+}
+
+TEST(TakeLock, AFirstGrantTheMasterDoesNotConfirmIsAskedForAgain) {
   FakeBackend b(timing());
-  b.acquire_answers = {answer(Outcome::queued, 1), answer(Outcome::acquired)};
-  b.wait_answers = {answer(Outcome::acquired)};
+  b.acquire_answers = {answer(Outcome::acquired), answer(Outcome::acquired)};
   b.grants_confirmed = {false, true};
   Hooks h;
   Attempt a = rlock::lock::take_lock(b, k_name, wait_for(10s), contender(), {}, h.get());
   EXPECT_EQ(a.outcome, Outcome::acquired);
   EXPECT_EQ(b.confirm_grant_calls, 2);
-  EXPECT_EQ(b.acquire_calls.size(), 2u) << "asked for again, as after a failover, not with a wait step";
-  EXPECT_EQ(b.wait_calls.size(), 1u);
+  EXPECT_EQ(b.acquire_calls.size(), 2u) << "asked for again, as after a failover";
+  EXPECT_TRUE(b.wait_calls.empty());
   EXPECT_EQ(h.pauses.size(), 1u) << "after a pause";
   EXPECT_TRUE(b.cancel_calls.empty());
+}
+
+// A waiter granted the lock by a master the majority no longer names gives it back and steps in
+// the queue of the master they name at once (after the pause), joining it again in its order.
+TEST(TakeLock, AGrantTheMasterDoesNotConfirmIsAskedForAgainInTheSameOrder) {
+  FakeBackend b(timing());
+  b.acquire_answers = {placed(1, "1000")};
+  b.wait_answers = {answer(Outcome::acquired), answer(Outcome::acquired)};
+  b.grants_confirmed = {false, true};
+  Hooks h;
+  Attempt a = rlock::lock::take_lock(b, k_name, wait_for(10s), contender(), {}, h.get());
+  EXPECT_EQ(a.outcome, Outcome::acquired);
+  EXPECT_EQ(b.confirm_grant_calls, 2);
+  EXPECT_EQ(b.acquire_calls.size(), 1u);
+  ASSERT_EQ(b.wait_calls.size(), 2u) << "asked for again with a wait step";
+  EXPECT_EQ(b.wait_calls[1].heartbeat, 0ms) << "at once";
+  EXPECT_EQ(b.wait_calls[1].arrival, "1000") << "in its old order";
+  EXPECT_EQ(h.pauses.size(), 1u) << "after a pause";
+  EXPECT_TRUE(b.cancel_calls.empty());
+}
+
+// The master is asked for at every step at the head of the queue, every second step behind
+// others; when it moved, the next step is a full one there at once, in the waiter's old order.
+TEST(TakeLock, AWaiterFollowsTheMasterAtTheHeadAtEveryStepBehindOthersEverySecond) {
+  FakeBackend b(timing());
+  b.acquire_answers = {placed(3, "1000")};
+  b.wait_answers = {placed(3), placed(3), placed(2),
+                    placed(2), placed(1), placed(1),
+                    placed(1), placed(1), answer(Outcome::acquired)};
+  // Asked after steps 2, 4 (behind others), 5, 6 (the head: moved; the step there follows at
+  // once), and 8.
+  b.masters_moved = {false, false, false, true, false};
+  Hooks h;
+  Attempt a = rlock::lock::take_lock(b, k_name, wait_for(10s), contender(), {}, h.get());
+  EXPECT_EQ(a.outcome, Outcome::acquired);
+  EXPECT_EQ(b.follow_calls, 5);
+  ASSERT_EQ(b.wait_calls.size(), 9u);
+  for (size_t i = 0; i < b.wait_calls.size(); ++i) {
+    EXPECT_EQ(b.wait_calls[i].heartbeat == 0ms, i == 6) << "only the step after the move is at once: " << i;
+    EXPECT_EQ(b.wait_calls[i].arrival, "1000") << "a place renewed within its lease carries its arrival: " << i;
+  }
+}
+
+// A waiter whose last step is older than its place's lease (it was stopped) may have lost its
+// place for its own reasons: it joins again at the end, carrying nothing; after a server's error,
+// it carries its arrival whatever the time.
+TEST(TakeLock, OnlyAPlaceTheServerLostIsTakenAgainInItsOrder) {
+  Timing t = timing();
+  t.lease = 60ms;
+  FakeBackend b(t);
+  b.acquire_answers = {placed(2, "1000")};
+  b.wait_answers = {placed(2, "", 80ms), placed(2), blips(), placed(2), answer(Outcome::acquired)};
+  // (The first wait step's request went out 80ms before its answer: the waiter was stopped.)
+  Hooks h;
+  Attempt a = rlock::lock::take_lock(b, k_name, wait_for(10s), contender(), {}, h.get());
+  EXPECT_EQ(a.outcome, Outcome::acquired);
+  ASSERT_EQ(b.wait_calls.size(), 5u);
+  EXPECT_EQ(b.wait_calls[0].arrival, "1000");
+  EXPECT_EQ(b.wait_calls[1].arrival, "") << "the last step was 80ms ago, its lease 60ms";
+  EXPECT_EQ(b.wait_calls[3].arrival, "1000") << "after a server's error";
+  EXPECT_EQ(b.wait_calls[3].heartbeat, 0ms) << "at once after the pause";
 }
 
 TEST(TakeLock, ABlipWithNoWaitIsAnErrorAtOnce) {

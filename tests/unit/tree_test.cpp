@@ -49,7 +49,7 @@ public:
   long kill(long pid, long sig) {
     if (!m_parent.count(pid)) return -ESRCH;
     signals.push_back({pid, sig});
-    if (sig != SIGKILL || m_zombie[pid]) return 0;
+    if (sig != SIGKILL || m_zombie[pid] || unkillable.count(pid)) return 0;
     m_zombie[pid] = true;
     // Its children go to the subreaper.
     for (long c : m_children[pid]) {
@@ -62,10 +62,14 @@ public:
     return 0;
   }
 
-  // Reaps one zombie child of the root; when none is left, brings the files up to date (the
-  // tree code reads them only after its reaping).
+  // Reaps one zombie child of the root (-ECHILD when it has none); when none is ready, brings the
+  // files up to date (the tree code reads them only after its reaping).
   long reap() {
     auto& mine = m_children[m_root];
+    if (mine.empty()) {
+      flush();
+      return -ECHILD;
+    }
     while (m_next_reap < mine.size()) {
       long pid = mine[m_next_reap];
       if (!m_zombie[pid]) {
@@ -110,6 +114,7 @@ public:
 
   std::vector<std::pair<long, long>> signals;
   std::map<long, long> groups;
+  std::set<long> unkillable;  // in an uninterruptible sleep: SIGKILL is taken, but never acted on
   size_t reaped = 0;
 
 private:
@@ -136,6 +141,9 @@ FakeTree* g_tree = nullptr;
 long fake_kill(long pid, long sig) { return g_tree->kill(pid, sig); }
 long fake_reap() { return g_tree->reap(); }
 long fake_pgid(long pid) { return g_tree->pgid(pid); }
+// A clock that moves a millisecond each time it is read.
+long g_fake_ns = 0;
+long fake_now() { return g_fake_ns += 1'000'000; }
 long no_reap() {
   g_tree->flush();
   return 0;
@@ -143,7 +151,7 @@ long no_reap() {
 
 Kernel kernel_of(FakeTree& tree, bool reaps = true) {
   g_tree = &tree;
-  return Kernel{tree.dir().c_str(), fake_kill, reaps ? fake_reap : no_reap, fake_pgid};
+  return Kernel{tree.dir().c_str(), fake_kill, reaps ? fake_reap : no_reap, fake_pgid, fake_now};
 }
 
 }  // namespace
@@ -158,6 +166,46 @@ TEST(Tree, KillsATreeBiggerThanOnePassWithNoCap) {
   EXPECT_EQ(rlock::proc::kill_descendants(k, 1), 5000);
   EXPECT_EQ(tree.alive(), 0u);
   EXPECT_EQ(tree.reaped, 5000u);
+}
+
+// rlock, when the guard was killed, ends the tree that came to it: every process is killed and
+// reaped, and it returns once it has no child left.
+TEST(Tree, EndTreeKillsAndReapsEveryChild) {
+  FakeTree tree(1);
+  for (long p : {10, 11, 12}) tree.add(p, 1);
+  tree.add(20, 10);
+  tree.add(21, 20);
+  Kernel k = kernel_of(tree);
+  g_fake_ns = 0;
+  EXPECT_TRUE(rlock::proc::end_tree(k, 1, 1'000'000'000));
+  EXPECT_EQ(tree.alive(), 0u);
+  EXPECT_EQ(tree.reaped, 5u);
+}
+
+// A process that SIGKILL does not end at once (an uninterruptible sleep) keeps it no longer than
+// its deadline, and so does it keep kill_descendants' passes: the others are killed and reaped.
+TEST(Tree, AProcessThatDoesNotDieKeepsItOnlyUntilTheDeadline) {
+  FakeTree tree(1);
+  for (long p : {10, 11}) tree.add(p, 1);
+  tree.add(20, 10);
+  tree.unkillable.insert(11);
+  Kernel k = kernel_of(tree);
+  g_fake_ns = 0;
+  EXPECT_FALSE(rlock::proc::end_tree(k, 1, 200'000'000));
+  EXPECT_GE(g_fake_ns, 200'000'000);
+  EXPECT_LT(g_fake_ns, 210'000'000) << "no pass after the deadline";
+  EXPECT_EQ(tree.alive(), 1u);
+  EXPECT_EQ(tree.reaped, 2u);
+
+  FakeTree other(1);
+  other.add(10, 1);
+  other.add(11, 10);
+  other.unkillable.insert(11);
+  k = kernel_of(other, false);
+  g_fake_ns = 0;
+  EXPECT_GE(rlock::proc::kill_descendants(k, 1, 50'000'000), 2);
+  EXPECT_LT(g_fake_ns, 60'000'000);
+  EXPECT_EQ(other.alive(), 1u);
 }
 
 TEST(Tree, ZombiesNeverHideLiveProcesses) {

@@ -1,5 +1,6 @@
 -- A waiter gives up (--wait ran out, a signal): it leaves the queue, or gives back a grant it has
--- not claimed, and wakes whoever watched it. A wait that ran out goes into the history as busy.
+-- not claimed, and wakes whoever watched it. A wait that ran out goes into the history as busy,
+-- naming the holder it waited for, as every busy event does.
 -- KEYS: the lock's keys. ARGV: protocol.txt, call cancel: the token, the reason ("t": the wait ran
 -- out; "": interrupted).
 -- Returns {1, more, push}.
@@ -10,7 +11,10 @@ C.caller = id
 if redis.call('ZSCORE', K.q, id) then
   if arg(a.reason) == 't' then
     local d = load_waiter(id)
-    event(EVENT.busy, who_event(d.who, {EV.waited, d.joined and tostring(NOW - tonumber(d.joined)) or '', EV.id, id}))
+    local host, pid, cmd, _, lingering = holder_view(nil)
+    event(EVENT.busy, who_event(d.who, {EV.waited, d.joined and tostring(NOW - tonumber(d.joined)) or '', EV.id, id,
+                                        EV.holder_host, host, EV.holder_pid, pid, EV.holder_cmd, cmd,
+                                        EV.lingering, lingering}))
   end
   remove_waiter(id)
 else

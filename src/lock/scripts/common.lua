@@ -50,6 +50,7 @@ local BUDGET = 20
 --   push         ids whose mailboxes the caller pushes after the script
 --   caller       the caller's id
 --   change       what waiters see changed: nil, 'due' or 'view' (see changed)
+--   joined       the score of the place this call gave the caller in the queue (enqueue), or nil
 -- and what it knows already, which a write may make stale (see wrote):
 --   quiet        nil: not asked yet; true: no queue, no shared holder, notice or semaphore
 --   reaped       the dead entries due now are gone (reap ran to the end)
@@ -80,7 +81,7 @@ local function begin(keys, argv)
        history = tonumber(argv[CFG.history]), keep = argv[CFG.keep], log_length = tonumber(argv[CFG.log_length]),
        log_length_arg = argv[CFG.log_length], summary = argv[CFG.summary] ~= '0',
        now = tonumber(now_arg), now_us = now_us, now_arg = now_arg,
-       work = 0, more = false, push = {}, caller = '', change = nil,
+       work = 0, more = false, push = {}, caller = '', change = nil, joined = nil,
        quiet = nil, reaped = false, noted = false, lock_read = false, lock_value = false, view = nil,
        no_sem = false, info_clean = false, history_until = nil}
   K, NOW = C.k, C.now
@@ -1008,12 +1009,17 @@ end
 -- A place in the queue: in arrival order, or with preempt at the front (behind earlier
 -- preemptors, whose scores are below 0). A superseding waiter replaces the older superseding ones.
 -- A plain one, at the end, changes for the others only the length of the queue (see changed).
-local function enqueue(id, d, preempt)
+-- at: the score of a waiter that joins again in its old order (see rejoin_at), else nil; it
+-- replaces only the superseding ones that arrived before it.
+local function enqueue(id, d, preempt, at)
   local c = C
   local supersedes = has(d.options, OPT.supersede)
-  wrote('queue', nil, (preempt or supersedes) and 'view' or 'due')
+  wrote('queue', nil, (preempt or supersedes or at) and 'view' or 'due')
+  -- (at: in its place among the others, whose scores it does not repeat: one of its old master.)
   local score
-  if preempt then
+  if at then
+    score = at
+  elseif preempt then
     local last = redis.call('ZREVRANGEBYSCORE', K.q, '(0', '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
     score = tonumber(c.now_us) - 4e15
     if last[2] and tonumber(last[2]) >= score then score = tonumber(last[2]) + 1 end
@@ -1023,19 +1029,52 @@ local function enqueue(id, d, preempt)
     if last[2] and tonumber(last[2]) >= score then score = tonumber(last[2]) + 1 end
   end
   if supersedes then
-    for _, old in ipairs(redis.call('ZRANGE', K.sq, 0, BUDGET - 1)) do
+    for _, old in ipairs(redis.call('ZRANGEBYSCORE', K.sq, '-inf', at and '(' .. string.format('%.0f', at) or '+inf',
+                                    'LIMIT', 0, BUDGET)) do
       if not spend() then break end
       supersede(old, who_text(d.who))
     end
     redis.call('ZADD', K.sq, score, id)
   end
   redis.call('ZADD', K.q, score, id)
+  c.joined = score
+  if at then
+    -- Ahead of waiters already queued: the one now just behind it still watches the mailbox of
+    -- the one before it (or the holder's), whose push at the hand-off it may take instead of this
+    -- waiter (see advance). It is woken to step and watch this one (twice: the one behind it
+    -- watches its mailbox too).
+    local next_rank = redis.call('ZRANK', K.q, id) + 1
+    local behind = redis.call('ZRANGE', K.q, next_rank, next_rank)[1]
+    if behind then
+      c.push[#c.push + 1] = behind
+      c.push[#c.push + 1] = behind
+    end
+  end
   redis.call('ZADD', K.wl, NOW + c.lease, id)
   local prefix = id .. '.'
   local fields = put_record({}, RECORD.who, 'waiter', d.who, prefix)
   put(fields, {prefix .. WAITER.token, d.token, prefix .. WAITER.mode, d.mode, prefix .. WAITER.version, VERSION,
                prefix .. WAITER.since, NOW, prefix .. WAITER.ttl, d.ttl, prefix .. WAITER.options, d.options or ''})
   redis.call('HSET', K.w, unpack(fields))
+end
+
+-- Where a waiter joins the queue again when its place is gone (a failover, or a restart, lost it)
+-- while it kept it alive: at the arrival it had (the queue's score, us, as its old place's
+-- waiting reply gave it; on the old master's clock), so that the waiters that move keep their
+-- order, and stay ahead of those that came after them. Bounded: never later than now (an arrival
+-- ahead of this server's clock would put it behind requests that came after it), and never
+-- earlier than the moment it started waiting by this server's clock, give or take a second: now
+-- less waited (ms, by the waiter's own clock since its request began) less 1s. So no waiter goes
+-- ahead of a request that reached the server more than a second before it started waiting. nil
+-- without an arrival (a waiter whose place may have lapsed for its own reasons joins at the end).
+local function rejoin_at(arrival, waited, preempt)
+  local at, w = tonumber(arrival or ''), tonumber(waited or '')
+  if not at or not w then return nil end
+  local now = tonumber(C.now_us) - (preempt and 4e15 or 0)
+  local earliest = now - (w + 1000) * 1000
+  if at > now then at = now end
+  if at < earliest then at = earliest end
+  return at
 end
 
 -- The first preemptor in the queue, or nil.
@@ -1121,6 +1160,7 @@ local function waiting(id)
   out[at.host], out[at.pid], out[at.cmd], out[at.held_since] = host, pid, cmd, since
   out[at.lingering], out[at.left] = lingering, left
   out[at.epoch] = epoch
+  out[at.arrival] = C.joined and string.format('%.0f', C.joined) or ''
   for i, x in ipairs(watch) do out[at.watch + i - 1] = x end
   return out
 end

@@ -5,7 +5,10 @@
 -- KEYS: the lock's keys. ARGV: protocol.txt, call wait: the contender (as for acquire), then the
 -- far lease (ms; '' for none: a preemptor): the lease of a waiter behind others, whose heartbeat
 -- is longer (see Timing::far_heartbeat). Whether it is behind others is decided before the
--- hand-on: a waiter that is behind others in the reply has the far lease.
+-- hand-on: a waiter that is behind others in the reply has the far lease. Then, for a waiter
+-- whose place, if it is gone, was lost by the server (a failover, a restart) rather than lapsed:
+-- the arrival its place had (the waiting reply's) and how long it has waited (ms, its own clock);
+-- it joins again there (rejoin_at in common.lua), else ('') at the end.
 -- Returns {1, more, push, fence, slot} when the lock is ours now; {5, more, push, reason, by} when
 -- the waiter must leave (reason "superseded", by "host\tpid\tuser\tcmd"); {4, more, push} when
 -- the budget ran out (call again); {6, more, push, tick, host, at, now, own} when its --once-per
@@ -60,7 +63,7 @@ if not ours then
   if rank then
     redis.call('ZADD', K.wl, NOW + ((far and rank > 0) and far or C.lease), id)
   else
-    enqueue(id, d, preemptor)
+    enqueue(id, d, preemptor, rejoin_at(arg(a.arrival), arg(a.waited), preemptor))
     if far and redis.call('ZRANK', K.q, id) > 0 then redis.call('ZADD', K.wl, NOW + far, id) end
   end
   if preemptor then preempt(d, id) end
