@@ -150,8 +150,9 @@ EVERY_EVENT="acquired busy released acquired released acquired lost acquired sup
     jq -e 'type == "object"' <<<"$line" >/dev/null || fail "not one JSON object: $line"
     # The contract's fields, and more that the code adds: time_ms (the time as a number), key
     # (which lock, for the merged log of every key), by (who superseded or preempted), holder
-    # (who held the lock when a request was busy), outcome (how a hold ended), tick and period_ms.
-    assert_equal "$(jq -r 'keys | join(" ")' <<<"$line")" "$(printf '%s\n' "${SPEC_FIELDS[@]}" by holder key outcome period_ms tick time_ms | sort | xargs)"
+    # (who held the lock when a request was busy), outcome (how a hold ended), tick and
+    # period_ms, job and note (the CI job and --note of the holder's record).
+    assert_equal "$(jq -r 'keys | join(" ")' <<<"$line")" "$(printf '%s\n' "${SPEC_FIELDS[@]}" by holder job key note outcome period_ms tick time_ms | sort | xargs)"
   done
   # Types and values.
   run jq -e -s '

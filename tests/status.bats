@@ -108,6 +108,26 @@ hold() {
   assert_equal "$(jq -r .job <<<"$output")" null
 }
 
+@test "--note is kept with the hold and the wait: status and log show it, escapes and all made harmless" {
+  require_jq
+  bg holder rlock run k --note $'release 1.2 \e[31mred' -- sh -c 'touch "$0"; exec sleep 100' "$T/started"
+  wait_until test -e "$T/started" || fail "the holder did not start: $(bg_err holder)"
+  bg waiter rlock run k -w 60s --note "$(printf 'x%.0s' {1..300})" -- true
+  wait_until eval '[[ $(rlock status k --json | jq -r .queue_length) == 1 ]]' || fail "no waiter: $(bg_err waiter)"
+  run --separate-stderr rlock status k --json
+  assert_equal "$(jq -r .note <<<"$output")" $'release 1.2 \e[31mred'
+  assert_equal "$(jq -r '.waiters[0].note | length' <<<"$output")" 200
+  run --separate-stderr rlock status k -v
+  assert_output --partial "k held by pid"
+  assert_output --partial "release 1.2"
+  [[ $output != *$'\e'* ]] || fail "an escape reached the terminal: $output"
+  run --separate-stderr rlock log k
+  assert_output --partial "[release 1.2"
+  [[ $output != *$'\e'* ]] || fail "an escape reached the terminal: $output"
+  run --separate-stderr rlock log k --json
+  assert_equal "$(jq -rs '.[0].note' <<<"$output")" $'release 1.2 \e[31mred'
+}
+
 @test "status --json of a free lock says held false and exits 1" {
   require_jq
   run --separate-stderr rlock status k --json

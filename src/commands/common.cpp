@@ -239,6 +239,10 @@ lock::Contender make_contender(const TakeOptions& options, const lock::Holder& h
   c.token = lock::new_token();
   c.ttl = options.ttl;
   c.holder = holder;
+  // --note: at most 200 bytes, cut at a character's start.
+  size_t n = std::min<size_t>(options.note.size(), 200);
+  while (n > 0 && n < options.note.size() && (static_cast<unsigned char>(options.note[n]) & 0xC0) == 0x80) --n;
+  c.holder.note = options.note.substr(0, n);
   c.limit = options.limit;
   c.mode = options.shared ? lock::Mode::shared : options.limit > 1 ? lock::Mode::semaphore : lock::Mode::exclusive;
   c.min_hold = options.min_hold;

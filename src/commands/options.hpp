@@ -48,6 +48,7 @@ struct TakeOptions {
   util::Millis min_hold{0};  // --min-hold: the hold lingers until this long after the command started
   bool supersede = false;    // --supersede: newest wins among the waiters that give it
   bool preempt = false;      // --preempt: stop a --preemptible holder and be served next
+  std::string note;          // --note TEXT: recorded with the hold (status, log)
 };
 
 // What run does with the processes its command leaves running when it exits.
@@ -206,6 +207,9 @@ inline constexpr auto k_options = [] {
       {"--preempt",                   on::take,    flag,  "",    "preempt",                "RLOCK_PREEMPT",
        "stop a --preemptible holder and be served next; other holders are waited for", "",
        field<&TakeOptions::preempt>()},
+      {"--note",                      on::take,    value, "TEXT", "",                      "RLOCK_NOTE",
+       "a note recorded with the hold or the place in the queue, shown by status and log (at most 200 bytes)", "",
+       field<&TakeOptions::note>()},
       // flock's -o and -F have no meaning for a lease: accepted only to be refused with a reason.
       {"-o,--close",                  on::take,    flag,  "",    "",                       "",
        "", "", {}, {}, "", "", false, true},

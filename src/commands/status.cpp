@@ -47,11 +47,13 @@ std::string pid_json(const std::string& pid) { return is_number(pid) ? pid : "nu
 
 std::string holder_json(const lock::HolderState& h) {
   return fmt::format(
-      "{{\"host\":{},\"pid\":{},\"user\":{},\"command\":{},\"job\":{},\"since\":{},\"since_ms\":{},"
+      "{{\"host\":{},\"pid\":{},\"user\":{},\"command\":{},\"job\":{},\"note\":{},\"since\":{},"
+      "\"since_ms\":{},"
       "\"held_for_ms\":{},\"ttl_ms\":{},\"lease_ms\":{},\"fence\":{},\"slot\":{},\"shared\":{},\"keeper_pid\":{},"
       "\"watched_pid\":{},\"state\":{},\"preemptible\":{},\"tick\":{},\"tick_state\":{}}}",
       util::json_quote(h.holder.host), pid_json(h.holder.pid), util::json_quote(h.holder.user),
       util::json_quote(h.holder.cmd), json_text_or_null(!h.holder.job.empty(), h.holder.job),
+      json_text_or_null(!h.holder.note.empty(), h.holder.note),
       h.since_ms ? util::json_quote(iso_time(*h.since_ms)) : "null", json_or_null(h.since_ms),
       json_or_null(h.held_for_ms), json_or_null(h.ttl_left_ms), json_or_null(h.lease_ms), json_or_null(h.fence),
       h.slot > 0 ? std::to_string(h.slot) : "null", h.shared, h.keeper ? std::to_string(h.keeper->keeper) : "null",
@@ -67,10 +69,11 @@ std::string holder_json(const lock::HolderState& h) {
 
 std::string waiter_json(const lock::WaiterState& w) {
   return fmt::format(
-      "{{\"host\":{},\"pid\":{},\"user\":{},\"command\":{},\"job\":{},\"shared\":{},\"waiting_since\":{},"
+      "{{\"host\":{},\"pid\":{},\"user\":{},\"command\":{},\"job\":{},\"note\":{},\"shared\":{},\"waiting_since\":{},"
       "\"waiting_since_ms\":{},\"waited_ms\":{},\"position\":{}}}",
       util::json_quote(w.holder.host), pid_json(w.holder.pid), util::json_quote(w.holder.user),
-      util::json_quote(w.holder.cmd), json_text_or_null(!w.holder.job.empty(), w.holder.job), w.shared,
+      util::json_quote(w.holder.cmd), json_text_or_null(!w.holder.job.empty(), w.holder.job),
+      json_text_or_null(!w.holder.note.empty(), w.holder.note), w.shared,
       w.since_ms ? util::json_quote(iso_time(*w.since_ms)) : "null", json_or_null(w.since_ms),
       json_or_null(w.waited_ms), w.position);
 }
@@ -119,14 +122,15 @@ std::string to_json(const lock::LockState& s, const std::optional<lock::Moment>&
   for (const lock::WaiterState& w : s.waiters) waiters += (waiters.empty() ? "" : ",") + waiter_json(w);
   const char* mode = mode_name(s);
   return fmt::format(
-      "{{\"key\":{},\"held\":{},\"host\":{},\"pid\":{},\"user\":{},\"command\":{},\"job\":{},\"since\":{},"
-      "\"since_ms\":{},"
+      "{{\"key\":{},\"held\":{},\"host\":{},\"pid\":{},\"user\":{},\"command\":{},\"job\":{},\"note\":{},"
+      "\"since\":{},\"since_ms\":{},"
       "\"held_for_ms\":{},\"ttl_ms\":{},\"lease_ms\":{},\"fence\":{},\"mode\":{},\"limit\":{},\"holders\":[{}],"
       "\"holder_count\":{},\"queue_length\":{},\"waiters\":[{}],\"masters\":{},\"agreeing\":{},\"state\":{},"
       "\"last\":{}}}",
       util::json_quote(s.key), held, json_text_or_null(held, h.holder.host), held ? pid_json(h.holder.pid) : "null",
       json_text_or_null(held, h.holder.user), json_text_or_null(held, h.holder.cmd),
       json_text_or_null(held && !h.holder.job.empty(), h.holder.job),
+      json_text_or_null(held && !h.holder.note.empty(), h.holder.note),
       h.since_ms ? util::json_quote(iso_time(*h.since_ms)) : "null", json_or_null(h.since_ms),
       json_or_null(h.held_for_ms), json_or_null(h.ttl_left_ms), json_or_null(h.lease_ms),
       json_or_null(held && h.fence ? h.fence : s.fence), mode ? util::json_quote(mode) : "null", json_or_null(s.limit),
@@ -213,6 +217,10 @@ void print_table(const std::vector<lock::LockState>& states, bool verbose, const
       if (!h.holder.job.empty()) {
         waiting_list += fmt::format("{} held by pid {} on {} in CI job {}\n", key, util::printable(h.holder.pid),
                                     util::printable(h.holder.host), util::printable(h.holder.job));
+      }
+      if (!h.holder.note.empty()) {
+        waiting_list += fmt::format("{} held by pid {} on {}: {}\n", key, util::printable(h.holder.pid),
+                                    util::printable(h.holder.host), util::printable(h.holder.note));
       }
       if (!h.keeper) continue;
       waiting_list += fmt::format("{} kept alive by keeper pid {} on {} while pid {} lives\n", key, h.keeper->keeper,

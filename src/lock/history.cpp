@@ -333,6 +333,8 @@ std::string format_event(const Event& e, bool with_key) {
                         e.lingering ? ", only lingering (--min-hold)" : "");
   }
   if (!e.holder.cmd.empty()) line += ": " + util::printable(e.holder.cmd);
+  if (!e.holder.note.empty()) line += " [" + util::printable(e.holder.note) + "]";
+  if (!e.holder.job.empty()) line += " in " + util::printable(e.holder.job);
   return line;
 }
 
@@ -353,13 +355,14 @@ std::string event_json(const Event& e) {
   }
   return fmt::format(
       "{{\"time\":{},\"time_ms\":{},\"key\":{},\"event\":{},\"host\":{},\"pid\":{},\"user\":{},\"cmd\":{},"
-      "\"fence\":{},\"waited_ms\":{},\"held_ms\":{},\"exit\":{},\"outcome\":{},\"by\":{},\"holder\":{},"
+      "\"job\":{},\"note\":{},\"fence\":{},\"waited_ms\":{},\"held_ms\":{},\"exit\":{},\"outcome\":{},\"by\":{},"
+      "\"holder\":{},"
       "\"tick\":{},\"period_ms\":{}}}",
       util::json_quote(iso_time(e.time_ms)), e.time_ms, util::json_quote(e.key), util::json_quote(e.kind),
       text_or_null(e.holder.host), json_or_null(pid), text_or_null(e.holder.user), text_or_null(e.holder.cmd),
-      json_or_null(e.fence), json_or_null(e.waited_ms), json_or_null(e.held_ms), json_or_null(exit),
-      text_or_null(e.outcome), by, held_by, e.tick ? util::json_quote(iso_time(*e.tick)) : std::string("null"),
-      json_or_null(e.period_ms));
+      text_or_null(e.holder.job), text_or_null(e.holder.note), json_or_null(e.fence), json_or_null(e.waited_ms),
+      json_or_null(e.held_ms), json_or_null(exit), text_or_null(e.outcome), by, held_by,
+      e.tick ? util::json_quote(iso_time(*e.tick)) : std::string("null"), json_or_null(e.period_ms));
 }
 
 }  // namespace rlock::lock

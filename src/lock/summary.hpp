@@ -14,8 +14,8 @@
 namespace rlock::lock {
 
 // The kinds of event the scripts count in a lock's summary, in the order rlock shows them.
-inline constexpr std::array<const char*, 8> k_outcomes = {"acquired",   "busy",      "released", "lost",
-                                                          "superseded", "preempted", "expired",  "returned"};
+inline constexpr std::array<const char*, 9> k_outcomes = {"acquired",  "busy",    "released", "lost",   "superseded",
+                                                          "preempted", "expired", "returned", "overrun"};
 
 // One moment of a lock's summary: when, on which host, and (for the end of a hold) how it ended.
 struct Moment {
