@@ -490,7 +490,7 @@ queued() { (($(rcli zcard "rlock:{$1}:q") >= $2)); }
     local -a missing=() lua code
     local -A used=([EVAL]=1 [EVALSHA]=1)
     # The scripts: redis.call('NAME', ...), and a command built as a table ({'XADD', K.log, ...}).
-    mapfile -t lua < <(grep -ohE "(redis\.p?call\(|\{)'[A-Z]+'" "$RLOCK_SOURCE_DIR"/src/lock/scripts/*.lua |
+    mapfile -t lua < <(grep -ohE "(redis\.p?call\(|\{)'[A-Z]+'" "$RLOCK_SOURCE_DIR"/src/lock/scripts/*.lua "$RLOCK_SOURCE_DIR"/src/lock/scripts/common/*.lua |
         grep -oE '[A-Z]+' | sort -u)
     ((${#lua[@]} > 20)) || fail "only ${#lua[@]} commands found in the scripts: ${lua[*]}"
     for name in "${lua[@]}"; do
@@ -564,8 +564,9 @@ queued() { (($(rcli zcard "rlock:{$1}:q") >= $2)); }
 
 @test "the pages say how the scripts trim the history (MAXLEN, exact or ~)" {
     local approx=0 page n
-    grep -qE "'MAXLEN', *'~'" "$RLOCK_SOURCE_DIR/src/lock/scripts/common.lua" && approx=1
-    grep -qE "'MAXLEN'" "$RLOCK_SOURCE_DIR/src/lock/scripts/common.lua" || fail "common.lua does not trim with MAXLEN"
+    grep -qE "'MAXLEN', *'~'" "$RLOCK_SOURCE_DIR/src/lock/scripts/common/history.lua" && approx=1
+    grep -qE "'MAXLEN'" "$RLOCK_SOURCE_DIR/src/lock/scripts/common/history.lua" ||
+      fail "common/history.lua does not trim with MAXLEN"
     for page in "${MAN_PAGES[@]}"; do
         n=$(sed 's/\\-/-/g' "$page" | grep -c 'MAXLEN ~' || true)
         if ((approx)); then

@@ -5,13 +5,13 @@
       lock/protocol.txt (its format is described at its top) into generated/lock/protocol.hpp,
       from lock/protocol.hpp.in: the names for the C++ of lock/, and the Lua prelude of constant
       tables that goes in front of every script (k_lua_prelude).
-  generate.py scripts PROTOCOL TEMPLATE OUTPUT --common common.lua --scripts A.lua... --light B.lua...
+  generate.py scripts PROTOCOL TEMPLATE OUTPUT --common A.lua... --scripts A.lua... --light B.lua...
       the lock scripts into generated/lock/scripts.hpp, from lock/scripts.hpp.in: each script's
       source as EVAL runs it, with its SHA1, and the function library of all of them.
   generate.py luacheck PROTOCOL --config .luacheckrc --common ... --scripts ... --light ...
       luacheck on the function library as the build makes it, comments kept: every script in one
-      text, so that a name used but defined nowhere, a local or a common.lua function nobody
-      uses, and a script's local shadowing one of common.lua's are all seen; each message names
+      text, so that a name used but defined nowhere, a local or a shared function nobody
+      uses, and a script's local shadowing one of the shared code's are all seen; each message names
       the source file and line it comes from. (scripts/lint runs it: the target luacheck.)
 
 A malformed line of PROTOCOL, or a script that does not fit, stops the build with
@@ -627,20 +627,36 @@ class Scripts:
     """The lock scripts as the build makes them: each one's source as EVAL runs it, and the
     function library of all of them (Redis 7+: FUNCTION LOAD, FCALL)."""
 
-    def __init__(self, p, common_path, script_paths, light_paths):
-        prelude, common = lua_prelude(p), read_text(common_path)
-        for path in [common_path, *script_paths, *light_paths]:
-            named_arguments_only(path, common if path == common_path else read_text(path))
+    def __init__(self, p, common_paths, script_paths, light_paths):
+        """common_paths: the files of the code every script shares, in order (one path alone is a
+        list of one); exactly one of them has the line begin(KEYS, ARGV)."""
+        if isinstance(common_paths, str):
+            common_paths = [common_paths]
+        prelude = lua_prelude(p)
+        commons = [(path, read_text(path)) for path in common_paths]
+        for path, text in commons:
+            named_arguments_only(path, text)
+        for path in [*script_paths, *light_paths]:
+            named_arguments_only(path, read_text(path))
+        common = "".join(text for _, text in commons)
         self.common = prelude + common
-        # The line begin(KEYS, ARGV): the library has common.lua's text before and after it.
-        if common.split("\n").count(BEGIN.strip()) != 1 or BEGIN not in "\n" + common:
-            raise Failure(common_path, 0, "no line 'begin(KEYS, ARGV)', or more than one")
-        begin = ("\n" + common).find(BEGIN)
+        # The line begin(KEYS, ARGV): the library has the shared code without it.
+        with_begin = [(path, text) for path, text in commons if text.split("\n").count(BEGIN.strip())]
+        if len(with_begin) != 1 or common.split("\n").count(BEGIN.strip()) != 1 or \
+                BEGIN not in "\n" + with_begin[0][1]:
+            raise Failure(common_paths[-1] if len(commons) == 1 else ", ".join(common_paths), 0,
+                          "no line 'begin(KEYS, ARGV)', or more than one")
         self.sources = []  # (name, its source as EVAL runs it)
         # The library's text before its comment lines go, piece by piece, each with where it comes
         # from: (text, path, the line there of its first line; None: the library's own line).
-        self.pieces = [(prelude, PRELUDE, 1), (common[:begin], common_path, 1),
-                       (common[begin + len(BEGIN) - 1:], common_path, common.count("\n", 0, begin) + 2)]
+        self.pieces = [(prelude, PRELUDE, 1)]
+        for path, text in commons:
+            if (path, text) != with_begin[0]:
+                self.pieces.append((text, path, 1))
+                continue
+            begin = ("\n" + text).find(BEGIN)
+            self.pieces += [(text[:begin], path, 1),
+                            (text[begin + len(BEGIN) - 1:], path, text.count("\n", 0, begin) + 2)]
         for path in script_paths:
             name, own = script_name(path), read_text(path)
             self.sources.append((name, f"{self.common}\n{own}"))
@@ -769,7 +785,7 @@ def main(argv=None):
         command.add_argument("template")
         command.add_argument("output")
     for command in (scripts, lint):
-        command.add_argument("--common", required=True)
+        command.add_argument("--common", required=True, nargs="+", metavar="LUA")
         command.add_argument("--scripts", nargs="+", default=[], metavar="LUA")
         command.add_argument("--light", nargs="*", default=[], metavar="LUA")
     lint.add_argument("--config", required=True)

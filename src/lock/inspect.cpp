@@ -106,7 +106,7 @@ bool lower_hex(std::string_view text) {
   return std::all_of(text.begin(), text.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
-// Whether the string at the lock's key is rlock's, as the scripts judge it (common.lua,
+// Whether the string at the lock's key is rlock's, as the scripts judge it (common/view.lua,
 // lock_value_ours): a token (48 hex digits) or a lingering mark (~ and the id), with an expiry,
 // of the holder that :info names, if it names one.
 bool lock_value_ours(const Reply& value, const Reply& pttl, const std::string& holder_id) {

@@ -112,7 +112,7 @@ Attempt read_waiting(const std::vector<Reply>& e, const LockName& name) {
 
 std::string new_token() { return util::random_hex(24); }
 
-// The record's fields in order, joined by tabs (who_text in scripts/common.lua).
+// The record's fields in order, joined by tabs (who_text in scripts/common/call.lua).
 Holder parse_who(const std::string& text) { return Holder::from_values(util::split(text, "\t")); }
 
 namespace {

@@ -28,7 +28,7 @@ struct Moment {
 };
 
 // A lock's summary (PREFIX{KEY}:sum, a hash of fixed fields the lock scripts keep, even without a
-// history; see common.lua, summarize): what rlock check and rlock metrics read.
+// history; see common/history.lua, summarize): what rlock check and rlock metrics read.
 struct Summary {
   bool present = false;              // the hash exists
   int64_t now_ms = 0;                // the server's clock when it was read

@@ -21,7 +21,7 @@ Timing Timing::quiet() const {
 
 std::vector<std::string> Timing::script_args(const std::vector<std::string>& args) const {
   // keep: the history's expiry with its slack, a sixteenth of it, at most an hour (see
-  // keep_history in scripts/common.lua).
+  // keep_history in scripts/common/history.lua).
   int64_t keep = history.count() + std::min<int64_t>(history.count() / 16, 3'600'000);
   std::vector<std::string> out;
   out.reserve(protocol::config::size + args.size());

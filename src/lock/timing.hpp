@@ -8,7 +8,7 @@
 
 namespace rlock::lock {
 
-// The queue's clock and the history's size, given to every script (scripts/common.lua, ARGV[1])
+// The queue's clock and the history's size, given to every script (scripts/common/call.lua, begin)
 // so that the C++ and the Lua sides never disagree on them.
 struct Timing {
   util::Millis heartbeat{1'000};                  // a waiter blocks at most this long between steps

@@ -87,28 +87,19 @@ lease_lapsed() { sleep 6; }
 }
 
 # load_scripts: every lock script into the server's script cache, as the build makes it
-# (the protocol's Lua prelude, common.lua, a newline, the script: src/lock/generate.py). What SLOWLOG measures is the scripts'
-# bounded work, not the one-off compile of a script at its first EVAL (over 5ms for the 22 KB
-# scripts on a loaded 2-core machine). Each SHA must be one that the binary calls by EVALSHA.
+# (generated/lock/scripts.hpp: the protocol's Lua prelude, the shared code of scripts/common/, the
+# script; a light script alone). What SLOWLOG measures is the scripts' bounded work, not the
+# one-off compile of a script at its first EVAL (over 5ms for the scripts of tens of KB on a loaded
+# 2-core machine). Each SHA must be one that the binary calls by EVALSHA.
 load_scripts() {
   local dir=$BATS_TEST_DIRNAME/../../src/lock/scripts script name sha n=0
-  # The prelude, generated from src/lock/protocol.txt: k_lua_prelude in lock/protocol.hpp.
-  awk '/k_lua_prelude = R"lua\(/ { sub(/.*R"lua\(/, ""); p = 1 } $0 == ")lua\";" { exit } p' \
-      "$RLOCK_BUILD_DIR/src/generated/lock/protocol.hpp" >"$T/prelude.lua"
-  [[ -s $T/prelude.lua ]] || fail "no Lua prelude in $RLOCK_BUILD_DIR/src/generated/lock/protocol.hpp"
   for script in "$dir"/*.lua; do
-    [[ $script == */common.lua ]] && continue
     name=$(basename "$script" .lua)
-    if grep -q '@reply_[a-z_]*_code@' "$script"; then
-      # A light script (RLOCK_LIGHT_SCRIPTS): its own source alone, with the codes put in by the
-      # build: as generated/lock/scripts.hpp has it.
-      awk -v start="k_$name{\"$name\", R\"lua(" '
-        !p && index($0, start) { $0 = substr($0, index($0, start) + length(start)); p = 1 }
-        p { e = index($0, ")lua\""); if (e) { printf "%s", substr($0, 1, e - 1); exit } print }' \
-        "$RLOCK_BUILD_DIR/src/generated/lock/scripts.hpp" >"$T/script.lua"
-    else
-      { cat "$T/prelude.lua" "$dir/common.lua" && printf '\n' && cat "$script"; } >"$T/script.lua"
-    fi
+    awk -v start="k_$name{\"$name\", R\"lua(" '
+      !p && index($0, start) { $0 = substr($0, index($0, start) + length(start)); p = 1 }
+      p { e = index($0, ")lua\""); if (e) { printf "%s", substr($0, 1, e - 1); exit } print }' \
+      "$RLOCK_BUILD_DIR/src/generated/lock/scripts.hpp" >"$T/script.lua"
+    [[ -s $T/script.lua ]] || fail "no source of $name in $RLOCK_BUILD_DIR/src/generated/lock/scripts.hpp"
     sha=$(rcli -x script load <"$T/script.lua")
     [[ $sha =~ ^[0-9a-f]{40}$ ]] || fail "SCRIPT LOAD of $script: $sha"
     grep -qF "$sha" "$RLOCK_BIN" || fail "$script loads as $sha, which $RLOCK_BIN does not call"

@@ -57,7 +57,7 @@ TEST_F(FunctionsTest, ALibraryThatIsGoneIsLoadedAgainMidHold) {
   EXPECT_EQ(s.holders[0].holder.pid, "102");
 }
 
-// The light heartbeat (beat.lua, a function of the library without common.lua, or a script of
+// The light heartbeat (beat.lua, a function of the library without the shared code, or a script of
 // its own) may be the first script a server sees after it lost its functions and scripts.
 TEST_F(FunctionsTest, TheLightHeartbeatLoadsItselfWhereTheServerLostIt) {
   Contender a = contender("101"), b = contender("102"), c = contender("103");

@@ -1,5 +1,5 @@
 // The light heartbeat: an idle waiter behind others renews its place in a few commands while
-// nothing changed (wait.lua, view_epoch in common.lua), and every change, or anything time-based
+// nothing changed (wait.lua, view_epoch in common/waiting.lua), and every change, or anything time-based
 // that comes due, makes its next step a full one.
 #include "protocol.hpp"
 

@@ -212,7 +212,7 @@ TEST_F(ModesTest, ExtendResetsASharedLease) {
 TEST_F(ModesTest, ARunOfSharedWaitersLongerThanTheBudgetIsGrantedOverSeveralCalls) {
   Contender writer = contender("200");
   ASSERT_EQ(acquire(writer).outcome, Outcome::acquired);
-  constexpr int k_readers = 45;  // more than two budgets (scripts/common.lua, BUDGET)
+  constexpr int k_readers = 45;  // more than two budgets (scripts/common/call.lua, BUDGET)
   std::vector<Contender> readers;
   std::vector<Attempt> at;
   for (int i = 0; i < k_readers; ++i) {

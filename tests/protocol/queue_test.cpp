@@ -46,7 +46,7 @@ private:
   std::string m_queue;
 };
 
-// The scripts' budget of entries removed or granted per call (scripts/common.lua, BUDGET).
+// The scripts' budget of entries removed or granted per call (scripts/common/call.lua, BUDGET).
 constexpr int64_t k_budget = 20;
 
 // Asserts that each call removed at most the budget of waiters, and that the work took several.

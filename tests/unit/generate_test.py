@@ -430,6 +430,25 @@ class Scripts(unittest.TestCase):
                     generate.Scripts(self.protocol, common, [], [])
                 self.assertEqual(str(caught.exception), f"{common}: no line 'begin(KEYS, ARGV)', or more than one")
 
+    def test_shared_code_in_several_files(self):
+        first = self.file("call.lua", "-- call\nlocal x = 1\nbegin(KEYS, ARGV)\nlocal y = 2\n")
+        second = self.file("queue.lua", "-- queue\nlocal q = x + y\n")
+        full = self.file("take.lua", "return q\n")
+        s = generate.Scripts(self.protocol, [first, second], [full], [])
+        prelude = generate.lua_prelude(self.protocol)
+        self.assertEqual(s.sources, [("take", prelude + "-- call\nlocal x = 1\nbegin(KEYS, ARGV)\nlocal y = 2\n"
+                                              "-- queue\nlocal q = x + y\n\nreturn q\n")])
+        text, origins = s.lint_source()
+        lines = text.split("\n")
+        at = {line: origins[i] for i, line in enumerate(lines[:len(origins)])}
+        self.assertEqual(at["local y = 2"], (first, 4))
+        self.assertEqual(at["local q = x + y"], (second, 2))
+        # The line begin(KEYS, ARGV) in none of them, or in two.
+        for files in ([second], [first, self.file("again.lua", "begin(KEYS, ARGV)\n")]):
+            with self.subTest(files=files), self.assertRaises(generate.Failure) as caught:
+                generate.Scripts(self.protocol, files, [full], [])
+            self.assertIn("no line 'begin(KEYS, ARGV)', or more than one", str(caught.exception))
+
     def test_the_lint_source_and_where_its_lines_come_from(self):
         common = self.file("common.lua", "-- common\nlocal x = 1\nbegin(KEYS, ARGV)\nlocal y = 2\n")
         full = self.file("take.lua", "local z = x\nreturn z")  # no line break at its end

@@ -61,7 +61,7 @@ TEST(ProtocolNames, EveryFieldAndEventIsOneTheScriptsUse) {
            protocol::who_fields::event_field);
 }
 
-// common.lua takes its table K of keys from the prelude's KEY, whose indices are the protocol's
+// common/call.lua takes its table K of keys from the prelude's KEY, whose indices are the protocol's
 // keys in LockName::script_keys' order: the lock, its parts (by their suffixes), the caller's
 // mailbox, the parts after it.
 TEST(ProtocolNames, ScriptKeysAreInTheProtocolsOrder) {

@@ -1,5 +1,5 @@
 -- Takes the lock, or a place in its queue, in one atomic step.
--- KEYS: the lock's keys (see common.lua). ARGV: protocol.txt, call acquire: the contender (see
+-- KEYS: the lock's keys (see common/call.lua). ARGV: protocol.txt, call acquire: the contender (see
 -- contender()), then the tokens of enclosing holds.
 -- Returns {1, more, push, fence, slot} when taken; {2, more, push, fence, pttl, i} when the
 -- enclosing hold i (1 for the first given) owns it (re-entry); {0, more, push, pttl, host, pid,

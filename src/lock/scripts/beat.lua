@@ -1,9 +1,9 @@
 -- The light heartbeat of a waiter behind others that nothing woke: it renews the waiter's lease
 -- in the queue while the view the waiter kept still holds, and nothing else. A script of its
--- own, without the protocol's prelude and common.lua (src/CMakeLists.txt, RLOCK_LIGHT_SCRIPTS): no
+-- own, without the protocol's prelude and the shared code (src/CMakeLists.txt, RLOCK_LIGHT_SCRIPTS): no
 -- configuration to parse, no call state, two keys; four commands (GET, TIME, PTTL, ZADD).
 -- KEYS: the waiters' leases (:wl), the lock's epoch (:ep). ARGV: protocol.txt, light beat: the
--- waiter's id, the epoch of its last view (see view_epoch in common.lua), the lease to give it
+-- waiter's id, the epoch of its last view (see view_epoch in common/waiting.lua), the lease to give it
 -- (ms), the claim window (ms).
 -- Returns the code alone (no header: a table costs the server more than the rest of the step):
 -- unchanged when the view holds and the lease was renewed; else stale: the epoch changed (or is

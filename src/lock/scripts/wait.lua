@@ -8,11 +8,11 @@
 -- hand-on: a waiter that is behind others in the reply has the far lease. Then, for a waiter
 -- whose place, if it is gone, was lost by the server (a failover, a restart) rather than lapsed:
 -- the arrival its place had (the waiting reply's) and how long it has waited (ms, its own clock);
--- it joins again there (rejoin_at in common.lua), else ('') at the end.
+-- it joins again there (rejoin_at in common/take.lua), else ('') at the end.
 -- Returns {1, more, push, fence, slot} when the lock is ours now; {5, more, push, reason, by} when
 -- the waiter must leave (reason "superseded", by "host\tpid\tuser\tcmd"); {4, more, push} when
 -- the budget ran out (call again); {6, more, push, tick, host, at, now, own} when its --once-per
--- tick ran (the caller then leaves: cancel.lua); else the waiting reply of common.lua. (A
+-- tick ran (the caller then leaves: cancel.lua); else the waiting reply of common/waiting.lua. (A
 -- heartbeat that only renews the place, while the waiter's view holds, is beat.lua's.)
 local a = A.wait
 

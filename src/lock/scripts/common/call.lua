@@ -1,0 +1,236 @@
+-- The code every lock script shares, in the files of src/lock/scripts/common/ (in the order
+-- src/CMakeLists.txt lists them: RLOCK_COMMON), which the build puts after the protocol's prelude
+-- and in front of each script. This one: the keys, the call's context and its records.
+--
+-- The keys of one lock, all under its hash tag and all declared by the caller, in the order of
+-- lock/name.hpp (LockName::script_keys) and src/lock/protocol.txt (key; KEY: each one's index):
+--   lock   PREFIX{KEY}: the exclusive holder's token (PX: its lease), or a lingering mark
+--   fence  fencing counter
+--   info   the exclusive holder: HASH id, its who (host pid user cmd), since fence ttl claimed ...
+--   q      the queue: ZSET id -> arrival (server microseconds, made unique; below 0: preemptors)
+--   w      the waiters: HASH "<id>.<field>"
+--   wl     the waiters' leases: ZSET id -> expiry (server ms)
+--   h      shared and semaphore holders: ZSET id -> expiry (server ms)
+--   hi     their data: HASH "<id>.<field>"
+--   sem    the semaphore: HASH limit, next (the highest slot handed out so far)
+--   free   semaphore slots given back: ZSET slot -> slot
+--   sq     the waiters that asked to supersede older ones: ZSET id -> arrival
+--   gone   waiters told to leave (superseded): ZSET id -> when the notice lapses
+--   log    the lock's history: STREAM
+--   tick   --once-per: the last tick run: HASH t p h at id (and pt ph pa: the one before)
+--   mb     the caller's mailbox: pushed when its hold or its place ends
+--   sum    the lock's summary: HASH of fixed fields (see summarize)
+--   ep     what waiters see: STRING "epoch due [head]" (see view_epoch)
+-- A contender's id is the first 16 characters of its token (the rest, 128 bits, is the secret).
+-- Every script's arguments are named in protocol.txt (call; A.CALL.ARG: each one's index), after
+-- the configuration (config; CFG).
+--
+-- Waiting: each waiter blocks (BLPOP, outside Lua) on its own mailbox and on the mailbox of the
+-- one just before it in the queue, or at the head, of the holders; whoever leaves pushes its own
+-- mailbox. The next live waiter is granted the lock in the script that frees it (a claim window
+-- of CLAIM); it claims the grant in its next wait step. A waiter whose lease in the queue (LEASE,
+-- renewed by its heartbeat) ran out is dead: it is skipped and dropped, never granted. A grant
+-- not claimed in time lapses and goes to the next one. A granted waiter that watched someone
+-- else than the caller is named in the reply, and the caller pushes its mailbox.
+--
+-- Bounded work: no script removes, grants or reports more than BUDGET entries, whatever the
+-- queue holds. What is left is reported (the reply's `more`), and the caller calls again at once:
+-- the rest is amortised over calls, and no call can stall the server for its other clients.
+
+local BUDGET = 20
+
+-- The context of one call: everything the call knows, set by begin() at its start (every script,
+-- and every function of the library, begins with begin(KEYS, ARGV)) and replaced by the next
+-- call's, so that nothing of one call is seen by the next. K and NOW are two of its fields under
+-- short names, set with it:
+--   K            the call's keys by their Lua name (K.lock, K.info...), each looked up on first use
+--   NOW          the server's clock (ms); now_us: in us, as a string; now_arg: NOW as a string
+--   lease claim mailbox history log_length (numbers), keep log_length_arg (as given), summary
+--                the configuration (CFG; a number given to redis.call is formatted at each call,
+--                which costs more than the command it is for: the strings are kept as given)
+--   work more    entries removed, granted or reported so far; the budget ran out with work left
+--   push         ids whose mailboxes the caller pushes after the script
+--   caller       the caller's id
+--   change       what waiters see changed: nil, 'due' or 'view' (see changed)
+--   joined       the score of the place this call gave the caller in the queue (enqueue), or nil
+-- and what it knows already, which a write may make stale (see wrote):
+--   quiet        nil: not asked yet; true: no queue, no shared holder, notice or semaphore
+--   reaped       the dead entries due now are gone (reap ran to the end)
+--   noted        the lock's key is free and no expired holder is left to record
+--   lock_read    lock_value holds the lock key's value (false: none): the key has not been
+--   lock_value   written since it was read (a script's clock stands still: no expiry)
+--   view         what check_types read of the holder, while it holds (current_view)
+--   no_sem       :sem and :free are known missing (tidy_limit)
+--   info_clean   :info is missing, or has no field a grant would not overwrite
+--   history_until  the history and the summary, where they exist, expire no earlier (or nil)
+local C, K, NOW
+
+local KEYS_BY_NAME = {__index = function(keys, name)
+  local key = C.keys[KEY[name]]
+  keys[name] = key
+  return key
+end}
+
+local function begin(keys, argv)
+  local t = redis.call('TIME')
+  -- (No arithmetic and no formatting of numbers: the microseconds padded to 6 digits, and the
+  -- milliseconds are the digits before the last 3.)
+  local us = t[2]
+  local now_us = t[1] .. string.sub('00000', #us) .. us
+  local now_arg = string.sub(now_us, 1, -4)
+  C = {keys = keys, args = argv, k = setmetatable({}, KEYS_BY_NAME),
+       lease = tonumber(argv[CFG.lease]), claim = tonumber(argv[CFG.claim]), mailbox = argv[CFG.mailbox],
+       history = tonumber(argv[CFG.history]), keep = argv[CFG.keep], log_length = tonumber(argv[CFG.log_length]),
+       log_length_arg = argv[CFG.log_length], summary = argv[CFG.summary] ~= '0',
+       now = tonumber(now_arg), now_us = now_us, now_arg = now_arg,
+       work = 0, more = false, push = {}, caller = '', change = nil, joined = nil,
+       quiet = nil, reaped = false, noted = false, lock_read = false, lock_value = false, view = nil,
+       no_sem = false, info_clean = false, history_until = nil}
+  K, NOW = C.k, C.now
+end
+
+-- An argument of the call, by its index (A.CALL.ARG).
+local function arg(i)
+  return C.args[i]
+end
+
+local function has(options, letter)
+  return string.find(options or '', letter, 1, true) ~= nil
+end
+
+local function id_of(token)
+  return string.sub(token, 1, 16)
+end
+
+-- ---- Records: the fields of a record (protocol.txt: record) as a place names them.
+
+-- A record read from a call's arguments, from index at on.
+local function record_args(record, at)
+  local r = {}
+  for i, name in ipairs(record.names) do r[name] = C.args[at + i - 1] or '' end
+  return r
+end
+
+-- A record read from values by field (hmget's), as the place (RECORD.NAME.KIND) names them.
+local function record_from(record, place, values)
+  local r, fields = {}, record[place]
+  for i, name in ipairs(record.names) do r[name] = values[fields[i]] or '' end
+  return r
+end
+
+-- Appends record r's fields, as the place names them (after prefix: "<id>." in :w and :hi), and
+-- their values to the field list out; returns out.
+local function put_record(out, record, place, r, prefix)
+  local fields = record[place]
+  prefix = prefix or ''
+  for i, name in ipairs(record.names) do
+    out[#out + 1] = prefix .. fields[i]
+    out[#out + 1] = r[name] or ''
+  end
+  return out
+end
+
+-- Appends the field/value pairs of list to out; returns out.
+local function put(out, list)
+  for i = 1, #list do out[#out + 1] = list[i] end
+  return out
+end
+
+-- Who a contender is, for notices: its who's fields joined by tabs ("host\tpid\tuser\tcmd").
+local function who_text(who)
+  local out = {}
+  for i, name in ipairs(RECORD.who.names) do out[i] = who[name] or '' end
+  return table.concat(out, '\t')
+end
+
+-- "<id>.FIELD" of each field of names.
+local function fields_of(id, names)
+  local out = {}
+  for i, f in ipairs(names) do out[i] = id .. '.' .. f end
+  return out
+end
+
+-- HMGET of the fields of hash key, as a table keyed by field (false: missing).
+local function hmget(key, ...)
+  local names = {...}
+  local v = redis.call('HMGET', key, ...)
+  local out = {}
+  for i, f in ipairs(names) do out[f] = v[i] end
+  return out
+end
+
+-- The same for the fields of id in a hash of "<id>.FIELD" (:w, :hi), keyed by FIELD.
+local function hmget_of(key, id, names)
+  local v = redis.call('HMGET', key, unpack(fields_of(id, names)))
+  local out = {}
+  for i, f in ipairs(names) do out[f] = v[i] end
+  return out
+end
+
+-- The field names a place keeps of a record, then the others given (for one HMGET).
+local function with_record(record, place, ...)
+  local out = {}
+  for i, f in ipairs(record[place]) do out[i] = f end
+  return put(out, {...})
+end
+
+-- ---- What the call knows, and what a write changes of it.
+
+local changed  -- what waiters see changed (defined below)
+
+-- What a write changes of what the call knows, and of what waiters see (changed): every write to
+-- the lock's structures that the call's own reads rely on says which it made.
+--   'lock'   the lock's key was written: value, its new value when the call knows it (false: the
+--            key is gone), nil to read it again; the view of its holder is gone
+--   'lease'  only the lock's lease (a claim): the view of its holder is gone
+--   'queue'  the queue, the shared holders or the notices: the lock is not quiet
+--   'slots'  :sem or :free: not known missing
+--   'info'   :info was deleted (value true: clean) or written with fields a grant overwrites
+--            (false: the next grant must delete it first)
+-- how: what waiters see ('due' or 'view', see changed; nil: nothing they see).
+local function wrote(what, value, how)
+  local c = C
+  if what == 'lock' then
+    c.lock_read, c.lock_value, c.view = value ~= nil, value or false, nil
+    if value == false then c.noted, c.info_clean = true, true end
+  elseif what == 'lease' then
+    c.view = nil
+  elseif what == 'queue' then
+    c.quiet = false
+  elseif what == 'slots' then
+    c.no_sem = false
+  elseif what == 'info' then
+    c.info_clean = value
+  end
+  if how then changed(how) end
+end
+
+-- The lock key's value (false: none), read once until the call writes the key.
+local function lock_value()
+  local c = C
+  if not c.lock_read then
+    c.lock_value = redis.call('GET', K.lock)
+    c.lock_read = true
+  end
+  return c.lock_value
+end
+
+-- Whether nobody waits, holds shared, has a notice or a semaphore slot (one command, asked once
+-- per call; a call that writes any of these structures says so: wrote('queue')). Everything that
+-- walks them (reaping, handing on, expiries) is then skipped: the uncontended case touches only
+-- the keys it needs.
+local function quiet()
+  local c = C
+  if c.quiet == nil then c.quiet = redis.call('EXISTS', K.q, K.wl, K.h, K.gone, K.sem, K.free) == 0 end
+  return c.quiet
+end
+
+local function spend()
+  local c = C
+  if c.work >= BUDGET then
+    c.more = true
+    return false
+  end
+  c.work = c.work + 1
+  return true
+end
