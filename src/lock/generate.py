@@ -623,6 +623,12 @@ def named_arguments_only(path, text):
                           "(arg(A.CALL.NAME); @arg_CALL_NAME@ in a light script)")
 
 
+def without_comment_lines(text):
+    """text without the lines that are a comment alone (the first line stays: no line break
+    before it)."""
+    return re.sub(r"\n[ \t]*--[^\n]*", "", text)
+
+
 class Scripts:
     """The lock scripts as the build makes them: each one's source as EVAL runs it, and the
     function library of all of them (Redis 7+: FUNCTION LOAD, FCALL)."""
@@ -659,7 +665,9 @@ class Scripts:
                             (text[begin + len(BEGIN) - 1:], path, text.count("\n", 0, begin) + 2)]
         for path in script_paths:
             name, own = script_name(path), read_text(path)
-            self.sources.append((name, f"{self.common}\n{own}"))
+            # (Without its comment lines, as the library: a C++ compiler need not take a string
+            # literal longer than 64 KiB, and EVAL sends it whole.)
+            self.sources.append((name, without_comment_lines(f"{self.common}\n{own}")))
             self.add_function(name, path, own, BEGIN[1:])
         for path in light_paths:
             name, own = script_name(path), light_source(p, path, read_text(path))
@@ -674,7 +682,7 @@ class Scripts:
         """The library's name and its text. It goes without its comment lines: C++ compilers need
         not take a longer string literal than 64 KiB, and FUNCTION LOAD sends it whole. Its name
         carries a hash of its text, so that two versions of rlock can use one server at once."""
-        body = re.sub(r"\n[ \t]*--[^\n]*", "", "".join(text for text, _, _ in self.pieces))
+        body = without_comment_lines("".join(text for text, _, _ in self.pieces))
         name = "rlock_" + sha1(body)[:12]
         return name, f"#!lua name={name}\n" + body.replace("@RLOCK_LIBRARY@", name)
 

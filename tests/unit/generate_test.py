@@ -383,7 +383,10 @@ class Scripts(unittest.TestCase):
         s = generate.Scripts(self.protocol, common, [full], [light])
         prelude = generate.lua_prelude(self.protocol)
         self.assertEqual(s.sources, [
-            ("take", prelude + "-- common\nlocal x = 1\nbegin(KEYS, ARGV)\n\n  -- take\nreturn reply(CODE.ok)\n"),
+            # Without its comment lines (the prelude's first stays: no line break before it).
+            ("take", prelude.split("\n")[0] + "\n" + "\n".join(line for line in prelude.split("\n")[1:]
+                                                              if not line.lstrip().startswith("--"))
+             + "local x = 1\nbegin(KEYS, ARGV)\n\nreturn reply(CODE.ok)\n"),
             ("beat", "-- beat\nif x then return 8 end\nreturn 1\n"),
         ])
         name, library = s.library()
@@ -436,8 +439,9 @@ class Scripts(unittest.TestCase):
         full = self.file("take.lua", "return q\n")
         s = generate.Scripts(self.protocol, [first, second], [full], [])
         prelude = generate.lua_prelude(self.protocol)
-        self.assertEqual(s.sources, [("take", prelude + "-- call\nlocal x = 1\nbegin(KEYS, ARGV)\nlocal y = 2\n"
-                                              "-- queue\nlocal q = x + y\n\nreturn q\n")])
+        self.assertEqual(s.sources, [("take", generate.without_comment_lines(
+            prelude + "-- call\nlocal x = 1\nbegin(KEYS, ARGV)\nlocal y = 2\n-- queue\nlocal q = x + y\n\nreturn q\n"))])
+        self.assertNotIn("-- queue", s.sources[0][1])
         text, origins = s.lint_source()
         lines = text.split("\n")
         at = {line: origins[i] for i, line in enumerate(lines[:len(origins)])}
