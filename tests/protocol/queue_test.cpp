@@ -483,6 +483,35 @@ TEST_F(SupersedeTest, EachSupersedingRequestReplacesThePreviousOneAndPlainWaiter
   EXPECT_EQ(step(third, at).outcome, Outcome::acquired);
 }
 
+// A holder that never releases: its lease runs out while waiters are queued, and the lock is free
+// until a call hands it on to the head. An attempt that does not wait (-n) must not take it
+// then, nor join the queue; the lock goes to the head, whose next step claims it.
+TEST_F(QueueTest, AnAttemptThatDoesNotWaitNeverTakesALapsedLockFromTheQueue) {
+  Contender a = contender("100", Mode::exclusive, 1, 300ms);
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  Contender b = contender("101"), c = contender("102");
+  Attempt ab = acquire(b);
+  ASSERT_EQ(ab.outcome, Outcome::queued);
+  Attempt ac = acquire(c);
+  ASSERT_EQ(ac.position, 2);
+  ASSERT_TRUE(eventually([&] { return call({"EXISTS", name.lock_key()}).integer == 0; })) << "a's lease ran out";
+  for (int i = 0; i < 3; ++i) {
+    Contender n = contender("200");
+    EXPECT_NE(acquire(n, false).outcome, Outcome::acquired) << "attempt " << i << " jumped ahead of the queue";
+    EXPECT_NE(call({"GET", name.lock_key()}).str, n.token) << "attempt " << i << " left the lock taken";
+    LockState s = state();
+    for (const auto& w : s.waiters) EXPECT_NE(w.holder.pid, "200") << "attempt " << i << " queued";
+    for (const auto& h : s.holders) EXPECT_NE(h.holder.pid, "200") << "attempt " << i;
+  }
+  ab = step(b, ab);
+  ASSERT_EQ(ab.outcome, Outcome::acquired) << "the head's step hands the lapsed lock on";
+  EXPECT_EQ(state().holders.at(0).holder.pid, "101");
+  EXPECT_NE(acquire(contender("200"), false).outcome, Outcome::acquired);
+  ASSERT_TRUE(release(b));
+  ac = step(c, ac);
+  EXPECT_EQ(ac.outcome, Outcome::acquired) << "then the next in line";
+}
+
 TEST_F(QueueTest, AWaiterWhoseQueueWasLostJoinsItAgain) {
   Contender a = contender("100");
   ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
