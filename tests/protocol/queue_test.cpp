@@ -327,6 +327,33 @@ TEST_F(QueueTest, AnAttemptBehindManyDeadWaitersCallsAgainUntilItHasAnAnswer) {
   expect_bounded(counting, dead);
 }
 
+// Waiters killed together (no cancel, no more steps), the lock released while they still had
+// their leases: the head is granted it and never claims it. Once the leases and the claim
+// window have lapsed, the lock shows free with nobody waiting, and an attempt that does not
+// queue takes it.
+TEST_F(QueueTest, DeadWaitersGrantedTheLockLeaveItFreeOnceTheirLeasesLapse) {
+  Timing dying = timing;
+  dying.lease = k_dying_lease;
+  dying.claim = k_dying_lease;
+  Contender a = contender("100");
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  const int64_t dead = 3 * k_budget + 5;
+  for (int64_t i = 0; i < dead; ++i) ASSERT_EQ(acquire(contender("d"), true, &dying).outcome, Outcome::queued);
+  ASSERT_TRUE(lock::release(node, name, dying, a.token, lock::Ending{}));
+  LockState granted = state();
+  ASSERT_TRUE(granted.held) << "the release granted the lock to the head";
+  EXPECT_EQ(granted.holders.at(0).holder.pid, "d");
+  ASSERT_TRUE(eventually([&] {
+    LockState s = state();
+    return !s.held && s.queue_length == 0;
+  })) << "the dead head's grant and the waiters' leases lapse";
+  Contender b = contender("101");
+  ASSERT_EQ(acquire(b, false).outcome, Outcome::acquired);
+  LockState s = state();
+  EXPECT_EQ(s.holders.at(0).holder.pid, "101");
+  EXPECT_EQ(s.queue_length, 0);
+}
+
 TEST_F(QueueTest, AWaitStepBehindManyDeadWaitersCallsAgainUntilItHasAnAnswer) {
   Timing dying = timing;
   dying.lease = k_dying_lease;
