@@ -157,7 +157,8 @@ script_calls_above() { (($(script_calls "$1") > $2)); }
   rlock acquire k "${U[@]}" >/dev/null || fail "acquire"
   local base
   base=$(script_calls 1)
-  bg waiter rlock run k -w 6 "${U[@]}" -- touch "$T/ran"
+  # It keeps trying until its wait runs out, then says why it could not take the lock.
+  bg waiter rlock run k -w 3 "${U[@]}" -- touch "$T/ran"
   # It has tried (and found the lock busy) a few times.
   wait_until -t 10 script_calls_above 1 $((base + 6)) || fail "the waiter did not try: $(bg_err waiter)"
   bg_done waiter && fail "the waiter ended early: $(bg_err waiter)"
@@ -238,7 +239,7 @@ held_on_all_3() { [[ $(held_on "$1") == "1 2 3" ]]; }
   masters_start 3
   local nt=(--node-timeout 300ms)
   bg holder rlock run k -t 3s "${nt[@]}" "${U[@]}" -- \
-    sh -c 'echo "$RLOCK_FENCE" >"$0"; exec "$CS" "$WLOG" holder 6 0.1' "$T/fences"
+    sh -c 'echo "$RLOCK_FENCE" >"$0"; exec "$CS" "$WLOG" holder 4 0.1' "$T/fences"
   wait_cs holder holder
   local f1
   f1=$(cat "$T/fences")
