@@ -244,7 +244,9 @@ _later_position_says_1() {
 lines_naming() { grep -c "pid $2[ ;)]" "$T/$1.err" || true; }
 
 @test "in a CI: a line after about 2s, then one at once when the holder or the position changes; every byte escaped" {
-  bg holder rlock run k -- "$CS" "$WLOG" holder "until:$T/go"
+  # A 3s TTL: the holder's renewals (each second) make the waiters' steps full ones, from which
+  # a line is printed; with the default 30s, the first full step after 2s may come 10s later.
+  bg holder rlock run k -t 3s -- "$CS" "$WLOG" holder "until:$T/go"
   wait_cs holder holder
   # The next holder's command line holds an escape sequence, as any bytes in Redis may.
   enqueue w1 k 1 rlock run k -w 60 -- sh -c 'while [ ! -e "$0" ]; do sleep 0.05; done' "$T/go.w1" $'\e[2Jevil'
@@ -279,7 +281,9 @@ lines_naming() { grep -c "pid $2[ ;)]" "$T/$1.err" || true; }
 }
 
 @test "in a CI (GITHUB_ACTIONS), acquire shows the progress too; -q silences it" {
-  bg holder rlock run k -- "$CS" "$WLOG" holder "until:$T/go"
+  # A 3s TTL: the holder's renewals (each second) make the waiters' steps full ones, from which
+  # a line is printed; with the default 30s, the first full step after 2s may come 10s later.
+  bg holder rlock run k -t 3s -- "$CS" "$WLOG" holder "until:$T/go"
   wait_cs holder holder
   GITHUB_ACTIONS=true enqueue loud k 1 rlock acquire k -w 60 --json
   GITHUB_ACTIONS=true enqueue quiet k 2 rlock acquire k -q -w 60 --json
