@@ -335,9 +335,10 @@ teardown() {
   local port
   port=$(free_port)
   export RLOCK_URL="redis://127.0.0.1:$port"
-  RLOCK_TOKEN=0123456789abcdef0123456789abcdef run --separate-stderr rlock release k
+  # release and extend try again for --io-timeout (default 2s; faults/server.bats shows it).
+  RLOCK_TOKEN=0123456789abcdef0123456789abcdef run --separate-stderr rlock release k --io-timeout 300ms
   assert_error_line 69
-  RLOCK_TOKEN=0123456789abcdef0123456789abcdef run --separate-stderr rlock extend k
+  RLOCK_TOKEN=0123456789abcdef0123456789abcdef run --separate-stderr rlock extend k --io-timeout 300ms
   assert_error_line 69
   run --separate-stderr rlock list
   assert_error_line 69

@@ -754,7 +754,7 @@ minutes_of() {
   esac
 }
 
-@test "README.md's cron line, its period scaled to 5s, on 3 hosts firing apart: one run per tick for 3 ticks" {
+@test "README.md's cron line, its period scaled to 5s, on 3 hosts firing apart: one run per tick for 2 ticks" {
   local line period opt value scaled
   line=$(grep -E '^ +\*/[0-9]+ \* \* \* \* rlock run ' "$RLOCK_SOURCE_DIR/README.md")
   [[ -n $line && $line != *$'\n'* ]] || fail "README.md has not one '*/N * * * * rlock run' line: $line"
@@ -770,7 +770,7 @@ minutes_of() {
   # The ticks at multiples of the scaled period (--once-per rounds the time to the nearest one).
   t0=$(now_ms)
   t0=$(((t0 + 500 + 4999) / 5000 * 5000))
-  for tick in 1 2 3; do
+  for tick in 1 2; do
     # Each tick at its time; the hosts' crons fire 300ms apart.
     sleep "$(awk -v ms=$((t0 + (tick - 1) * 5000 - $(now_ms))) 'BEGIN { print (ms > 0 ? ms / 1000 : 0) }')"
     for h in 1 2 3; do
@@ -785,7 +785,7 @@ minutes_of() {
   done
   wait "${pids[@]}"
   # The job's own lines: one per tick (exit 0), the other hosts skipped it (75).
-  for tick in 1 2 3; do
+  for tick in 1 2; do
     assert_equal "$(grep -c "^tick$tick " "$EXAMPLES_STUB_LOG")" 1 ||
       fail "tick $tick ran the job $(grep -c "^tick$tick " "$EXAMPLES_STUB_LOG") times ($opt $scaled every 5s): $(cat "$EXAMPLES_STUB_LOG")"
     assert_equal "$(cat "$T/runs/$tick".*.rc | sort | tr '\n' ' ')" "0 75 75 "

@@ -447,11 +447,11 @@ tree_running() { [[ $(wc -l <"$T/pids" 2>/dev/null) -ge 4 ]] && grep -q '^old ' 
   wait_until -t 10 started holder || fail "the holder did not start: $(bg_err holder)"
   run --separate-stderr rlock run e -n -- true
   assert_failure 75
-  run --separate-stderr rlock run e -w 1s -- true
+  run --separate-stderr rlock run e -w 0.3s -- true
   assert_failure 75
   run --separate-stderr rlock run e -n -E 3 -- true
   assert_failure 3
-  run --separate-stderr rlock acquire e -w 1s -E 4
+  run --separate-stderr rlock acquire e -w 0.3s -E 4
   assert_failure 4
   # -E is the busy code only: a superseded waiter exits 79 (or its own code).
   enqueue w1 e 1 rlock run e -w 60s -E 3 --supersede -- "$T/job.sh" W1 0

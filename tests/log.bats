@@ -96,7 +96,7 @@ every_event() {
   assert_success
   assert_bg_status victim 80 15
   # expired: the holder dies (SIGKILL, no release); its lease ends; another takes the lock.
-  bg dead rlock run "$k" -t 2s -- sleep 30
+  bg dead rlock run "$k" -t 1s -- sleep 30
   wait_until -t 10 lock_held "$k" || fail "the holder did not take $k: $(bg_err dead)"
   kill -KILL "$dead_pid"
   wait_until -t 10 lock_free "$k" || fail "the dead holder's lease did not end"
@@ -106,7 +106,7 @@ every_event() {
 
 EVERY_EVENT="acquired busy released acquired released acquired lost acquired superseded released acquired released acquired preempted acquired released acquired expired acquired released"
 
-@test "log lists acquired, busy, released, lost, superseded, preempted and expired, oldest first" {
+@test "log lists acquired, busy, released, lost, superseded, preempted and expired, oldest first; --json: one object a line with the contract's fields and types" {
   redis_start
   every_event k
   assert_equal "$(event_kinds k)" "$EVERY_EVENT"
@@ -137,11 +137,7 @@ EVERY_EVENT="acquired busy released acquired released acquired lost acquired sup
   assert_success
   assert_equal "${#lines[@]}" 2
   assert_equal "$(printf '%s\n' "${lines[@]}")" "$(rlock log k | tail -n 2)"
-}
-
-@test "log --json: one object a line with the contract's fields and types" {
-  redis_start
-  every_event k
+  # --json, of the same events.
   run --separate-stderr rlock log k --json
   assert_success
   assert_equal "${#lines[@]}" 20

@@ -248,6 +248,8 @@ _later_position_says_1() {
 lines_naming() { grep -c "pid $2[ ;)]" "$T/$1.err" || true; }
 
 @test "in a CI: a line after about 2s, then one at once when the holder or the position changes; every byte escaped" {
+  # The holder's default TTL: its renewals come every 10s and change nothing the waiters see, so
+  # their steps stay light; the waiter takes a full step when its first line is due.
   bg holder rlock run k -- "$CS" "$WLOG" holder "until:$T/go"
   wait_cs holder holder
   # The next holder's command line holds an escape sequence, as any bytes in Redis may.
@@ -258,6 +260,7 @@ lines_naming() { grep -c "pid $2[ ;)]" "$T/$1.err" || true; }
   wait_until -t 15 grep -q "pid $holder_pid" "$T/waiter.err" || fail "no line names the holder: $(bg_err waiter)"
   seen=$(elapsed_ms "$t0")
   ((seen >= 1800)) || fail "the first line came ${seen}ms into the wait, before 2s"
+  ((seen < 6000)) || fail "the first line came ${seen}ms into the wait, not about 2s"
   grep -q "^rlock: waiting for k: held by $(uname -n) pid $holder_pid for [0-9.a-z]* (.*cs.*); position 2 of 2; waited [0-9]*s\$" \
     "$T/waiter.err" || fail "the line is not as it should be: $(LC_ALL=C cat -v "$T/waiter.err")"
   # Nothing changes: no other line (the next one is 30s away).
@@ -284,7 +287,9 @@ lines_naming() { grep -c "pid $2[ ;)]" "$T/$1.err" || true; }
 }
 
 @test "in a CI (GITHUB_ACTIONS), acquire shows the progress too; -q silences it" {
-  bg holder rlock run k -- "$CS" "$WLOG" holder "until:$T/go"
+  # A 3s TTL: the holder's renewals (each second) make the waiters' steps full ones, from which
+  # a line is printed; with the default 30s, the first full step after 2s may come 10s later.
+  bg holder rlock run k -t 3s -- "$CS" "$WLOG" holder "until:$T/go"
   wait_cs holder holder
   GITHUB_ACTIONS=true enqueue loud k 1 rlock acquire k -w 60 --json
   GITHUB_ACTIONS=true enqueue quiet k 2 rlock acquire k -q -w 60 --json
@@ -300,13 +305,13 @@ lines_naming() { grep -c "pid $2[ ;)]" "$T/$1.err" || true; }
   [[ ! -s $T/quiet.err ]] || fail "-q printed: $(LC_ALL=C cat -v "$T/quiet.err")"
 }
 
-# write_leaver: $T/leave.sh, a command that leaves 7 processes running for 6s (the first with an
-# escape sequence in its name) and exits 3.
+# write_leaver: $T/leave.sh, a command that leaves 7 processes running for 4s (the first with an
+# escape sequence in its name) and exits 3: the line about them is due 2s after the exit.
 write_leaver() {
   cat >"$T/leave.sh" <<'LEAVE'
 #!/bin/bash
-(exec -a $'\e[2Jevil' sleep 6) &
-for i in 1 2 3 4 5 6; do sleep 6 & done
+(exec -a $'\e[2Jevil' sleep 4) &
+for i in 1 2 3 4 5 6; do sleep 4 & done
 exit 3
 LEAVE
   chmod +x "$T/leave.sh"
@@ -320,16 +325,19 @@ LEAVE
   [[ $stderr == "rlock: lk: the command exited (3), but 7 processes it left running keep the lock: pid "* ]] ||
     fail "not the leftovers line: $stderr"
   [[ $stderr == *" and 2 more; waiting for them (--leftovers kill ends them)" ]] || fail "not bounded: $stderr"
-  [[ $stderr == *'(\x1b[2Jevil 6)'* ]] || fail "the leftover's name is not escaped: $(cat -v <<<"$stderr")"
-  [[ $(grep -o "pid [0-9]* (sleep 6)" <<<"$stderr" | wc -l) == 4 ]] || fail "not 5 named: $stderr"
+  [[ $stderr == *'(\x1b[2Jevil 4)'* ]] || fail "the leftover's name is not escaped: $(cat -v <<<"$stderr")"
+  [[ $(grep -o "pid [0-9]* (sleep 4)" <<<"$stderr" | wc -l) == 4 ]] || fail "not 5 named: $stderr"
 }
 
 @test "without a terminal or a CI, or with -q, leftovers that keep the lock are not announced" {
   write_leaver
-  run --separate-stderr rlock run lk -- "$T/leave.sh"
-  assert_equal "$status" 3
-  assert_equal "$stderr" ""
-  CI=true run --separate-stderr rlock run lk -q -- "$T/leave.sh"
-  assert_equal "$status" 3
-  assert_equal "$stderr" ""
+  # Both at once, on two keys: each waits for its leftovers (4s), past the 2s the line is due at.
+  bg plain rlock run lk -- "$T/leave.sh"
+  CI=true bg quiet rlock run lk2 -q -- "$T/leave.sh"
+  local name
+  for name in plain quiet; do
+    bg_wait "$name" 20
+    assert_equal "$BG_STATUS" 3
+    [[ ! -s $T/$name.err ]] || fail "$name printed: $(LC_ALL=C cat -v "$T/$name.err")"
+  done
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # Waiting in a FIFO queue: waiters get the lock in the order they queued, once each; newcomers
-# (even -n) never jump ahead; a waiter that dies, gives up or is interrupted stops delaying the
-# others within the documented bounds; a crashed holder, a Redis restart and a Sentinel failover
+# (even -n) never jump ahead (with a lapsed lease too: tests/protocol, QueueTest); a waiter that
+# dies, gives up or is interrupted stops delaying the others within the documented bounds; a crashed holder, a Redis restart and a Sentinel failover
 # do not lose or duplicate anyone; status shows the queue; the same on a Redis Cluster.
 #
 # Bounds (see helpers/queue.bash): heartbeat H = 1s, queue lease L = 3s (4.5s behind others), claim window 2s, plus
@@ -105,39 +105,6 @@ ms_of_free_run() {
   assert_no_overlap
 }
 
-@test "a holder whose lease ran out with waiters queued: -n newcomers never jump ahead of them" {
-  redis_start
-  # A holder that never releases: its lease (8s, time for w1 and w2 to queue on a loaded
-  # machine) runs out while they wait, and the lock is free until a waiter's heartbeat hands it
-  # on. Newcomers with -n must not take it then.
-  acquire_token k -t 8s
-  queue_waiters 2
-  local rc attempts=0 refused=0 gaps=0
-  while ! cs_started w2; do
-    bg_done w2 && break
-    lock_free k && gaps=$((gaps + 1))
-    rc=0
-    rlock run k -n -- "$CS" "$WLOG" barger 0 2>>"$T/barger.err" || rc=$?
-    attempts=$((attempts + 1))
-    case $rc in
-      75) refused=$((refused + 1)) ;;
-      # Taking the lock is right once w2 has had its turn (the last attempt may start before
-      # w2's turn and get the lock after it): the witness's order below tells.
-      0) ;;
-      *) fail "a -n newcomer exited $rc: $(tail -n 3 "$T/barger.err")" ;;
-    esac
-    ((attempts < 2000)) || fail "w2 did not start; order: $(cs_order)"
-  done
-  wait_all 30 w1 w2
-  ((refused > 0)) || fail "no -n attempt was made while the waiters waited"
-  [[ $(cs_order) =~ ^w1\ w2(\ barger)*$ ]] || fail "a -n newcomer jumped ahead of the waiters: $(cs_order)"
-  assert_no_overlap
-  echo "# $attempts -n attempts, $refused refused (75); $gaps made while the lock was free" >&3
-}
-
-# --- waiters that die -------------------------------------------------------------------------
-
-# w2 is behind w1: its lease is the longer one of a waiter behind others.
 @test "a queued waiter killed with SIGKILL leaves the queue within L + H; the others go on in order" {
   redis_start
   hold_k

@@ -157,7 +157,8 @@ script_calls_above() { (($(script_calls "$1") > $2)); }
   rlock acquire k "${U[@]}" >/dev/null || fail "acquire"
   local base
   base=$(script_calls 1)
-  bg waiter rlock run k -w 6 "${U[@]}" -- touch "$T/ran"
+  # It keeps trying until its wait runs out, then says why it could not take the lock.
+  bg waiter rlock run k -w 3 "${U[@]}" -- touch "$T/ran"
   # It has tried (and found the lock busy) a few times.
   wait_until -t 10 script_calls_above 1 $((base + 6)) || fail "the waiter did not try: $(bg_err waiter)"
   bg_done waiter && fail "the waiter ended early: $(bg_err waiter)"
@@ -201,7 +202,7 @@ acquire_release_times() {
   local base=$((MAX_ACQ > MAX_REL ? MAX_ACQ : MAX_REL))
   local limit=$((base + 700 > 1000 ? base + 700 : 1000))
   m_stop 3
-  acquire_release_times 5 --node-timeout 200ms "${U[@]}"
+  acquire_release_times 3 --node-timeout 200ms "${U[@]}"
   echo "# --node-timeout 200ms: all answer: max ${base}ms; m3 stopped: acquire max ${MAX_ACQ}ms, release max ${MAX_REL}ms" >&3
   ((MAX_ACQ < limit)) || fail "an acquire took ${MAX_ACQ}ms with m3 stopped (200ms per node, limit ${limit}ms)"
   ((MAX_REL < limit)) || fail "a release took ${MAX_REL}ms with m3 stopped (200ms per node, limit ${limit}ms)"
@@ -210,7 +211,7 @@ acquire_release_times() {
   run --separate-stderr rlock run k "${U[@]}" -- sh -c 'echo "fence $RLOCK_FENCE"'
   assert_success
   assert_output --regexp '^fence [0-9]+$'
-  run --separate-stderr rlock run k -t 1s --node-timeout 150ms "${U[@]}" -- sleep 2.5
+  run --separate-stderr rlock run k -t 1s --node-timeout 150ms "${U[@]}" -- sleep 1.6
   assert_success
   wait_until -t 5 free_everywhere k || fail "the lock is still on m$(held_on k)"
   # status has no TTL: each master gets the --io-timeout.
@@ -238,7 +239,7 @@ held_on_all_3() { [[ $(held_on "$1") == "1 2 3" ]]; }
   masters_start 3
   local nt=(--node-timeout 300ms)
   bg holder rlock run k -t 3s "${nt[@]}" "${U[@]}" -- \
-    sh -c 'echo "$RLOCK_FENCE" >"$0"; exec "$CS" "$WLOG" holder 6 0.1' "$T/fences"
+    sh -c 'echo "$RLOCK_FENCE" >"$0"; exec "$CS" "$WLOG" holder 4 0.1' "$T/fences"
   wait_cs holder holder
   local f1
   f1=$(cat "$T/fences")
@@ -304,32 +305,7 @@ CONTEND
   proxy_resume p3
 }
 
-@test "fences increase strictly over 8 acquisitions while masters are restarted empty, a different minority each time" {
-  masters_start 5
-  : >"$T/fences"
-  local round i picked n rounds
-  rounds=$(redlock_scaled 8)
-  for round in $(seq 1 "$rounds"); do
-    # 1 or 2 masters (a minority) restarted with nothing in them; on odd rounds their fence
-    # counters start low, as a server whose clock is behind would seed them.
-    n=$((1 + RANDOM % 2))
-    picked=$(shuf -i 1-5 -n "$n" | tr '\n' ' ')
-    for i in $picked; do
-      m_restart "$i"
-      ((round % 2)) && mcli "$i" set 'rlock:{k}:fence' "$round" >/dev/null
-    done
-    echo "round $round: restarted $picked" >>"$T/rounds"
-    # A master restarted empty counts again once it has run a TTL (1s here).
-    sleep 1.1
-    rlock run k -t 1s "${U[@]}" -- sh -c 'echo "$RLOCK_FENCE"' >>"$T/fences" 2>>"$T/run.err" ||
-      fail "round $round: run failed: $(cat "$T/run.err")"
-  done
-  assert_equal "$(wc -l <"$T/fences")" "$rounds"
-  run fences_increase "$T/fences"
-  [[ $status -eq 0 ]] || fail "$output; rounds: $(cat "$T/rounds"); fences: $(cat "$T/fences")"
-}
-
-@test "a run whose lock is removed from 2 of 3 masters learns it at its next renewal: child stopped, 76" {
+@test "a run whose lock is removed from 2 of 3 masters learns it at its next renewal: child stopped, 76, the lock given back on the third" {
   masters_start 3
   bg holder rlock run k -t 3s --node-timeout 300ms "${U[@]}" -- "$CS" "$WLOG" holder 60 0.1
   wait_cs holder holder
@@ -344,16 +320,7 @@ CONTEND
   assert_equal "$BG_STATUS" 76
   grep -qi lost "$T/holder.err" || fail "the holder did not say it lost the lock: $(bg_err holder)"
   [[ -n $(awk '$1 == "stop"' "$WLOG") ]] || fail "the child was not stopped: $(cat "$WLOG")"
-}
-
-@test "a run that lost its lock on a majority gives it back on the masters where its token still owns it" {
-  masters_start 3
-  bg holder rlock run k -t 3s --node-timeout 300ms "${U[@]}" -- "$CS" "$WLOG" holder 60 0.1
-  wait_cs holder holder
-  mcli 1 del 'rlock:{k}' >/dev/null
-  mcli 2 del 'rlock:{k}' >/dev/null
-  bg_wait holder 5
-  assert_equal "$BG_STATUS" 76
+  # It gave the lock back on the master where its token still owned it (m3, set again above).
   [[ $(held_on k) == "" ]] || fail "after the run exited, its lock is still on m$(held_on k) (PTTL $(mcli 3 pttl 'rlock:{k}')ms)"
 }
 
@@ -380,19 +347,20 @@ CONTEND
   tok=$(rlock acquire k "${U[@]}") || fail "acquire"
   m_kill 2
   m_kill 3
-  RLOCK_TOKEN=$tok run --separate-stderr rlock release k "${U[@]}"
+  # Each retries for --io-timeout (default 2s) before it gives up: shortened here.
+  RLOCK_TOKEN=$tok run --separate-stderr rlock release k --io-timeout 300ms "${U[@]}"
   assert_error_exit 69
   [[ $stderr == *"$(m_url 2)"* && $stderr == *"$(m_url 3)"* ]] || fail "the error does not name m2 and m3: '$stderr'"
-  RLOCK_TOKEN=$tok run --separate-stderr rlock extend k -t 10s "${U[@]}"
+  RLOCK_TOKEN=$tok run --separate-stderr rlock extend k -t 10s --io-timeout 300ms "${U[@]}"
   assert_error_exit 69
   [[ $stderr == *"$(m_url 2)"* && $stderr == *"$(m_url 3)"* ]] || fail "the error does not name m2 and m3: '$stderr'"
 }
 
 @test "a run whose masters go down (2 of 3) just before the child ends is not told it lost the lock: as with one Redis, a warning and the child's status" {
   masters_start 3
-  # The child kills two masters and exits 7 long before the first renewal (TTL 6s: at 2s). The
+  # The child kills two masters and exits 7 long before the first renewal (TTL 4s: at 1.3s). The
   # release is then retried until the lock's validity ends: a TTL, not the default 30s.
-  run --separate-stderr rlock run k -t 6s "${U[@]}" -- sh -c 'kill -KILL "$0" "$1"; while kill -0 "$0" 2>/dev/null || kill -0 "$1" 2>/dev/null; do sleep 0.05; done; exit 7' \
+  run --separate-stderr rlock run k -t 4s "${U[@]}" -- sh -c 'kill -KILL "$0" "$1"; while kill -0 "$0" 2>/dev/null || kill -0 "$1" 2>/dev/null; do sleep 0.05; done; exit 7' \
     "${M_PID[2]}" "${M_PID[3]}"
   M_PID[2]= M_PID[3]=
   [[ $stderr != *"no longer owned"* ]] || fail "rlock says the token no longer owned the lock, which it cannot know: '$stderr'"
@@ -670,10 +638,10 @@ SCRIPT
   bg script bash "$T/script.sh" "${U[@]}"
   wait_until test -s "$T/tok" || fail "no lock: $(bg_err script)"
   assert held_everywhere k
-  # Held for three TTLs: the keeper renewed it on every master.
+  # Held for two TTLs: the keeper renewed it on every master.
   local t0
   t0=$(now_ms)
-  while (($(elapsed_ms "$t0") < 6000)); do
+  while (($(elapsed_ms "$t0") < 4000)); do
     held_everywhere k || fail "the lock lapsed $(elapsed_ms "$t0")ms after acquire: on '$(held_on k)'"
     sleep 0.1
   done

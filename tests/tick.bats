@@ -219,6 +219,8 @@ sleep_until() {
     fail "stderr: $stderr"
   run rlock log k --json
   assert_equal "$(jq -r 'select(.event == "overrun") | .holder.host' <<<"$output")" "$(hostname)"
+  # Shown: the long job need not run its 5s out.
+  kill -TERM "$long_pid"
   bg_wait long 20
 }
 

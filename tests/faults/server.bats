@@ -358,7 +358,7 @@ no_orphan_once_awake() {
   redis_start
   local t0 took
   t0=$(now_ms)
-  run --separate-stderr timeout 30 rlock run k -t 3s --io-timeout 5s -- sh -c 'sleep 4; touch "$0"' "$T/done"
+  run --separate-stderr timeout 30 rlock run k -t 2s --io-timeout 3s -- sh -c 'sleep 2.5; touch "$0"' "$T/done"
   took=$(elapsed_ms "$t0")
   case $status in
     0) assert_file_exists "$T/done" ;;

@@ -327,6 +327,33 @@ TEST_F(QueueTest, AnAttemptBehindManyDeadWaitersCallsAgainUntilItHasAnAnswer) {
   expect_bounded(counting, dead);
 }
 
+// Waiters killed together (no cancel, no more steps), the lock released while they still had
+// their leases: the head is granted it and never claims it. Once the leases and the claim
+// window have lapsed, the lock shows free with nobody waiting, and an attempt that does not
+// queue takes it.
+TEST_F(QueueTest, DeadWaitersGrantedTheLockLeaveItFreeOnceTheirLeasesLapse) {
+  Timing dying = timing;
+  dying.lease = k_dying_lease;
+  dying.claim = k_dying_lease;
+  Contender a = contender("100");
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  const int64_t dead = 3 * k_budget + 5;
+  for (int64_t i = 0; i < dead; ++i) ASSERT_EQ(acquire(contender("d"), true, &dying).outcome, Outcome::queued);
+  ASSERT_TRUE(lock::release(node, name, dying, a.token, lock::Ending{}));
+  LockState granted = state();
+  ASSERT_TRUE(granted.held) << "the release granted the lock to the head";
+  EXPECT_EQ(granted.holders.at(0).holder.pid, "d");
+  ASSERT_TRUE(eventually([&] {
+    LockState s = state();
+    return !s.held && s.queue_length == 0;
+  })) << "the dead head's grant and the waiters' leases lapse";
+  Contender b = contender("101");
+  ASSERT_EQ(acquire(b, false).outcome, Outcome::acquired);
+  LockState s = state();
+  EXPECT_EQ(s.holders.at(0).holder.pid, "101");
+  EXPECT_EQ(s.queue_length, 0);
+}
+
 TEST_F(QueueTest, AWaitStepBehindManyDeadWaitersCallsAgainUntilItHasAnAnswer) {
   Timing dying = timing;
   dying.lease = k_dying_lease;
@@ -481,6 +508,35 @@ TEST_F(SupersedeTest, EachSupersedingRequestReplacesThePreviousOneAndPlainWaiter
   ASSERT_EQ(step(plain2, ap2).outcome, Outcome::acquired);
   ASSERT_TRUE(release(plain2));
   EXPECT_EQ(step(third, at).outcome, Outcome::acquired);
+}
+
+// A holder that never releases: its lease runs out while waiters are queued, and the lock is free
+// until a call hands it on to the head. An attempt that does not wait (-n) must not take it
+// then, nor join the queue; the lock goes to the head, whose next step claims it.
+TEST_F(QueueTest, AnAttemptThatDoesNotWaitNeverTakesALapsedLockFromTheQueue) {
+  Contender a = contender("100", Mode::exclusive, 1, 300ms);
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  Contender b = contender("101"), c = contender("102");
+  Attempt ab = acquire(b);
+  ASSERT_EQ(ab.outcome, Outcome::queued);
+  Attempt ac = acquire(c);
+  ASSERT_EQ(ac.position, 2);
+  ASSERT_TRUE(eventually([&] { return call({"EXISTS", name.lock_key()}).integer == 0; })) << "a's lease ran out";
+  for (int i = 0; i < 3; ++i) {
+    Contender n = contender("200");
+    EXPECT_NE(acquire(n, false).outcome, Outcome::acquired) << "attempt " << i << " jumped ahead of the queue";
+    EXPECT_NE(call({"GET", name.lock_key()}).str, n.token) << "attempt " << i << " left the lock taken";
+    LockState s = state();
+    for (const auto& w : s.waiters) EXPECT_NE(w.holder.pid, "200") << "attempt " << i << " queued";
+    for (const auto& h : s.holders) EXPECT_NE(h.holder.pid, "200") << "attempt " << i;
+  }
+  ab = step(b, ab);
+  ASSERT_EQ(ab.outcome, Outcome::acquired) << "the head's step hands the lapsed lock on";
+  EXPECT_EQ(state().holders.at(0).holder.pid, "101");
+  EXPECT_NE(acquire(contender("200"), false).outcome, Outcome::acquired);
+  ASSERT_TRUE(release(b));
+  ac = step(c, ac);
+  EXPECT_EQ(ac.outcome, Outcome::acquired) << "then the next in line";
 }
 
 TEST_F(QueueTest, AWaiterWhoseQueueWasLostJoinsItAgain) {
