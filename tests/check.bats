@@ -259,7 +259,7 @@ scripted_history() {
   jq -e '.keys[0] | .key == "job" and .state == "CRITICAL" and .lost_since_success == 1 and .held == false' \
     <<<"$output" >/dev/null || fail "$output"
   jq -e '.keys[0].counts == {acquired: 5, busy: 1, released: 4, lost: 1, superseded: 0, preempted: 0, expired: 0,
-    returned: 0}' <<<"$output" >/dev/null || fail "counts: $output"
+    returned: 0, overrun: 0}' <<<"$output" >/dev/null || fail "counts: $output"
   jq -e '.keys[0].last_success | .exit == null and .event == "released"' <<<"$output" >/dev/null ||
     fail "the last success is the acquire given back: $output"
   jq -e '.keys[0].last_end | .event == "lost"' <<<"$output" >/dev/null || fail "$output"
