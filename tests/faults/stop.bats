@@ -170,7 +170,7 @@ END
   # stops the tree again.
   term_counter >"$T/job"
   printf 'bash "%s/job" &\nwhile [ ! -e "%s/ready" ]; do sleep 0.01; done\n' "$T" "$T" >"$T/cmd"
-  T=$T bg holder rlock run k -t 8s --kill-after 3.5s --leftovers kill -- sh "$T/cmd"
+  T=$T bg holder rlock run k -t 12s --kill-after 5.5s --leftovers kill -- sh "$T/cmd"
   wait_until -t 10 test -s "$T/terms" || fail "the leftover got no TERM: $(bg_err holder)"
   rcli del "$(lock_key k)" >/dev/null
   bg_wait holder 20
@@ -184,7 +184,7 @@ END
   # the next renewal (within TTL/3, before --kill-after ends) finds it lost or taken and stops
   # the tree again.
   term_counter >"$T/cmd"
-  T=$T bg holder rlock run k -t 8s --kill-after 3.5s --preemptible -- bash "$T/cmd"
+  T=$T bg holder rlock run k -t 12s --kill-after 5.5s --preemptible -- bash "$T/cmd"
   wait_until -t 10 test -e "$T/ready" || fail "the command did not start: $(bg_err holder)"
   bg pre rlock run k --preempt --wait 30s -- true
   wait_until -t 10 test -s "$T/terms" || fail "the preempted command got no TERM: $(bg_err holder)"
@@ -224,10 +224,10 @@ strace_delay_possible() {
   bg watch "$FAULTS_PYTHON" "$FAULTS_HELPERS/exec-watch" "$T/cmd" "$T/opens"
   wait_until test -s "$T/opens" || fail "exec-watch did not start: $(bg_err watch)"
   # rlock's first write(2) is its request to the guard to start the command, made after the
-  # lease's check (without -v it writes nothing before): strace holds that call up for 2s,
+  # lease's check (without -v it writes nothing before): strace holds that call up for 4s,
   # twice the lease, as a stopped process or a frozen VM would be held up.
-  bg holder env ASAN_OPTIONS="$(untraced_leak_check)" strace -o "$T/strace" -e trace=write -e inject=write:delay_enter=2000000:when=1 \
-    "$RLOCK_BIN" run k -t 1s -- "$T/cmd"
+  bg holder env ASAN_OPTIONS="$(untraced_leak_check)" strace -o "$T/strace" -e trace=write -e inject=write:delay_enter=4000000:when=1 \
+    "$RLOCK_BIN" run k -t 2s -- "$T/cmd"
   # Meanwhile the lease ends and the next holder runs.
   wait_until -t 10 lock_held k || fail "the first rlock did not take the lock: $(bg_err holder)"
   rlock run k --wait 10s -- "$CS" "$WLOG" second 0 || fail "the next holder did not run"
@@ -247,11 +247,11 @@ strace_delay_possible() {
   [[ -z ${ASAN_OPTIONS:-} ]] || skip "the sanitizer runtime writes before rlock's request to the guard"
   printf '#!/bin/sh\necho "$1" >>"%s/ran"\n' "$T" >"$T/cmd"
   chmod +x "$T/cmd"
-  # As above: the request to the guard, made once the tick is marked run, is held up 2s, twice
+  # As above: the request to the guard, made once the tick is marked run, is held up 4s, twice
   # the lease (a frozen VM). The guard refuses the start; the command never ran, so its tick is
   # given back, though the lease ran out meanwhile.
-  bg holder env ASAN_OPTIONS="$(untraced_leak_check)" strace -o "$T/strace" -e trace=write -e inject=write:delay_enter=2000000:when=1 \
-    "$RLOCK_BIN" run k -t 1s --once-per 1h -- "$T/cmd" first
+  bg holder env ASAN_OPTIONS="$(untraced_leak_check)" strace -o "$T/strace" -e trace=write -e inject=write:delay_enter=4000000:when=1 \
+    "$RLOCK_BIN" run k -t 2s --once-per 1h -- "$T/cmd" first
   wait_until -t 10 lock_held k || fail "the first rlock did not take the lock: $(bg_err holder)"
   bg_wait holder 20
   assert_equal "$BG_STATUS" 76
@@ -270,11 +270,11 @@ strace_delay_possible() {
   chmod +x "$T/cmd"
   bg watch "$FAULTS_PYTHON" "$FAULTS_HELPERS/exec-watch" "$T/cmd" "$T/opens"
   wait_until test -s "$T/opens" || fail "exec-watch did not start: $(bg_err watch)"
-  # Each process's first clone is held up 1.5s: rlock's (the guard's start, before the lock is
+  # Each process's first clone is held up 3s: rlock's (the guard's start, before the lock is
   # taken: no harm), and the guard's, which starts the child once the guard found the deadline
-  # still ahead; the child then runs 1.5s later, past the 1s lease.
-  bg holder env ASAN_OPTIONS="$(untraced_leak_check)" strace -f -o "$T/strace" -e trace=clone,clone3 -e inject=clone,clone3:delay_enter=1500000:when=1 \
-    "$RLOCK_BIN" run k -t 1s -- "$T/cmd"
+  # still ahead; the child then runs 3s later, past the 2s lease.
+  bg holder env ASAN_OPTIONS="$(untraced_leak_check)" strace -f -o "$T/strace" -e trace=clone,clone3 -e inject=clone,clone3:delay_enter=3000000:when=1 \
+    "$RLOCK_BIN" run k -t 2s -- "$T/cmd"
   bg_wait holder 30
   [[ $(grep -c 'clone.*(DELAYED)' "$T/strace") == 2 ]] ||
     fail "the delay did not hold up the guard's start of the child: $(cat "$T/strace")"
@@ -294,15 +294,15 @@ strace_delay_possible() {
   local tok guard
   tok=$(rlock acquire k -t 60s)
   # The guard starts while rlock waits in the queue; strace then holds up its next write(2), the
-  # report that the command started, for 2s: twice the lease, as a starved or frozen guard
+  # report that the command started, for 4s: twice the lease, as a starved or frozen guard
   # would be. The command runs meanwhile, and the guard cannot keep its deadline.
-  bg holder rlock run k --wait 30s -t 1s -- "$CS" "$WLOG" first 8 0.02
+  bg holder rlock run k --wait 30s -t 2s -- "$CS" "$WLOG" first 8 0.02
   wait_until guard_of_holder || fail "no guard: $(bg_err holder)"
   # Queued: the guard, started before the lock was asked for, has long said it is ready (the
   # write that must not be the one held up).
   wait_until holder_queued || fail "the holder is not queued: $(bg_err holder)"
   guard=$(pgrep -P "$holder_pid" -x 'rlock guard')
-  bg tracer strace -p "$guard" -o "$T/strace" -e trace=write -e inject=write:delay_enter=2000000:when=1
+  bg tracer strace -p "$guard" -o "$T/strace" -e trace=write -e inject=write:delay_enter=4000000:when=1
   wait_until grep -q attached "$T/tracer.err" 2>/dev/null || wait_until test -s "$T/strace" ||
     fail "strace did not attach: $(bg_err tracer)"
   RLOCK_TOKEN=$tok rlock release k
