@@ -273,7 +273,7 @@ util::Millis WaitDisplay::fresh_every() const {
   if (log::verbose_enabled()) return util::Millis(1);
   switch (m_mode) {
     case Progress::line: return std::chrono::seconds(5);
-    case Progress::lines: return k_progress_after;  // (the first line is due then)
+    case Progress::lines: return std::chrono::seconds(1);  // (its first line is due at 2s)
     case Progress::none: break;
   }
   return util::Millis(0);

@@ -65,8 +65,8 @@ public:
   WaitDisplay& operator=(const WaitDisplay&) = delete;
   void operator()(const lock::Attempt& attempt, util::Millis waited);
   // How often at least the wait's step is a full one, so that what it shows is current: with -v,
-  // every step; a terminal's line, every few seconds; CI's lines, every k_progress_after (the
-  // first is due then, and a light step's view may be a heartbeat old).
+  // every step; a terminal's line, every few seconds; CI's lines, every second (the first is due
+  // at k_progress_after, and a light step's view may be a heartbeat old).
   util::Millis fresh_every() const;
   // The end of the wait: after a wait long enough to show, one line says that the lock was got,
   // and after how long ("got deploy after 1m12s").
