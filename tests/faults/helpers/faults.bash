@@ -50,6 +50,35 @@ $(cat "$log")"
   fi
 }
 
+# stale_grant_is_refused URL OLD_PID: the end of a stale-master test. A holder (bg holder, waiting
+# on $T/holder-go) and a waiter (bg waiter, its critical section "waiter") took and queued for k
+# on a master, stopped (OLD_PID) and failed over since; the holder is let go (it follows the
+# failover or loses its lock, 76), a new holder takes k through URL, which reaches the new master,
+# then the old master is continued, still granting its queue. No two critical sections overlap,
+# and the waiter's command runs, if at all, only after the new holder's.
+stale_grant_is_refused() {
+  local url=$1 old_pid=$2 t0
+  touch "$T/holder-go"
+  bg_wait holder 30
+  [[ $BG_STATUS == 0 || $BG_STATUS == 76 ]] || fail "the first holder exited $BG_STATUS: $(bg_err holder)"
+  # The new holder takes the lock on the new master, for long enough to meet a stale grant.
+  bg new rlock run k -t 2s -w 30s -u "$url" -- "$CS" "$WLOG" new 6
+  wait_cs new new 20
+  kill -CONT "$old_pid"
+  t0=$(now_ms)
+  bg_wait new 30
+  [[ $BG_STATUS == 0 ]] || fail "the new holder exited $BG_STATUS: $(bg_err new)"
+  bg_wait waiter 60
+  echo "# the waiter exited $BG_STATUS, $(elapsed_ms "$t0")ms after the old master was continued" >&3
+  grep -i 'not the confirmed master' "$T/waiter.err" | head -n 2 | sed 's/^/# /' >&3 || true
+  assert_no_overlap
+  if cs_started waiter; then
+    [[ $BG_STATUS == 0 || $BG_STATUS == 76 ]] || fail "the waiter exited $BG_STATUS: $(bg_err waiter)"
+  else
+    [[ $BG_STATUS != 0 ]] || fail "the waiter exited 0 without running its command: $(bg_err waiter)"
+  fi
+}
+
 # cs_started LABEL [LOG]: whether a critical section LABEL has started.
 cs_started() {
   awk -v l="$1" '$1 == "start" && $4 == l { found = 1 } END { exit !found }' "${2:-$WLOG}"
