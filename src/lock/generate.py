@@ -597,6 +597,19 @@ def read_text(path):
         return f.read()
 
 
+def placeholders(path, text, values, unknown):
+    """text with each @NAME@ replaced by values[NAME]; an @NAME@ not in values fails at its line
+    with "@NAME@ " + unknown."""
+
+    def value(match):
+        if match.group(1) not in values:
+            line = text.count("\n", 0, match.start()) + 1
+            raise Failure(path, line, f"{match.group(0)} {unknown}")
+        return values[match.group(1)]
+
+    return re.sub(r"@([A-Za-z_]+)@", value, text)
+
+
 def light_source(p, path, text):
     """A light script's source with the reply codes and argument positions it names put in
     (@reply_NAME_code@, @arg_CALL_ARG@): it goes without the prelude."""
@@ -604,13 +617,7 @@ def light_source(p, path, text):
     for call in p.calls:
         codes.update({f"arg_{call.name}_{name}": str(i) for name, i, _ in call_indices(p, call)})
 
-    def code(match):
-        if match.group(1) not in codes:
-            line = text.count("\n", 0, match.start()) + 1
-            raise Failure(path, line, f"{match.group(0)} names nothing of lock/protocol.txt")
-        return codes[match.group(1)]
-
-    return re.sub(r"@([A-Za-z_]+)@", code, text)
+    return placeholders(path, text, codes, "names nothing of lock/protocol.txt")
 
 
 def named_arguments_only(path, text):
@@ -647,9 +654,9 @@ class Scripts:
         common = "".join(text for _, text in commons)
         self.common = prelude + common
         # The line begin(KEYS, ARGV): the library has the shared code without it.
-        with_begin = [(path, text) for path, text in commons if text.split("\n").count(BEGIN.strip())]
+        with_begin = [path for path, text in commons if BEGIN.strip() in text.split("\n")]
         if len(with_begin) != 1 or common.split("\n").count(BEGIN.strip()) != 1 or \
-                BEGIN not in "\n" + with_begin[0][1]:
+                BEGIN not in "\n" + dict(commons)[with_begin[0]]:
             raise Failure(common_paths[-1] if len(commons) == 1 else ", ".join(common_paths), 0,
                           "no line 'begin(KEYS, ARGV)', or more than one")
         self.sources = []  # (name, its source as EVAL runs it)
@@ -657,7 +664,7 @@ class Scripts:
         # from: (text, path, the line there of its first line; None: the library's own line).
         self.pieces = [(prelude, PRELUDE, 1)]
         for path, text in commons:
-            if (path, text) != with_begin[0]:
+            if path != with_begin[0]:
                 self.pieces.append((text, path, 1))
                 continue
             begin = ("\n" + text).find(BEGIN)
@@ -726,15 +733,7 @@ def sha1(text):
 
 def configure(template_path, values):
     """The template with each @NAME@ replaced by values[NAME], as CMake's configure_file @ONLY."""
-    text = read_text(template_path)
-
-    def value(match):
-        if match.group(1) not in values:
-            line = text.count("\n", 0, match.start()) + 1
-            raise Failure(template_path, line, f"{match.group(0)} is not something the generator makes")
-        return values[match.group(1)]
-
-    return re.sub(r"@([A-Za-z_]+)@", value, text)
+    return placeholders(template_path, read_text(template_path), values, "is not something the generator makes")
 
 
 def write(path, text):
