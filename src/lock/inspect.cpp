@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <map>
+#include <span>
 #include <string_view>
 
 namespace rlock::lock {
@@ -55,19 +56,19 @@ std::map<std::string, std::string> field_map(const Reply& r) {
 
 // The fields read of each holder and waiter, in the order of the HMGETs of the second round: their
 // own, then the record who's (whatever fields protocol.txt gives it).
+// (Made at compile time: no static initialiser for every rlock's start-up.)
 template <size_t N, size_t R>
-std::vector<std::string_view> with_who(const std::array<std::string_view, N>& own,
-                                       const std::array<std::string_view, R>& who) {
-  std::vector<std::string_view> out(own.begin(), own.end());
-  out.insert(out.end(), who.begin(), who.end());
+constexpr std::array<std::string_view, N + R> with_who(const std::array<std::string_view, N>& own,
+                                                       const std::array<std::string_view, R>& who) {
+  std::array<std::string_view, N + R> out{};
+  for (size_t i = 0; i < N; ++i) out[i] = own[i];
+  for (size_t i = 0; i < R; ++i) out[N + i] = who[i];
   return out;
 }
-const std::vector<std::string_view> k_holder_fields =
-    with_who(std::array{holder::mode, holder::since, holder::fence, holder::ttl, holder::slot, holder::keeper,
-                        holder::watched, holder::lingering},
-             protocol::who_fields::holder);
-const std::vector<std::string_view> k_waiter_fields =
-    with_who(std::array{waiter::mode, waiter::since}, protocol::who_fields::waiter);
+constexpr auto k_holder_fields = with_who(std::array{holder::mode, holder::since, holder::fence, holder::ttl,
+                                                     holder::slot, holder::keeper, holder::watched, holder::lingering},
+                                          protocol::who_fields::holder);
+constexpr auto k_waiter_fields = with_who(std::array{waiter::mode, waiter::since}, protocol::who_fields::waiter);
 // Each HMGET of the second round asks for a field "-" first (HMGET needs one, even for an empty
 // holders or queue list): the fields asked for start after it.
 constexpr size_t k_hmget_first = 1;
@@ -75,7 +76,7 @@ constexpr size_t k_hmget_first = 1;
 // One holder's or waiter's fields from an HMGET reply of the second round, by field: the n-th
 // entry's (an id's), reading `names` per entry.
 std::map<std::string_view, std::string> entry_fields(const Reply& hmget, size_t n,
-                                                     const std::vector<std::string_view>& names) {
+                                                     std::span<const std::string_view> names) {
   std::map<std::string_view, std::string> out;
   for (size_t f = 0; f < names.size(); ++f) {
     size_t at = k_hmget_first + n * names.size() + f;
