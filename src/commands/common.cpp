@@ -56,6 +56,17 @@ bool in_ci() {
   return false;
 }
 
+// The longest free text the holder's record keeps of a --note or a CI job's URL.
+constexpr size_t k_record_text_max = 200;
+
+// text, cut to at most `bytes` at a character's start (a UTF-8 sequence is never split).
+std::string at_most_bytes(const std::string& text, size_t bytes) {
+  if (text.size() <= bytes) return text;
+  size_t n = bytes;
+  while (n > 0 && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;
+  return text.substr(0, n);
+}
+
 // The CI job rlock runs in, as a URL a person can open (empty outside a CI): GitHub Actions'
 // run, GitLab's job, Buildkite's and CircleCI's build, Jenkins' build. At most 200 bytes.
 std::string ci_job_url() {
@@ -72,7 +83,7 @@ std::string ci_job_url() {
       if (!(url = env(name)).empty()) break;
     }
   }
-  return url.size() > 200 ? url.substr(0, 200) : url;
+  return at_most_bytes(url, k_record_text_max);
 }
 
 std::string holder_text(const lock::Attempt& a) {
@@ -239,10 +250,7 @@ lock::Contender make_contender(const TakeOptions& options, const lock::Holder& h
   c.token = lock::new_token();
   c.ttl = options.ttl;
   c.holder = holder;
-  // --note: at most 200 bytes, cut at a character's start.
-  size_t n = std::min<size_t>(options.note.size(), 200);
-  while (n > 0 && n < options.note.size() && (static_cast<unsigned char>(options.note[n]) & 0xC0) == 0x80) --n;
-  c.holder.note = options.note.substr(0, n);
+  c.holder.note = at_most_bytes(options.note, k_record_text_max);
   c.limit = options.limit;
   c.mode = options.shared ? lock::Mode::shared : options.limit > 1 ? lock::Mode::semaphore : lock::Mode::exclusive;
   c.min_hold = options.min_hold;
