@@ -15,6 +15,17 @@ namespace rlock::lock {
 
 namespace {
 
+// k_outcomes is the protocol's event kinds in the order rlock shows them: every kind, once.
+constexpr bool every_event_shown() {
+  for (std::string_view kind : protocol::event::k_all) {
+    if (std::count_if(k_outcomes.begin(), k_outcomes.end(), [&](const char* k) { return kind == k; }) != 1) {
+      return false;
+    }
+  }
+  return k_outcomes.size() == protocol::event::k_all.size();
+}
+static_assert(every_event_shown(), "k_outcomes must list each event kind of lock/protocol.txt once");
+
 std::optional<int64_t> summary_number(const std::string& text) {
   long long v = 0;
   if (!util::parse_int(text, INT64_MIN, INT64_MAX, v)) return std::nullopt;
