@@ -10,7 +10,7 @@ local info = {}
 local deleted = 0
 if redis.call('EXISTS', K.lock) == 1 then
   info = redis.call('HGETALL', K.info)
-  local v = hmget(K.info, unpack(with_record(RECORD.who, 'info', INFO.fence, INFO.since, INFO.id)))
+  local v = hmget_list(K.info, with_record(RECORD.who, 'info', INFO.fence, INFO.since, INFO.id))
   local since = v[INFO.since]
   local held = since and tostring(NOW - tonumber(since)) or ''
   event(EVENT.released, who_event(record_from(RECORD.who, 'info', v),

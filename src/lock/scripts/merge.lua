@@ -39,7 +39,7 @@ if result == CODE.merged then
     end
     redis.call('HSET', K.info, INFO.linger_until, linger_until)
   end
-  local v = hmget(K.info, unpack(with_record(RECORD.who, 'info', INFO.tick, INFO.tick_period)))
+  local v = hmget_list(K.info, with_record(RECORD.who, 'info', INFO.tick, INFO.tick_period))
   event(EVENT.acquired, who_event(record_from(RECORD.who, 'info', v),
                                   {EV.fence, arg(a.fence), EV.waited, '0', EV.id, C.caller, EV.tick, v[INFO.tick],
                                    EV.period, v[INFO.tick_period]}))

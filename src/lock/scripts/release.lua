@@ -24,9 +24,9 @@ C.caller = id
 
 -- What both paths read of the exclusive holder's :info, by field.
 local function read_info()
-  return hmget(K.info, unpack(with_record(RECORD.who, 'info', INFO.fence, INFO.since, INFO.linger_until,
-                                          INFO.preempt_by, INFO.tick_ran, INFO.history, INFO.preempt_seen,
-                                          INFO.preemptor, INFO.tick, INFO.tick_period)))
+  return hmget_list(K.info, with_record(RECORD.who, 'info', INFO.fence, INFO.since, INFO.linger_until,
+                                        INFO.preempt_by, INFO.tick_ran, INFO.history, INFO.preempt_seen,
+                                        INFO.preemptor, INFO.tick, INFO.tick_period))
 end
 
 -- Until when a used hold lingers (nil: it does not): linger_until, the minimum recorded at the

@@ -104,74 +104,84 @@ end
 
 -- ---- Records: the fields of a record (protocol.txt: record) as a place names them.
 
+-- (The loops below go over a record's fields by index, as far as the record's list of them:
+-- ipairs calls a function for each element, which costs more than the work it does here.)
+
 -- A record read from a call's arguments, from index at on.
 local function record_args(record, at)
-  local r = {}
-  for i, name in ipairs(record.names) do r[name] = C.args[at + i - 1] or '' end
+  local r, names, args = {}, record.names, C.args
+  at = at - 1
+  for i = 1, #names do r[names[i]] = args[at + i] or '' end
   return r
 end
 
 -- A record read from values by field (hmget's), as the place (RECORD.NAME.KIND) names them.
 local function record_from(record, place, values)
-  local r, fields = {}, record[place]
-  for i, name in ipairs(record.names) do r[name] = values[fields[i]] or '' end
+  local r, fields, names = {}, record[place], record.names
+  for i = 1, #names do r[names[i]] = values[fields[i]] or '' end
   return r
 end
 
 -- Appends record r's fields, as the place names them (after prefix: "<id>." in :w and :hi), and
 -- their values to the field list out; returns out.
 local function put_record(out, record, place, r, prefix)
-  local fields = record[place]
-  prefix = prefix or ''
-  for i, name in ipairs(record.names) do
-    out[#out + 1] = prefix .. fields[i]
-    out[#out + 1] = r[name] or ''
+  local fields, names, n = record[place], record.names, #out
+  for i = 1, #names do
+    out[n + 1] = prefix and prefix .. fields[i] or fields[i]
+    out[n + 2] = r[names[i]] or ''
+    n = n + 2
   end
   return out
 end
 
 -- Appends the field/value pairs of list to out; returns out.
 local function put(out, list)
-  for i = 1, #list do out[#out + 1] = list[i] end
+  local n = #out
+  for i = 1, #list do out[n + i] = list[i] end
   return out
 end
 
 -- Who a contender is, for notices: its who's fields joined by tabs ("host\tpid\tuser\tcmd").
 local function who_text(who)
-  local out = {}
-  for i, name in ipairs(RECORD.who.names) do out[i] = who[name] or '' end
+  local out, names = {}, RECORD.who.names
+  for i = 1, #names do out[i] = who[names[i]] or '' end
   return table.concat(out, '\t')
 end
 
 -- "<id>.FIELD" of each field of names.
 local function fields_of(id, names)
-  local out = {}
-  for i, f in ipairs(names) do out[i] = id .. '.' .. f end
+  local out, prefix = {}, id .. '.'
+  for i = 1, #names do out[i] = prefix .. names[i] end
   return out
 end
 
--- HMGET of the fields of hash key, as a table keyed by field (false: missing).
-local function hmget(key, ...)
-  local names = {...}
-  local v = redis.call('HMGET', key, ...)
+-- HMGET of the fields names (a list) of hash key, as a table keyed by field (false: missing).
+local function hmget_list(key, names)
+  local v = redis.call('HMGET', key, unpack(names))
   local out = {}
-  for i, f in ipairs(names) do out[f] = v[i] end
+  for i = 1, #names do out[names[i]] = v[i] end
   return out
+end
+
+-- The same, for the fields given.
+local function hmget(key, ...)
+  return hmget_list(key, {...})
 end
 
 -- The same for the fields of id in a hash of "<id>.FIELD" (:w, :hi), keyed by FIELD.
 local function hmget_of(key, id, names)
   local v = redis.call('HMGET', key, unpack(fields_of(id, names)))
   local out = {}
-  for i, f in ipairs(names) do out[f] = v[i] end
+  for i = 1, #names do out[names[i]] = v[i] end
   return out
 end
 
--- The field names a place keeps of a record, then the others given (for one HMGET).
+-- The others given, then the field names a place keeps of a record (for one HMGET).
 local function with_record(record, place, ...)
-  local out = {}
-  for i, f in ipairs(record[place]) do out[i] = f end
-  return put(out, {...})
+  local out, fields = {...}, record[place]
+  local n = #out
+  for i = 1, #fields do out[n + i] = fields[i] end
+  return out
 end
 
 -- ---- What the call knows, and what a write changes of it.

@@ -54,16 +54,18 @@ local function summarize(kind, ev, at, counted)
   if not C.summary then return end
   local count = redis.pcall('HINCRBY', K.sum, SUM.count .. kind, '1')
   if type(count) == 'table' then return end
-  -- (The fields it reads, without a table of them: an event has a few.)
+  -- (The fields it reads, without a table of them: an event has a few; their names looked up
+  -- once, not at each field.)
   local host, exit, held, by, id, outcome = '', '', '', '', '', ''
+  local f_host, f_exit, f_held, f_by, f_id, f_outcome = EV.host, EV.exit, EV.held, EV.by, EV.id, EV.outcome
   for i = 1, #ev, 2 do
     local f = ev[i]
-    if f == EV.host then host = ev[i + 1] or ''
-    elseif f == EV.exit then exit = ev[i + 1] or ''
-    elseif f == EV.held then held = ev[i + 1] or ''
-    elseif f == EV.by then by = ev[i + 1] or ''
-    elseif f == EV.id then id = ev[i + 1] or ''
-    elseif f == EV.outcome then outcome = ev[i + 1] or '' end
+    if f == f_host then host = ev[i + 1] or ''
+    elseif f == f_exit then exit = ev[i + 1] or ''
+    elseif f == f_held then held = ev[i + 1] or ''
+    elseif f == f_by then by = ev[i + 1] or ''
+    elseif f == f_id then id = ev[i + 1] or ''
+    elseif f == f_outcome then outcome = ev[i + 1] or '' end
   end
   if kind == EVENT.acquired then
     redis.call('HSET', K.sum, SUM.started, at, SUM.started_host, host, SUM.started_id, id)

@@ -96,10 +96,10 @@ local function note_expired()
   if c.noted then return end
   if lock_value() then return end
   c.noted = true
-  local v = hmget(K.info, unpack(with_record(RECORD.who, 'info', INFO.id, INFO.fence, INFO.since, INFO.expires,
-                                             INFO.claimed, INFO.lingering, INFO.preempt_by, INFO.preemptor,
-                                             INFO.preempt_seen, INFO.keeper, INFO.watched, INFO.tick,
-                                             INFO.tick_period)))
+  local v = hmget_list(K.info, with_record(RECORD.who, 'info', INFO.id, INFO.fence, INFO.since, INFO.expires,
+                                           INFO.claimed, INFO.lingering, INFO.preempt_by, INFO.preemptor,
+                                           INFO.preempt_seen, INFO.keeper, INFO.watched, INFO.tick,
+                                           INFO.tick_period))
   if not v[INFO.id] then
     -- (What a grant does not overwrite: none of it is there, so the grant need not delete :info.)
     c.info_clean = not (v[INFO.lingering] or v[INFO.preempt_by] or v[INFO.preemptor] or v[INFO.preempt_seen] or

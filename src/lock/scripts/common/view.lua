@@ -17,8 +17,8 @@ local function lock_value_ours(value)
   else
     return false
   end
-  local v = hmget(K.info, unpack(with_record(RECORD.who, 'info', INFO.id, INFO.since, INFO.lingering,
-                                             INFO.history)))
+  local v = hmget_list(K.info, with_record(RECORD.who, 'info', INFO.id, INFO.since, INFO.lingering,
+                                           INFO.history))
   local holder = v[INFO.id]
   if holder and holder ~= id then return false end
   C.view = {value = value, pttl = pttl, info = v, who = record_from(RECORD.who, 'info', v)}
