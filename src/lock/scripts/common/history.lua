@@ -125,23 +125,26 @@ local function recorded_end(id)
 end
 
 -- Appends one event to the lock's history (0: no history). ev: field list (a value that is false,
--- or empty, is left out). The stream keeps at least log_length events: MAXLEN ~ trims whole nodes
--- of the stream (up to about 100 events more), where an exact MAXLEN would cut inside a node on
--- every append, at several times the cost. counted: see summarize.
+-- or empty, is left out), the caller's to give: the event takes it (its pairs with a value are
+-- moved to its front, the rest cleared, and sent as they are: no second list). The stream keeps
+-- at least log_length events: MAXLEN ~ trims whole nodes of the stream (up to about 100 events
+-- more), where an exact MAXLEN would cut inside a node on every append, at several times the
+-- cost. counted: see summarize.
 local function event(kind, ev, counted)
   local c = C
   if c.log_length == 0 then return summarize(kind, ev, c.now_arg, counted) end
-  -- NOMKSTREAM: an XADD that would create the stream says so (nil), and is made again without it.
-  local args = {K.log, 'NOMKSTREAM', 'MAXLEN', '~', c.log_length_arg, '*', EV.kind, kind}
-  local n = 8
-  for i = 1, #ev, 2 do
+  local n, last = 0, #ev
+  for i = 1, last, 2 do
     local x = ev[i + 1]
     if x and x ~= '' then
-      args[n + 1], args[n + 2] = ev[i], x
+      ev[n + 1], ev[n + 2] = ev[i], x
       n = n + 2
     end
   end
-  local added = redis.pcall('XADD', unpack(args))
+  for i = n + 1, last do ev[i] = nil end
+  -- NOMKSTREAM: an XADD that would create the stream says so (nil), and is made again without it.
+  local added = redis.pcall('XADD', K.log, 'NOMKSTREAM', 'MAXLEN', '~', c.log_length_arg, '*', EV.kind, kind,
+                            unpack(ev, 1, n))
   if type(added) == 'table' then
     if added.err and not string.find(added.err, 'WRONGTYPE', 1, true) then
       added = false  -- a server without NOMKSTREAM (before 6.2)
@@ -150,8 +153,7 @@ local function event(kind, ev, counted)
     end
   end
   if not added then
-    table.remove(args, 2)
-    added = redis.call('XADD', unpack(args))
+    added = redis.call('XADD', K.log, 'MAXLEN', '~', c.log_length_arg, '*', EV.kind, kind, unpack(ev, 1, n))
     keep_history_key(K.log)
   elseif not history_kept() then
     keep_history_key(K.log)

@@ -7,12 +7,13 @@
 -- grant writes it, as does the uncontended acquire (acquire.lua): one writer for both.
 local function write_info(id, d, fence, px, claimed, linger_until)
   local c = C
-  local fields = put_record({INFO.id, id, INFO.version, VERSION}, RECORD.who, 'info', d.who)
   local preemptible = has(d.options, OPT.preemptible) and '1' or '0'
-  put(fields, {INFO.since, c.now_arg, INFO.fence, fence, INFO.ttl, d.ttl, INFO.claimed, claimed, INFO.expires,
-               NOW + px, INFO.linger_until, linger_until, INFO.preemptible, preemptible,
-               INFO.joined, d.joined or c.now_arg, INFO.history, keep_history()})
-  redis.call('HSET', K.info, unpack(fields))
+  -- (The fixed fields as they are, then the holder's who: one small list. A hash keeps no order
+  -- that counts.)
+  redis.call('HSET', K.info, INFO.id, id, INFO.version, VERSION, INFO.since, c.now_arg, INFO.fence, fence, INFO.ttl,
+             d.ttl, INFO.claimed, claimed, INFO.expires, NOW + px, INFO.linger_until, linger_until, INFO.preemptible,
+             preemptible, INFO.joined, d.joined or c.now_arg, INFO.history, keep_history(),
+             unpack(put_record({}, RECORD.who, 'info', d.who)))
   redis.call('PEXPIRE', K.info, px + c.history)
 end
 
