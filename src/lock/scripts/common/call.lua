@@ -78,14 +78,16 @@ local function begin(keys, argv)
   local us = t[2]
   local now_us = t[1] .. string.sub('00000', #us) .. us
   local now_arg = string.sub(now_us, 1, -4)
-  C = {keys = keys, args = argv, k = setmetatable({}, KEYS_BY_NAME),
+  -- (What it knows starts as nil, which reads as false: only the fields with a value are set
+  -- here, the others when the call learns them. The keys every common call uses are put in K at
+  -- once, the others looked up on first use.)
+  C = {keys = keys, args = argv,
+       k = setmetatable({lock = keys[KEY.lock], info = keys[KEY.info], log = keys[KEY.log], sum = keys[KEY.sum]},
+                        KEYS_BY_NAME),
        lease = tonumber(argv[CFG.lease]), claim = tonumber(argv[CFG.claim]), mailbox = argv[CFG.mailbox],
        history = tonumber(argv[CFG.history]), keep = argv[CFG.keep], log_length = tonumber(argv[CFG.log_length]),
        log_length_arg = argv[CFG.log_length], summary = argv[CFG.summary] ~= '0',
-       now = tonumber(now_arg), now_us = now_us, now_arg = now_arg,
-       work = 0, more = false, push = {}, caller = '', change = nil, joined = nil,
-       quiet = nil, reaped = false, noted = false, lock_read = false, lock_value = false, view = nil,
-       no_sem = false, info_clean = false, history_until = nil}
+       now = tonumber(now_arg), now_us = now_us, now_arg = now_arg, work = 0, push = {}, caller = ''}
   K, NOW = C.k, C.now
 end
 
