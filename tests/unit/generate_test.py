@@ -190,7 +190,23 @@ local EVENT = {acquired = 'acquired'}
         self.assertIn("local A = {\n  take = {token = 3, who = 4, tick = 6, enclosing = 7},\n"
                       "  beat = {id = 1, epoch = 2},\n}\n", lua)
         self.assertIn("local RECORD = {\n  who = {names = {'host', 'pid'}, info = {'host', 'pid'}, "
-                      "waiter = {'h', 'p'}},\n}\n", lua)
+                      "waiter = {'h', 'p'},\n"
+                      "    args = function(a, at) return {['host'] = a[at] or '', ['pid'] = a[at + 1] or ''} end,\n"
+                      "    from = {info = function(v) return {['host'] = v['host'] or '', ['pid'] = v['pid'] or ''} end, "
+                      "waiter = function(v) return {['host'] = v['h'] or '', ['pid'] = v['p'] or ''} end}},\n}\n", lua)
+
+    @unittest.skipUnless(shutil.which("lua5.1"), "lua5.1 is not installed")
+    def test_record_constructors(self):
+        """The prelude's record constructors, run: each field from its place, '' when missing."""
+        import subprocess
+        lua = generate.lua_prelude(read(self.REQUESTS)) + (
+            "local r = RECORD.who.args({'x', 'H', false}, 2)\n"
+            "local w = RECORD.who.from.waiter({h = 'h1', host = 'no'})\n"
+            "local i = RECORD.who.from.info({pid = '7'})\n"
+            "print(r.host, r.pid == '', w.host, w.pid == '', i.host == '', i.pid)\n")
+        run = subprocess.run(["lua5.1", "-"], input=lua, capture_output=True, text=True, check=False)
+        self.assertEqual(run.stderr, "")
+        self.assertEqual(run.stdout, "H\ttrue\th1\ttrue\ttrue\t7\n")
 
     def test_retired_fields(self):
         p = read(self.REQUESTS + "retired waiter mh 1\nretired holder x 1\n")

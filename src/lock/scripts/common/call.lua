@@ -106,23 +106,19 @@ end
 
 -- ---- Records: the fields of a record (protocol.txt: record) as a place names them.
 
--- (The loops below go over a record's fields by index, as far as the record's list of them:
--- ipairs calls a function for each element, which costs more than the work it does here.)
-
--- A record read from a call's arguments, from index at on.
+-- A record read from a call's arguments, from index at on (by the record's constructor: see the
+-- prelude's RECORD).
 local function record_args(record, at)
-  local r, names, args = {}, record.names, C.args
-  at = at - 1
-  for i = 1, #names do r[names[i]] = args[at + i] or '' end
-  return r
+  return record.args(C.args, at)
 end
 
 -- A record read from values by field (hmget's), as the place (RECORD.NAME.KIND) names them.
 local function record_from(record, place, values)
-  local r, fields, names = {}, record[place], record.names
-  for i = 1, #names do r[names[i]] = values[fields[i]] or '' end
-  return r
+  return record.from[place](values)
 end
+
+-- (The loops below go over a record's fields by index, as far as the record's list of them:
+-- ipairs calls a function for each element, which costs more than the work it does here.)
 
 -- Appends record r's fields, as the place names them (after prefix: "<id>." in :w and :hi), and
 -- their values to the field list out; returns out.
