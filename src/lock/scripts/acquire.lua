@@ -71,7 +71,7 @@ if ours then
   return reply(CODE.taken, fence, slot)
 end
 if not quiet() and redis.call('ZSCORE', K.q, id) then
-  redis.call('ZADD', K.wl, NOW + C.lease, id)
+  redis.call('ZADD', K.wl, NOW + G.lease, id)
   set_expiries()
   return waiting(id)
 end

@@ -36,7 +36,7 @@ if redis.call('GET', K.lock) == token then
       by = ''
     end
   end
-  redis.call('PEXPIRE', K.info, px + C.history)
+  redis.call('PEXPIRE', K.info, px + G.history)
   if arg(a.tick_ran) == '1' then tick_mark(id) end
   return reply(CODE.extended, before, tonumber(ttl), by)
 end

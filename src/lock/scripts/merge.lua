@@ -20,12 +20,12 @@ if owner ~= token then
   redis.call('DEL', K.info)
   redis.call('HSET', K.info, INFO.id, C.caller, INFO.version, VERSION, INFO.since, NOW, INFO.ttl, ttl, INFO.claimed, 1,
              INFO.expires, NOW + tonumber(ttl))
-  redis.call('PEXPIRE', K.info, tonumber(ttl) + C.history)
+  redis.call('PEXPIRE', K.info, tonumber(ttl) + G.history)
   result = CODE.rejoined
 end
 local current = tonumber(redis.call('GET', K.fence) or '0')
 if current < fence then redis.call('SET', K.fence, arg(a.fence)) end
-redis.call('PEXPIRE', K.fence, C.history)
+redis.call('PEXPIRE', K.fence, G.history)
 redis.call('HSET', K.info, INFO.fence, arg(a.fence))
 if result == CODE.merged then
   local linger_until = min_hold_until(arg(a.min_hold))
@@ -35,7 +35,7 @@ if result == CODE.merged then
       redis.call('PEXPIRE', K.lock, px)
       wrote('lease')
       redis.call('HSET', K.info, INFO.expires, NOW + px)
-      redis.call('PEXPIRE', K.info, px + C.history)
+      redis.call('PEXPIRE', K.info, px + G.history)
     end
     redis.call('HSET', K.info, INFO.linger_until, linger_until)
   end

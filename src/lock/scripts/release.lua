@@ -133,7 +133,7 @@ if linger_until and linger_until > NOW and not wanted then
     redis.call('SET', K.lock, '~' .. id, 'PX', linger_until - NOW)
     wrote('lock', '~' .. id, 'view')
     redis.call('HSET', K.info, INFO.lingering, 1, INFO.expires, linger_until)
-    redis.call('PEXPIRE', K.info, linger_until - NOW + C.history)
+    redis.call('PEXPIRE', K.info, linger_until - NOW + G.history)
   else
     redis.call('HSET', K.hi, id .. '.' .. HOLDER.token, '~' .. id, id .. '.' .. HOLDER.lingering, 1)
     redis.call('ZADD', K.h, 'XX', linger_until, id)

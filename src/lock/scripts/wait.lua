@@ -61,7 +61,7 @@ if not ours then
   local far = tonumber(arg(a.far_lease) or '')
   local rank = redis.call('ZRANK', K.q, id)
   if rank then
-    redis.call('ZADD', K.wl, NOW + ((far and rank > 0) and far or C.lease), id)
+    redis.call('ZADD', K.wl, NOW + ((far and rank > 0) and far or G.lease), id)
   else
     enqueue(id, d, preemptor, rejoin_at(arg(a.arrival), arg(a.waited), preemptor))
     if far and redis.call('ZRANK', K.q, id) > 0 then redis.call('ZADD', K.wl, NOW + far, id) end

@@ -41,13 +41,14 @@ local BUDGET = 20
 
 -- The context of one call: everything the call knows, set by begin() at its start (every script,
 -- and every function of the library, begins with begin(KEYS, ARGV)) and replaced by the next
--- call's, so that nothing of one call is seen by the next. K and NOW are two of its fields under
--- short names, set with it:
+-- call's, so that nothing of one call is seen by the next. K, NOW and G are three of its fields
+-- under short names, set with it:
 --   K            the call's keys by their Lua name (K.lock, K.info...), each looked up on first use
 --   NOW          the server's clock (ms); now_us: in us, as a string; now_arg: NOW as a string
---   lease claim mailbox history log_length (numbers), keep log_length_arg (as given), summary
---                the configuration (CFG; a number given to redis.call is formatted at each call,
---                which costs more than the command it is for: the strings are kept as given)
+--   G            (cfg) the configuration (CFG): lease claim mailbox history log_length (numbers),
+--                keep log_length_arg (as given), summary (a number given to redis.call is
+--                formatted at each call, which costs more than the command it is for: the strings
+--                are kept as given)
 --   work more    entries removed, granted or reported so far; the budget ran out with work left
 --   push         ids whose mailboxes the caller pushes after the script
 --   caller       the caller's id
@@ -63,7 +64,7 @@ local BUDGET = 20
 --   no_sem       :sem and :free are known missing (tidy_limit)
 --   info_clean   :info is missing, or has no field a grant would not overwrite
 --   history_until  the history and the summary, where they exist, expire no earlier (or nil)
-local C, K, NOW
+local C, K, NOW, G
 
 local KEYS_BY_NAME = {__index = function(keys, name)
   local key = C.keys[KEY[name]]
@@ -81,14 +82,17 @@ local function begin(keys, argv)
   -- (What it knows starts as nil, which reads as false: only the fields with a value are set
   -- here, the others when the call learns them. The keys every common call uses are put in K at
   -- once, the others looked up on first use.)
+  -- (Two small tables, the configuration apart: a table of more than 16 fields takes twice the
+  -- room, and this one is made at every call.)
   C = {keys = keys, args = argv,
        k = setmetatable({lock = keys[KEY.lock], info = keys[KEY.info], log = keys[KEY.log], sum = keys[KEY.sum]},
                         KEYS_BY_NAME),
-       lease = tonumber(argv[CFG.lease]), claim = tonumber(argv[CFG.claim]), mailbox = argv[CFG.mailbox],
-       history = tonumber(argv[CFG.history]), keep = argv[CFG.keep], log_length = tonumber(argv[CFG.log_length]),
-       log_length_arg = argv[CFG.log_length], summary = argv[CFG.summary] ~= '0',
+       cfg = {lease = tonumber(argv[CFG.lease]), claim = tonumber(argv[CFG.claim]), mailbox = argv[CFG.mailbox],
+              history = tonumber(argv[CFG.history]), keep = argv[CFG.keep],
+              log_length = tonumber(argv[CFG.log_length]), log_length_arg = argv[CFG.log_length],
+              summary = argv[CFG.summary] ~= '0'},
        now = tonumber(now_arg), now_us = now_us, now_arg = now_arg, work = 0, push = {}, caller = ''}
-  K, NOW = C.k, C.now
+  K, NOW, G = C.k, C.now, C.cfg
 end
 
 -- An argument of the call, by its index (A.CALL.ARG).

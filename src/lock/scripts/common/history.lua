@@ -16,11 +16,11 @@ end
 
 local function history_kept()
   local c = C
-  return c.history_until ~= nil and c.history_until >= NOW + c.history
+  return c.history_until ~= nil and c.history_until >= NOW + G.history
 end
 
 local function keep_history_key(key)
-  redis.call('PEXPIRE', key, C.keep)
+  redis.call('PEXPIRE', key, G.keep)
 end
 
 -- Makes the history and the summary last at least HISTORY from now; returns until when (for hx).
@@ -29,7 +29,7 @@ local function keep_history()
   if not history_kept() then
     keep_history_key(K.log)
     keep_history_key(K.sum)
-    c.history_until = NOW + tonumber(c.keep)
+    c.history_until = NOW + tonumber(G.keep)
   end
   return c.history_until
 end
@@ -51,7 +51,7 @@ end
 -- recorded by the next holder, and now its holder's own record of the loss): the last end takes
 -- its details, the counts of holds do not move.
 local function summarize(kind, ev, at, counted)
-  if not C.summary then return end
+  if not G.summary then return end
   local count = redis.pcall('HINCRBY', K.sum, SUM.count .. kind, '1')
   if type(count) == 'table' then return end
   -- (The fields it reads, without a table of them: an event has a few; their names looked up
@@ -108,7 +108,7 @@ end
 local function recorded_end(id)
   local v = redis.pcall('HMGET', K.sum, SUM.ended_id, SUM.ended_kind)
   if type(v) == 'table' and not v.err and v[1] == id then return v[2] end
-  if C.log_length == 0 then return nil end
+  if G.log_length == 0 then return nil end
   local entries = redis.pcall('XREVRANGE', K.log, '+', '-', 'COUNT', 16)
   if type(entries) ~= 'table' or entries.err then return nil end
   for _, entry in ipairs(entries) do
@@ -132,7 +132,7 @@ end
 -- cost. counted: see summarize.
 local function event(kind, ev, counted)
   local c = C
-  if c.log_length == 0 then return summarize(kind, ev, c.now_arg, counted) end
+  if G.log_length == 0 then return summarize(kind, ev, c.now_arg, counted) end
   local n, last = 0, #ev
   for i = 1, last, 2 do
     local x = ev[i + 1]
@@ -143,7 +143,7 @@ local function event(kind, ev, counted)
   end
   for i = n + 1, last do ev[i] = nil end
   -- NOMKSTREAM: an XADD that would create the stream says so (nil), and is made again without it.
-  local added = redis.pcall('XADD', K.log, 'NOMKSTREAM', 'MAXLEN', '~', c.log_length_arg, '*', EV.kind, kind,
+  local added = redis.pcall('XADD', K.log, 'NOMKSTREAM', 'MAXLEN', '~', G.log_length_arg, '*', EV.kind, kind,
                             unpack(ev, 1, n))
   if type(added) == 'table' then
     if added.err and not string.find(added.err, 'WRONGTYPE', 1, true) then
@@ -153,7 +153,7 @@ local function event(kind, ev, counted)
     end
   end
   if not added then
-    added = redis.call('XADD', K.log, 'MAXLEN', '~', c.log_length_arg, '*', EV.kind, kind, unpack(ev, 1, n))
+    added = redis.call('XADD', K.log, 'MAXLEN', '~', G.log_length_arg, '*', EV.kind, kind, unpack(ev, 1, n))
     keep_history_key(K.log)
   elseif not history_kept() then
     keep_history_key(K.log)

@@ -16,7 +16,7 @@ local function next_fence(counted)
   -- Another program's data (a hash, a word): say which of the lock's keys it is.
   if type(fence) == 'table' and fence.err then error(refuse(redis.error_reply('RLOCKFOREIGN fence'))) end
   local now_us = tonumber(C.now_us)
-  local history = C.history
+  local history = G.history
   if fence == 1 then
     fence = now_us + 1
     redis.call('SET', K.fence, string.format('%.0f', fence), 'PX', history)
@@ -29,7 +29,7 @@ end
 local function wake(mailbox)
   redis.call('LPUSH', mailbox, '1')
   redis.call('LTRIM', mailbox, 0, 0)
-  redis.call('PEXPIRE', mailbox, C.mailbox)
+  redis.call('PEXPIRE', mailbox, G.mailbox)
 end
 
 local preempt_next  -- asks the holder to stop for the first preemptor still waiting (defined below)
@@ -161,7 +161,7 @@ end
 -- lease, the queue's after the last waiter's lease; nothing stays behind an unused lock.
 local function set_expiries()
   if quiet() then return end
-  local margin = C.lease + C.claim
+  local margin = G.lease + G.claim
   local held = redis.call('ZRANGE', K.h, -1, -1, 'WITHSCORES')[2]
   local waited = redis.call('ZRANGE', K.wl, -1, -1, 'WITHSCORES')[2]
   local notice = redis.call('ZRANGE', K.gone, -1, -1, 'WITHSCORES')[2]

@@ -14,7 +14,7 @@ local function write_info(id, d, fence, px, claimed, linger_until)
              d.ttl, INFO.claimed, claimed, INFO.expires, NOW + px, INFO.linger_until, linger_until, INFO.preemptible,
              preemptible, INFO.joined, d.joined or c.now_arg, INFO.history, keep_history(),
              unpack(put_record({}, RECORD.who, 'info', d.who)))
-  redis.call('PEXPIRE', K.info, px + c.history)
+  redis.call('PEXPIRE', K.info, px + G.history)
 end
 
 -- Gives the lock to contender d: for its lease when it takes it itself (claimed), for the claim
@@ -25,7 +25,7 @@ local function grant(id, d, claimed, limit)
   local fence = next_fence()
   local linger_until = ''
   if claimed and not has(d.options, OPT.redlock) then linger_until = min_hold_until(d.min_hold) end
-  local px = claimed and lease_ms(d.ttl, linger_until) or c.claim
+  local px = claimed and lease_ms(d.ttl, linger_until) or G.claim
   local slot = ''
   if d.mode == 'x' then
     note_expired()
@@ -143,7 +143,7 @@ local function claim(id, d, known)
     redis.call('PEXPIRE', K.lock, px)
     wrote('lease')
     redis.call('HSET', K.info, INFO.claimed, 1, INFO.expires, NOW + px, INFO.linger_until, linger_until)
-    redis.call('PEXPIRE', K.info, px + C.history)
+    redis.call('PEXPIRE', K.info, px + G.history)
     tick_take(d)
   else
     local v = hmget_of(K.hi, id, {HOLDER.joined, HOLDER.fence})
@@ -167,7 +167,7 @@ local function supersede(id, by)
   local d = load_waiter(id)
   remove_waiter(id)
   redis.call('HSET', K.w, id .. '.' .. WAITER.superseded_by, by)
-  redis.call('ZADD', K.gone, NOW + 4 * c.lease, id)
+  redis.call('ZADD', K.gone, NOW + 4 * G.lease, id)
   event(EVENT.superseded, who_event(d.who, {EV.waited, d.joined and tostring(NOW - tonumber(d.joined)) or '',
                                             EV.by, by, EV.id, id}))
   c.push[#c.push + 1] = id
@@ -217,7 +217,7 @@ local function enqueue(id, d, preempt, at)
       c.push[#c.push + 1] = behind
     end
   end
-  redis.call('ZADD', K.wl, NOW + c.lease, id)
+  redis.call('ZADD', K.wl, NOW + G.lease, id)
   local prefix = id .. '.'
   local fields = put_record({}, RECORD.who, 'waiter', d.who, prefix)
   put(fields, {prefix .. WAITER.token, d.token, prefix .. WAITER.mode, d.mode, prefix .. WAITER.version, VERSION,

@@ -55,7 +55,7 @@ local function tick_mark(id)
                held[INFO.host] or '', TICK.at, NOW, TICK.id, id, TICK.previous, v[TICK.tick] or '',
                TICK.previous_host, v[TICK.host] or '', TICK.previous_at, v[TICK.at] or '')
   end
-  redis.call('PEXPIRE', K.tick, C.history)
+  redis.call('PEXPIRE', K.tick, G.history)
   redis.call('HSET', K.info, INFO.tick_ran, 1)
   changed('view')
 end

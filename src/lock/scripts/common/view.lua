@@ -88,7 +88,7 @@ end
 
 local function set_epoch(epoch, due, head)
   redis.call('SET', K.ep, epoch .. ' ' .. due .. (head and (' ' .. head) or ''), 'PX',
-             math.max(due - NOW, 0) + C.lease + C.claim)
+             math.max(due - NOW, 0) + G.lease + G.claim)
 end
 
 -- The epoch as K.ep has it, and the head it names (nil when none).
