@@ -565,20 +565,25 @@ def lua_prelude(p):
         # Each record: its fields' names, each place's field names in the same order, and
         # constructors (one table constructor each, where a loop would grow the table field by
         # field): args(a, at), the record from the list a, from index at on; from.PLACE(v), from a
-        # table keyed by that place's field names. A field missing is ''.
+        # table keyed by that place's field names; list.PLACE(r, ...), the list of record r's
+        # fields as that place names them, each followed by its value, then the values given. A
+        # field missing is ''.
         out.append("local RECORD = {\n")
         for name, fields in p.records.items():
             places = [f"names = {table(quoted(f) for f in fields)}"]
-            makers = []
+            makers, lists = [], []
             for kind in p.record_places(name):
                 named = dict(p.fields[kind])
                 places.append(f"{kind} = {table(quoted(named[f]) for f in fields)}")
                 values = table(f"[{quoted(f)}] = v[{quoted(named[f])}] or ''" for f in fields)
                 makers.append(f"{kind} = function(v) return {values} end")
+                pairs = ", ".join(f"{quoted(named[f])}, r[{quoted(f)}] or ''" for f in fields)
+                lists.append(f"{kind} = function(r, ...) return {{{pairs}, ...}} end")
             at = table(f"[{quoted(f)}] = a[at{f' + {i}' if i else ''}] or ''" for i, f in enumerate(fields))
             out.append(f"  {name} = {{{', '.join(places)},\n")
             out.append(f"    args = function(a, at) return {at} end,\n")
-            out.append(f"    from = {table(makers)}}},\n")
+            out.append(f"    from = {table(makers)},\n")
+            out.append(f"    list = {table(lists)}}},\n")
         out.append("}\n")
     for kind in ("waiter", "holder"):
         if p.retired[kind]:

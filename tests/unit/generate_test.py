@@ -193,7 +193,9 @@ local EVENT = {acquired = 'acquired'}
                       "waiter = {'h', 'p'},\n"
                       "    args = function(a, at) return {['host'] = a[at] or '', ['pid'] = a[at + 1] or ''} end,\n"
                       "    from = {info = function(v) return {['host'] = v['host'] or '', ['pid'] = v['pid'] or ''} end, "
-                      "waiter = function(v) return {['host'] = v['h'] or '', ['pid'] = v['p'] or ''} end}},\n}\n", lua)
+                      "waiter = function(v) return {['host'] = v['h'] or '', ['pid'] = v['p'] or ''} end},\n"
+                      "    list = {info = function(r, ...) return {'host', r['host'] or '', 'pid', r['pid'] or '', ...} end, "
+                      "waiter = function(r, ...) return {'h', r['host'] or '', 'p', r['pid'] or '', ...} end}},\n}\n", lua)
 
     @unittest.skipUnless(shutil.which("lua5.1"), "lua5.1 is not installed")
     def test_record_constructors(self):
@@ -203,10 +205,11 @@ local EVENT = {acquired = 'acquired'}
             "local r = RECORD.who.args({'x', 'H', false}, 2)\n"
             "local w = RECORD.who.from.waiter({h = 'h1', host = 'no'})\n"
             "local i = RECORD.who.from.info({pid = '7'})\n"
-            "print(r.host, r.pid == '', w.host, w.pid == '', i.host == '', i.pid)\n")
+            "print(r.host, r.pid == '', w.host, w.pid == '', i.host == '', i.pid)\n"
+            "print(table.concat(RECORD.who.list.waiter({host = 'H'}, 'x', 'y'), ','))\n")
         run = subprocess.run(["lua5.1", "-"], input=lua, capture_output=True, text=True, check=False)
         self.assertEqual(run.stderr, "")
-        self.assertEqual(run.stdout, "H\ttrue\th1\ttrue\ttrue\t7\n")
+        self.assertEqual(run.stdout, "H\ttrue\th1\ttrue\ttrue\t7\nh,H,p,,x,y\n")
 
     def test_retired_fields(self):
         p = read(self.REQUESTS + "retired waiter mh 1\nretired holder x 1\n")

@@ -163,5 +163,5 @@ end
 
 -- An event's fields for who: its record, then the pairs of more.
 local function who_event(who, more)
-  return put(put_record({}, RECORD.who, 'event_field', who), more)
+  return RECORD.who.list.event_field(who, unpack(more))
 end

@@ -13,7 +13,7 @@ local function write_info(id, d, fence, px, claimed, linger_until)
   redis.call('HSET', K.info, INFO.id, id, INFO.version, VERSION, INFO.since, c.now_arg, INFO.fence, fence, INFO.ttl,
              d.ttl, INFO.claimed, claimed, INFO.expires, NOW + px, INFO.linger_until, linger_until, INFO.preemptible,
              preemptible, INFO.joined, d.joined or c.now_arg, INFO.history, keep_history(),
-             unpack(put_record({}, RECORD.who, 'info', d.who)))
+             unpack(RECORD.who.list.info(d.who)))
   redis.call('PEXPIRE', K.info, px + G.history)
 end
 
