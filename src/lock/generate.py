@@ -566,12 +566,13 @@ def lua_prelude(p):
         # constructors (one table constructor each, where a loop would grow the table field by
         # field): args(a, at), the record from the list a, from index at on; from.PLACE(v), from a
         # table keyed by that place's field names; list.PLACE(r, ...), the list of record r's
-        # fields as that place names them, each followed by its value, then the values given. A
-        # field missing is ''.
+        # fields as that place names them, each followed by its value, then the values given (a
+        # field missing is ''); fields.PLACE(...), the field names of that place, then the names
+        # given (for one HMGET).
         out.append("local RECORD = {\n")
         for name, fields in p.records.items():
             places = [f"names = {table(quoted(f) for f in fields)}"]
-            makers, lists = [], []
+            makers, lists, names = [], [], []
             for kind in p.record_places(name):
                 named = dict(p.fields[kind])
                 places.append(f"{kind} = {table(quoted(named[f]) for f in fields)}")
@@ -579,11 +580,13 @@ def lua_prelude(p):
                 makers.append(f"{kind} = function(v) return {values} end")
                 pairs = ", ".join(f"{quoted(named[f])}, r[{quoted(f)}] or ''" for f in fields)
                 lists.append(f"{kind} = function(r, ...) return {{{pairs}, ...}} end")
+                names.append(f"{kind} = function(...) return {{{', '.join(quoted(named[f]) for f in fields)}, ...}} end")
             at = table(f"[{quoted(f)}] = a[at{f' + {i}' if i else ''}] or ''" for i, f in enumerate(fields))
             out.append(f"  {name} = {{{', '.join(places)},\n")
             out.append(f"    args = function(a, at) return {at} end,\n")
             out.append(f"    from = {table(makers)},\n")
-            out.append(f"    list = {table(lists)}}},\n")
+            out.append(f"    list = {table(lists)},\n")
+            out.append(f"    fields = {table(names)}}},\n")
         out.append("}\n")
     for kind in ("waiter", "holder"):
         if p.retired[kind]:

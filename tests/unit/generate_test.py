@@ -195,7 +195,9 @@ local EVENT = {acquired = 'acquired'}
                       "    from = {info = function(v) return {['host'] = v['host'] or '', ['pid'] = v['pid'] or ''} end, "
                       "waiter = function(v) return {['host'] = v['h'] or '', ['pid'] = v['p'] or ''} end},\n"
                       "    list = {info = function(r, ...) return {'host', r['host'] or '', 'pid', r['pid'] or '', ...} end, "
-                      "waiter = function(r, ...) return {'h', r['host'] or '', 'p', r['pid'] or '', ...} end}},\n}\n", lua)
+                      "waiter = function(r, ...) return {'h', r['host'] or '', 'p', r['pid'] or '', ...} end},\n"
+                      "    fields = {info = function(...) return {'host', 'pid', ...} end, "
+                      "waiter = function(...) return {'h', 'p', ...} end}},\n}\n", lua)
 
     @unittest.skipUnless(shutil.which("lua5.1"), "lua5.1 is not installed")
     def test_record_constructors(self):
@@ -206,10 +208,11 @@ local EVENT = {acquired = 'acquired'}
             "local w = RECORD.who.from.waiter({h = 'h1', host = 'no'})\n"
             "local i = RECORD.who.from.info({pid = '7'})\n"
             "print(r.host, r.pid == '', w.host, w.pid == '', i.host == '', i.pid)\n"
-            "print(table.concat(RECORD.who.list.waiter({host = 'H'}, 'x', 'y'), ','))\n")
+            "print(table.concat(RECORD.who.list.waiter({host = 'H'}, 'x', 'y'), ','))\n"
+            "print(table.concat(RECORD.who.fields.waiter('x'), ','))\n")
         run = subprocess.run(["lua5.1", "-"], input=lua, capture_output=True, text=True, check=False)
         self.assertEqual(run.stderr, "")
-        self.assertEqual(run.stdout, "H\ttrue\th1\ttrue\ttrue\t7\nh,H,p,,x,y\n")
+        self.assertEqual(run.stdout, "H\ttrue\th1\ttrue\ttrue\t7\nh,H,p,,x,y\nh,p,x\n")
 
     def test_retired_fields(self):
         p = read(self.REQUESTS + "retired waiter mh 1\nretired holder x 1\n")

@@ -178,12 +178,9 @@ local function hmget_of(key, id, names)
   return out
 end
 
--- The others given, then the field names a place keeps of a record (for one HMGET).
+-- The field names a place keeps of a record, then the others given (for one HMGET).
 local function with_record(record, place, ...)
-  local out, fields = {...}, record[place]
-  local n = #out
-  for i = 1, #fields do out[n + i] = fields[i] end
-  return out
+  return record.fields[place](...)
 end
 
 -- ---- What the call knows, and what a write changes of it.

@@ -8,12 +8,12 @@
 local function write_info(id, d, fence, px, claimed, linger_until)
   local c = C
   local preemptible = has(d.options, OPT.preemptible) and '1' or '0'
-  -- (The fixed fields as they are, then the holder's who: one small list. A hash keeps no order
-  -- that counts.)
-  redis.call('HSET', K.info, INFO.id, id, INFO.version, VERSION, INFO.since, c.now_arg, INFO.fence, fence, INFO.ttl,
-             d.ttl, INFO.claimed, claimed, INFO.expires, NOW + px, INFO.linger_until, linger_until, INFO.preemptible,
-             preemptible, INFO.joined, d.joined or c.now_arg, INFO.history, keep_history(),
-             unpack(RECORD.who.list.info(d.who)))
+  -- (The holder's who and the fields after it in one list of the right size.)
+  redis.call('HSET', K.info, INFO.id, id, INFO.version, VERSION,
+             unpack(RECORD.who.list.info(d.who, INFO.since, c.now_arg, INFO.fence, fence, INFO.ttl, d.ttl,
+                                         INFO.claimed, claimed, INFO.expires, NOW + px, INFO.linger_until,
+                                         linger_until, INFO.preemptible, preemptible, INFO.joined,
+                                         d.joined or c.now_arg, INFO.history, keep_history())))
   redis.call('PEXPIRE', K.info, px + G.history)
 end
 
