@@ -227,23 +227,31 @@ strace_delay_possible() {
     skip "strace cannot delay a system call here"
 }
 
-@test "rlock held up past the lease between its check and the command's start: nothing is executed, 76" {
+# Two runs held up at once (the same 4s): rlock's first write(2) is its request to the guard to
+# start the command, made after the lease's check (without -v it writes nothing before): strace
+# holds that call up for 4s, twice the lease, as a stopped process or a frozen VM would be held
+# up.
+#   k: the command, watched by the kernel (an execve of it opens it: helpers/exec-watch), leaves
+#      a file if it ever runs; meanwhile the lease ends and the next holder runs.
+#   o: a run of --once-per 1h, whose request is made once the tick is marked run. The guard
+#      refuses the start; the command never ran, so its tick is given back, though the lease ran
+#      out meanwhile: the next run of the tick runs it.
+@test "rlock held up past the lease between its check and the command's start: nothing is executed, 76; a once-per tick is given back" {
   strace_delay_possible
   # The sanitizer runtime makes write(2)s of its own (its memory probes) before rlock's first.
   [[ -z ${ASAN_OPTIONS:-} ]] || skip "the sanitizer runtime writes before rlock's request to the guard"
-  # The command, watched by the kernel: an execve of it opens it (helpers/exec-watch), and it
-  # leaves a file if it ever runs.
   printf '#!/bin/sh\ntouch "%s/ran"\n' "$T" >"$T/cmd"
   chmod +x "$T/cmd"
+  printf '#!/bin/sh\necho "$1" >>"%s/ran-o"\n' "$T" >"$T/cmd-o"
+  chmod +x "$T/cmd-o"
   bg watch "$FAULTS_PYTHON" "$FAULTS_HELPERS/exec-watch" "$T/cmd" "$T/opens"
   wait_until test -s "$T/opens" || fail "exec-watch did not start: $(bg_err watch)"
-  # rlock's first write(2) is its request to the guard to start the command, made after the
-  # lease's check (without -v it writes nothing before): strace holds that call up for 4s,
-  # twice the lease, as a stopped process or a frozen VM would be held up.
   bg holder env ASAN_OPTIONS="$(untraced_leak_check)" strace -o "$T/strace" -e trace=write -e inject=write:delay_enter=4000000:when=1 \
     "$RLOCK_BIN" run k -t 2s -- "$T/cmd"
-  # Meanwhile the lease ends and the next holder runs.
+  bg once env ASAN_OPTIONS="$(untraced_leak_check)" strace -o "$T/strace-o" -e trace=write -e inject=write:delay_enter=4000000:when=1 \
+    "$RLOCK_BIN" run o -t 2s --once-per 1h -- "$T/cmd-o" first
   wait_until -t 10 lock_held k || fail "the first rlock did not take the lock: $(bg_err holder)"
+  wait_until -t 10 lock_held o || fail "the once-per rlock did not take the lock: $(bg_err once)"
   rlock run k --wait 10s -- "$CS" "$WLOG" second 0 || fail "the next holder did not run"
   bg_wait holder 20
   [[ $(grep -m 1 'DELAYED' "$T/strace") == 'write('*'"\4\0\0\0'*', 16) = 16 (DELAYED)' ]] ||
@@ -254,28 +262,16 @@ strace_delay_possible() {
   [[ $(count_error_lines "$(bg_err holder)") == 1 && $(bg_err holder) == *"not run"* ]] ||
     fail "expected one error line saying the command was not run: $(bg_err holder)"
   assert lock_free k
-}
-
-@test "once-per: a run held up past the lease before its start gives its tick back: the next run of the tick runs it" {
-  strace_delay_possible
-  [[ -z ${ASAN_OPTIONS:-} ]] || skip "the sanitizer runtime writes before rlock's request to the guard"
-  printf '#!/bin/sh\necho "$1" >>"%s/ran"\n' "$T" >"$T/cmd"
-  chmod +x "$T/cmd"
-  # As above: the request to the guard, made once the tick is marked run, is held up 4s, twice
-  # the lease (a frozen VM). The guard refuses the start; the command never ran, so its tick is
-  # given back, though the lease ran out meanwhile.
-  bg holder env ASAN_OPTIONS="$(untraced_leak_check)" strace -o "$T/strace" -e trace=write -e inject=write:delay_enter=4000000:when=1 \
-    "$RLOCK_BIN" run k -t 2s --once-per 1h -- "$T/cmd" first
-  wait_until -t 10 lock_held k || fail "the first rlock did not take the lock: $(bg_err holder)"
-  bg_wait holder 20
+  # The once-per run.
+  bg_wait once 20
   assert_equal "$BG_STATUS" 76
-  [[ $(grep -m 1 'DELAYED' "$T/strace") == 'write('*'"\4\0\0\0'*', 16) = 16 (DELAYED)' ]] ||
-    fail "the delay did not hold up the request to the guard: $(cat "$T/strace")"
-  run --separate-stderr rlock run k -n --once-per 1h -- "$T/cmd" second
+  [[ $(grep -m 1 'DELAYED' "$T/strace-o") == 'write('*'"\4\0\0\0'*', 16) = 16 (DELAYED)' ]] ||
+    fail "the delay did not hold up the once-per run's request to the guard: $(cat "$T/strace-o")"
+  run --separate-stderr rlock run o -n --once-per 1h -- "$T/cmd-o" second
   assert_success
-  run --separate-stderr rlock run k -n --once-per 1h -- "$T/cmd" third
+  run --separate-stderr rlock run o -n --once-per 1h -- "$T/cmd-o" third
   assert_failure 75
-  assert_equal "$(xargs <"$T/ran")" "second"
+  assert_equal "$(xargs <"$T/ran-o")" "second"
 }
 
 @test "the guard held up past the lease between its check and the child's start: the child does not exec, 76" {
