@@ -182,17 +182,17 @@ END
 }
 
 # Two losses after a stop, which pay the same wait (the next renewal): each command goes on
-# after a TERM, then its lock is deleted, and the next renewal (within TTL/3, before
-# --kill-after ends) finds it lost (or taken) and stops the tree again.
+# after a TERM, then its lock is deleted, and the next renewal (within TTL/3, 3s, before
+# --kill-after ends, 4.3s after the TERM) finds it lost (or taken) and stops the tree again.
 #   left: the command leaves a counter behind and exits: --leftovers kill sends it TERM.
 #   pre:  a preemptor's request stops the command (TERM), which goes on.
 @test "a loss after a stop by --leftovers kill or by --preempt: the command gets --signal once, then SIGKILL" {
   mkdir "$T/left" "$T/pre"
   term_counter >"$T/left/job"
   printf 'bash "%s/job" &\nwhile [ ! -e "%s/ready" ]; do sleep 0.01; done\n' "$T/left" "$T/left" >"$T/left/cmd"
-  T=$T/left bg left rlock run k -t 12s --kill-after 5.5s --leftovers kill -- sh "$T/left/cmd"
+  T=$T/left bg left rlock run k -t 9s --kill-after 4.3s --leftovers kill -- sh "$T/left/cmd"
   term_counter >"$T/pre/cmd"
-  T=$T/pre bg holder rlock run p -t 12s --kill-after 5.5s --preemptible -- bash "$T/pre/cmd"
+  T=$T/pre bg holder rlock run p -t 9s --kill-after 4.3s --preemptible -- bash "$T/pre/cmd"
   wait_until -t 10 test -e "$T/pre/ready" || fail "the command did not start: $(bg_err holder)"
   bg pre rlock run p --preempt --wait 30s -- true
   wait_until -t 10 test -s "$T/left/terms" || fail "the leftover got no TERM: $(bg_err left)"
