@@ -110,13 +110,20 @@ holder_cut_off_check() {
 # Whether N contenders wait in the queue of lock k on the server on PORT.
 queue_on_is() { [[ $(srv_cli "$1" zcard 'rlock:{k}:q' 2>/dev/null | tr -d '\r') == "$2" ]]; }
 
+# One failover of a stopped master, two tests of what the old master does once continued:
+#
 # A waiter queued on the master keeps its connection there through a SIGSTOP of the master (a
 # long --io-timeout). The master is failed over, a new holder takes the lock on the new master,
 # then the old master is continued: it is still a master, with its queue, until Sentinel
 # converts it, and grants the lock to the waiter at once (the first holder's lease ran out there).
 # That grant must not start the waiter's command: the sentinels name another master. The witness
 # is independent: no two critical sections overlap, and the waiter's runs after the new holder's.
-@test "a waiter granted the lock by a master the sentinels no longer name does not run its command then" {
+#
+# A holder of lock r on the same master, whose lock did not reach the new master (asynchronous
+# replication; here deleted there), ends its command once the old master is continued, before
+# any renewal. The old master is still a master and still holds the lock, but the sentinels
+# name the new one: the release is not clean there, and run exits 76, never 0.
+@test "a master the sentinels no longer name: a waiter it grants the lock does not run its command then; a release there is not clean, 76" {
   repl_start
   sentinels_start 3
   wait_until -t 10 sentinels_know_each_other || fail "the sentinels did not find each other"
@@ -124,8 +131,12 @@ queue_on_is() { [[ $(srv_cli "$1" zcard 'rlock:{k}:q' 2>/dev/null | tr -d '\r') 
   bg holder rlock run k -t 2s -u "$SENTINEL_URL" -- "$CS" "$WLOG" holder "until:$T/holder-go"
   wait_cs holder holder
   bg waiter rlock run -v k -t 2s -w 90s --io-timeout 30s -u "$SENTINEL_URL" -- "$CS" "$WLOG" waiter 1
+  bg rholder rlock run r -t 60s --io-timeout 30s -u "$SENTINEL_URL" -- "$CS" "$T/r.log" rholder "until:$T/rholder-go"
   wait_until -t 10 queue_on_is "$MASTER_PORT" 1 || fail "the waiter did not queue: $(bg_err waiter)"
   wait_until -t 10 queue_on_is "$REPLICA_PORT" 1 || fail "the replica did not get the queue"
+  WLOG=$T/r.log wait_cs rholder rholder
+  wait_until -t 10 eval '[[ $(srv_cli "$REPLICA_PORT" exists "rlock:{r}" | tr -d "\r") == 1 ]]' ||
+    fail "the replica did not get the lock r"
 
   kill -STOP "$MASTER_PID"
   wait_until -t 30 sentinels_agree_on "$REPLICA_PORT" || {
@@ -133,36 +144,24 @@ queue_on_is() { [[ $(srv_cli "$1" zcard 'rlock:{k}:q' 2>/dev/null | tr -d '\r') 
     fail "the sentinels did not fail over to the replica"
   }
   wait_until -t 10 role_is "$REPLICA_PORT" master || fail "the replica was not promoted"
-  # The first holder follows the failover (or loses its lock); a new one takes the lock.
+  srv_cli "$REPLICA_PORT" del 'rlock:{r}' 'rlock:{r}:info' >/dev/null
+  # The first holder follows the failover (or loses its lock); a new one takes the lock; once the
+  # old master is continued, the holder of r ends its command.
   stale_grant_is_refused "$SENTINEL_URL" "$MASTER_PID"
+  bg_wait rholder 30
+  if [[ ! -e $T/old-was-master ]]; then
+    echo "# Sentinel converted the old master at once: the release there was not tested" >&3
+    return 0
+  fi
+  [[ $BG_STATUS == 76 ]] || fail "the holder of r: expected 76, got $BG_STATUS: $(bg_err rholder)"
+  grep -qi 'lost' <<<"$(bg_err rholder)" || fail "rlock did not say the lock r was lost: $(bg_err rholder)"
 }
 
-# A holder on a master that is stopped and failed over, whose lock did not reach the new master
-# (asynchronous replication; here deleted there), ends its command once the old master is
-# continued, before any renewal. The old master is still a master and still holds the lock, but
-# the sentinels name the new one: the release is not clean there, and run exits 76, never 0.
-@test "a release on a master the sentinels no longer name is not clean: 76" {
-  repl_start
-  sentinels_start 3
-  wait_until -t 10 sentinels_know_each_other || fail "the sentinels did not find each other"
-  unset RLOCK_URL
-  bg holder rlock run k -t 60s --io-timeout 30s -u "$SENTINEL_URL" -- "$CS" "$WLOG" holder "until:$T/holder-go"
-  wait_cs holder holder
-  wait_until -t 10 eval '[[ $(srv_cli "$REPLICA_PORT" exists "rlock:{k}" | tr -d "\r") == 1 ]]' ||
-    fail "the replica did not get the lock"
-  kill -STOP "$MASTER_PID"
-  wait_until -t 30 sentinels_agree_on "$REPLICA_PORT" || {
-    kill -CONT "$MASTER_PID"
-    fail "the sentinels did not fail over to the replica"
-  }
-  wait_until -t 10 role_is "$REPLICA_PORT" master || fail "the replica was not promoted"
-  srv_cli "$REPLICA_PORT" del 'rlock:{k}' 'rlock:{k}:info' >/dev/null
-  kill -CONT "$MASTER_PID"
-  role_is "$MASTER_PORT" master || skip "Sentinel converted the old master at once"
-  touch "$T/holder-go"
-  bg_wait holder 30
-  [[ $BG_STATUS == 76 ]] || fail "expected 76, got $BG_STATUS: $(bg_err holder)"
-  grep -qi 'lost' <<<"$(bg_err holder)" || fail "rlock did not say the lock was lost: $(bg_err holder)"
+# old_master_continued: (stale_grant_is_refused) whether the old master is still one, then the
+# holder of r ends its command.
+old_master_continued() {
+  role_is "$MASTER_PORT" master && touch "$T/old-was-master"
+  touch "$T/rholder-go"
 }
 
 # --- waiters that follow a failover ------------------------------------------------------------

@@ -54,8 +54,9 @@ $(cat "$log")"
 # on $T/holder-go) and a waiter (bg waiter, its critical section "waiter") took and queued for k
 # on a master, stopped (OLD_PID) and failed over since; the holder is let go (it follows the
 # failover or loses its lock, 76), a new holder takes k through URL, which reaches the new master,
-# then the old master is continued, still granting its queue. No two critical sections overlap,
-# and the waiter's command runs, if at all, only after the new holder's.
+# then the old master is continued, still granting its queue (and the test's function
+# old_master_continued, if there is one, is called). No two critical sections overlap, and the
+# waiter's command runs, if at all, only after the new holder's.
 stale_grant_is_refused() {
   local url=$1 old_pid=$2 t0
   touch "$T/holder-go"
@@ -67,6 +68,8 @@ stale_grant_is_refused() {
   wait_cs new new 20
   kill -CONT "$old_pid"
   t0=$(now_ms)
+  # A test's own step at the moment the old master is back, if it has one.
+  if declare -F old_master_continued >/dev/null; then old_master_continued; fi
   wait_until -t 6 _stale_grant_met || true
   touch "$T/new-go"
   bg_wait new 30
