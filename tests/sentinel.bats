@@ -3,11 +3,25 @@
 # master is unknown or no sentinel answers; and a forced failover during `run` never leaves two
 # holders at once.
 #
-# Each test starts its own master, replica and sentinels (a failover changes who is master); the
-# failover test has holders of three locks pay the same failover.
+# The tests that change nothing of the set-up share one master, replica and sentinels; those that
+# stop servers or fail over start their own (a failover changes who is master), and the failover
+# test has holders of three locks pay the same failover.
 
 load helpers/common
 load helpers/servers
+
+# One master, replica and 3 sentinels for the tests that change nothing of them (their ports in
+# SHARED_*); the tests that stop servers or fail over start their own (topology_start).
+setup_file() {
+  repl_start
+  sentinels_start 3
+  export SHARED_MASTER_PORT=$MASTER_PORT SHARED_REPLICA_PORT=$REPLICA_PORT SHARED_SENTINEL_URL=$SENTINEL_URL
+  export SHARED_SENTINEL_PORTS=$SENTINEL_PORTS
+}
+
+teardown_file() {
+  servers_teardown_file
+}
 
 setup() {
   common_setup
@@ -17,10 +31,19 @@ teardown() {
   common_teardown
 }
 
-# topology_start: master, replica and 3 sentinels; RLOCK_URL is the sentinel URL.
+# topology_start: master, replica and 3 sentinels of the test's own; RLOCK_URL is the sentinel URL.
 topology_start() {
   repl_start
   sentinels_start 3
+  export RLOCK_URL=$SENTINEL_URL
+}
+
+# shared_topology: the file's master, replica and sentinels, the master emptied; RLOCK_URL is the
+# sentinel URL.
+shared_topology() {
+  export MASTER_PORT=$SHARED_MASTER_PORT REPLICA_PORT=$SHARED_REPLICA_PORT SENTINEL_URL=$SHARED_SENTINEL_URL
+  export SENTINEL_PORTS=$SHARED_SENTINEL_PORTS
+  srv_cli "$MASTER_PORT" flushall >/dev/null || fail "could not empty the master"
   export RLOCK_URL=$SENTINEL_URL
 }
 
@@ -34,7 +57,7 @@ lock_off() {
 }
 
 @test "run, acquire, status, list and release through the sentinels; the lock is on the master" {
-  topology_start
+  shared_topology
   run --separate-stderr rlock run k -- sh -c 'echo "held $RLOCK_KEY"'
   assert_success
   assert_output "held k"
@@ -64,7 +87,7 @@ lock_off() {
 }
 
 @test "the database in the URL (redis+sentinel://.../mymaster/3) is used" {
-  topology_start
+  shared_topology
   run --separate-stderr rlock acquire k -u "$SENTINEL_URL/3" --token-file "$T/token"
   assert_success
   lock_on k "$MASTER_PORT" 3
@@ -74,7 +97,7 @@ lock_off() {
 }
 
 @test "a sentinel that is down is outvoted by the others; without a majority the master is not trusted" {
-  topology_start
+  shared_topology
   local down1 down2 live1 live2
   down1=$(free_port)
   down2=$(free_port)
@@ -93,7 +116,7 @@ lock_off() {
 }
 
 @test "a master name the sentinels do not know is 69, naming the master" {
-  topology_start
+  shared_topology
   local hosts=${SENTINEL_URL#redis+sentinel://}
   hosts=${hosts%/mymaster}
   run --separate-stderr rlock run k -u "redis+sentinel://$hosts/nosuchmaster" -- touch "$T/ran"
