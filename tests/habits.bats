@@ -86,6 +86,8 @@ with open(log, "a") as f:
 @test "--timeout D is flock's: wait at most D for the lock, then 75 saying so" {
   acquire_token k
   local start took
+  # acquire says the same as run (it waits beside it).
+  bg acq rlock acquire k -w 500ms
   start=$(now_ms)
   run --separate-stderr rlock run k --timeout 1s -- touch "$T/ran"
   took=$(elapsed_ms "$start")
@@ -93,10 +95,9 @@ with open(log, "a") as f:
   [[ $stderr == *"gave up after 1s (--wait)"* ]] || fail "'$stderr'"
   ((took >= 900 && took < 10000)) || fail "--timeout 1s gave up after ${took}ms"
   assert_file_not_exists "$T/ran"
-  # acquire says the same as run.
-  run --separate-stderr rlock acquire k -w 500ms
-  assert_equal "$status" 75
-  [[ $stderr == *"gave up after 500ms (--wait)"* ]] || fail "acquire -w: '$stderr'"
+  bg_wait acq 10
+  assert_equal "$BG_STATUS" 75
+  [[ $(bg_err acq) == *"gave up after 500ms (--wait)"* ]] || fail "acquire -w: '$(bg_err acq)'"
 }
 
 @test "--io-timeout, RLOCK_IO_TIMEOUT and io-timeout in the config file set the command timeout; 'timeout' there is refused" {

@@ -14,14 +14,16 @@ teardown() {
   common_teardown
 }
 
-# start_family [RLOCK OPTIONS...]: a run of key k whose child (a shell) has a grandchild; sets
-# holder_pid, CHILD, GRANDCHILD.
+# start_family NAME KEY [RLOCK OPTIONS...]: a run of KEY (bg NAME) whose child (a shell) has a
+# grandchild; sets CHILD, GRANDCHILD (also in $T/NAME.family and $T/NAME.family.gc).
 start_family() {
-  bg holder rlock run k "$@" -- sh -c 'sleep 1000 & echo $! > "$0.gc"; echo $$ > "$0"; sleep 1000; wait' "$T/family"
-  wait_until test -s "$T/family.gc" || fail "the child did not start: $(bg_err holder)"
-  wait_until test -s "$T/family" || fail "the child did not start: $(bg_err holder)"
-  CHILD=$(cat "$T/family")
-  GRANDCHILD=$(cat "$T/family.gc")
+  local name=$1 key=$2
+  shift 2
+  bg "$name" rlock run "$key" "$@" -- sh -c 'sleep 1000 & echo $! > "$0.gc"; echo $$ > "$0"; sleep 1000; wait' "$T/$name.family"
+  wait_until test -s "$T/$name.family.gc" || fail "the child did not start: $(bg_err "$name")"
+  wait_until test -s "$T/$name.family" || fail "the child did not start: $(bg_err "$name")"
+  CHILD=$(cat "$T/$name.family")
+  GRANDCHILD=$(cat "$T/$name.family.gc")
   pid_alive "$CHILD" && pid_alive "$GRANDCHILD" || fail "child $CHILD or grandchild $GRANDCHILD is not running"
   # The child leads its own process group, which holds the grandchild too.
   assert_equal "$(ps -o pgid= -p "$CHILD" | tr -d ' ')" "$CHILD"
@@ -32,33 +34,56 @@ family_gone() {
   pid_gone "$CHILD" && pid_gone "$GRANDCHILD" && ! group_alive "$CHILD"
 }
 
-@test "a deleted key stops the whole process group within TTL/3 + kill-after + 1s, exit 76" {
-  start_family -t 3s --kill-after 1s
+# family_of NAME: the pids of the background run NAME's family (start_family NAME): sets CHILD,
+# GRANDCHILD.
+family_of() {
+  CHILD=$(cat "$T/$1.family")
+  GRANDCHILD=$(cat "$T/$1.family.gc")
+}
+
+# Four holders lose their locks at once (the same wait: the next renewal, within TTL/3): a
+# deleted key stops the whole process group in time, 76; --lost-exit-code chooses the code; a
+# lock taken over by another holder is lost too (the new holder keeps it); --signal chooses the
+# signal sent on loss.
+@test "a deleted or taken-over key stops the whole process group within TTL/3 + kill-after + 1s; --lost-exit-code, --signal" {
+  cat >"$T/int.sh" <<'INT'
+trap 'echo INT >> "$0.log"; exit 0' INT
+trap 'echo TERM >> "$0.log"; exit 0' TERM
+echo $$ > "$0.pid"
+while :; do sleep 0.05; done
+INT
+  start_family deleted a -t 3s --kill-after 1s
+  start_family code b -t 3s --kill-after 1s --lost-exit-code 9
+  start_family taken c -t 3s --kill-after 1s
+  bg int rlock run d -t 3s --kill-after 1s --signal INT -- sh "$T/int.sh"
+  wait_until test -s "$T/int.sh.pid" || fail "the child did not start: $(bg_err int)"
   local t0 took
   t0=$(now_ms)
-  rcli del "$(lock_key k)" >/dev/null
+  rcli del "$(lock_key a)" >/dev/null
+  rcli del "$(lock_key b)" >/dev/null
+  rcli set "$(lock_key c)" someone-else-0123456789abcdef0123 >/dev/null
+  rcli del "$(lock_key d)" >/dev/null
+  family_of deleted
   wait_until -t 6 family_gone || fail "the process group is still running 6s after the lock was lost"
   took=$(elapsed_ms "$t0")
   ((took <= 3000)) || fail "the process group was gone ${took}ms after the loss (limit 3000ms)"
-  bg_wait holder 5
+  bg_wait deleted 5
   assert_equal "$BG_STATUS" 76
-}
-
-@test "--lost-exit-code chooses the exit code" {
-  start_family -t 3s --kill-after 1s --lost-exit-code 9
-  rcli del "$(lock_key k)" >/dev/null
-  bg_wait holder 6
+  # --lost-exit-code
+  bg_wait code 6
   assert_equal "$BG_STATUS" 9
-  wait_until family_gone || fail "the process group survived"
-}
-
-@test "a lock taken over by another holder is lost too, and the new holder keeps it" {
-  start_family -t 3s --kill-after 1s
-  rcli set "$(lock_key k)" someone-else-0123456789abcdef0123 >/dev/null
-  bg_wait holder 6
+  family_of code
+  wait_until family_gone || fail "the process group survived (--lost-exit-code)"
+  # Taken over: lost too, and the new holder keeps it.
+  bg_wait taken 6
   assert_equal "$BG_STATUS" 76
-  wait_until family_gone || fail "the process group survived"
-  assert_equal "$(rcli get "$(lock_key k)")" someone-else-0123456789abcdef0123
+  family_of taken
+  wait_until family_gone || fail "the process group survived (taken over)"
+  assert_equal "$(rcli get "$(lock_key c)")" someone-else-0123456789abcdef0123
+  # --signal INT
+  bg_wait int 6
+  assert_equal "$BG_STATUS" 76
+  assert_equal "$(cat "$T/int.sh.log")" INT
 }
 
 @test "a child that ignores the signal gets SIGKILL after --kill-after" {
@@ -83,23 +108,10 @@ STUBBORN
   assert_equal "$BG_STATUS" 76
 }
 
-@test "--signal chooses the signal sent on loss" {
-  cat >"$T/int.sh" <<'INT'
-trap 'echo INT >> "$0.log"; exit 0' INT
-trap 'echo TERM >> "$0.log"; exit 0' TERM
-echo $$ > "$0.pid"
-while :; do sleep 0.05; done
-INT
-  bg holder rlock run k -t 3s --kill-after 1s --signal INT -- sh "$T/int.sh"
-  wait_until test -s "$T/int.sh.pid" || fail "the child did not start: $(bg_err holder)"
-  rcli del "$(lock_key k)" >/dev/null
-  bg_wait holder 6
-  assert_equal "$BG_STATUS" 76
-  assert_equal "$(cat "$T/int.sh.log")" INT
-}
-
-@test "Redis restarted empty under a running run: exit 76" {
-  start_family -t 3s --kill-after 1s
+@test "Redis restarted empty under a running run: the group is stopped, 76; the loss says the server restarted, and is recorded so" {
+  start_family holder k -t 3s --kill-after 1s
+  # (INFO's uptime is in whole seconds: a hold of over 2s is surely older than the restart.)
+  sleep 2.2
   local t0 took
   t0=$(now_ms)
   redis_restart
@@ -107,15 +119,6 @@ INT
   wait_until -t 6 family_gone || fail "the process group is still running after the restart"
   took=$(elapsed_ms "$t0")
   ((took <= 4000)) || fail "the process group was gone ${took}ms after the restart"
-  bg_wait holder 5
-  assert_equal "$BG_STATUS" 76
-}
-
-@test "Redis restarted empty: the loss says the server restarted, and is recorded so" {
-  start_family -t 3s --kill-after 1s
-  # (INFO's uptime is in whole seconds: a hold of over 2s is surely older than the restart.)
-  sleep 2.2
-  redis_restart
   bg_wait holder 10
   assert_equal "$BG_STATUS" 76
   [[ $(bg_err holder) == *"127.0.0.1:$REDIS_PORT restarted "*" ago, after the lock was taken (run_id "*", appendonly no): without persistence it lost the lock"* ]] ||
@@ -127,7 +130,7 @@ INT
 }
 
 @test "Redis unreachable: the loss is recorded once it answers, with how long the hold lasted and why" {
-  start_family -t 3s --kill-after 1s
+  start_family holder k -t 3s --kill-after 1s
   local t0
   t0=$(now_ms)
   sleep 0.5
@@ -157,7 +160,7 @@ INT
 }
 
 @test "Redis gone for good: the child is stopped before the lock's TTL runs out, exit 76" {
-  start_family -t 3s --kill-after 1s
+  start_family holder k -t 3s --kill-after 1s
   local t0 took
   t0=$(now_ms)
   redis_kill

@@ -44,8 +44,12 @@ on_replica() {
   assert_output ran
 }
 
-@test "more replicas than there are: 69 after --wait-timeout, the lock given back, the child not run" {
-  local t0 took
+# Two runs wait for more replicas than there are, at once (locks k and d): one with
+# --wait-timeout 500ms, one with the default timeout, 1s.
+@test "more replicas than there are: 69 after --wait-timeout (500ms; by default 1s), the lock given back, the child not run" {
+  local t0 took t1
+  t1=$(now_ms)
+  bg default rlock run d --wait-replicas 2 -- touch "$T/ran-d"
   t0=$(now_ms)
   run --separate-stderr rlock run k --wait-replicas 2 --wait-timeout 500ms -- touch "$T/ran"
   took=$(elapsed_ms "$t0")
@@ -54,17 +58,20 @@ on_replica() {
   assert_file_not_exist "$T/ran"
   lock_free k
   ((took >= 450 && took < 2000)) || fail "took ${took}ms, expected about 500ms"
+  # The default --wait-timeout: 1s.
+  bg_wait default 10
+  took=$(elapsed_ms "$t1")
+  [[ $BG_STATUS == 69 ]] || fail "the default timeout: expected 69, got $BG_STATUS: $(bg_err default)"
+  [[ $(count_rlock_errors "$(bg_err default)") == 1 ]] || fail "expected one error line: $(bg_err default)"
+  assert_equal "$(bg_out default)" ""
+  assert_file_not_exist "$T/ran-d"
+  lock_free d
+  ((took >= 950 && took < 2500)) || fail "took ${took}ms, expected about 1s"
 }
 
-@test "the default --wait-timeout is 1s" {
-  local t0 took
-  t0=$(now_ms)
-  run --separate-stderr rlock run k --wait-replicas 2 -- touch "$T/ran"
-  took=$(elapsed_ms "$t0")
-  assert_error_exit 69
-  assert_file_not_exist "$T/ran"
-  lock_free k
-  ((took >= 950 && took < 2500)) || fail "took ${took}ms, expected about 1s"
+# count_rlock_errors TEXT: how many lines of TEXT start with "rlock: error: ".
+count_rlock_errors() {
+  grep -c '^rlock: error: ' <<<"$1" || true
 }
 
 @test "acquire with too few replicas: 69, no token printed or written, the lock given back" {

@@ -3,10 +3,25 @@
 # master is unknown or no sentinel answers; and a forced failover during `run` never leaves two
 # holders at once.
 #
-# Each test starts its own master, replica and sentinels (a failover changes who is master).
+# The tests that change nothing of the set-up share one master, replica and sentinels; those that
+# stop servers or fail over start their own (a failover changes who is master), and the failover
+# test has holders of three locks pay the same failover.
 
 load helpers/common
 load helpers/servers
+
+# One master, replica and 3 sentinels for the tests that change nothing of them (their ports in
+# SHARED_*); the tests that stop servers or fail over start their own (topology_start).
+setup_file() {
+  repl_start
+  sentinels_start 3
+  export SHARED_MASTER_PORT=$MASTER_PORT SHARED_REPLICA_PORT=$REPLICA_PORT SHARED_SENTINEL_URL=$SENTINEL_URL
+  export SHARED_SENTINEL_PORTS=$SENTINEL_PORTS
+}
+
+teardown_file() {
+  servers_teardown_file
+}
 
 setup() {
   common_setup
@@ -16,10 +31,19 @@ teardown() {
   common_teardown
 }
 
-# topology_start: master, replica and 3 sentinels; RLOCK_URL is the sentinel URL.
+# topology_start: master, replica and 3 sentinels of the test's own; RLOCK_URL is the sentinel URL.
 topology_start() {
   repl_start
   sentinels_start 3
+  export RLOCK_URL=$SENTINEL_URL
+}
+
+# shared_topology: the file's master, replica and sentinels, the master emptied; RLOCK_URL is the
+# sentinel URL.
+shared_topology() {
+  export MASTER_PORT=$SHARED_MASTER_PORT REPLICA_PORT=$SHARED_REPLICA_PORT SENTINEL_URL=$SHARED_SENTINEL_URL
+  export SENTINEL_PORTS=$SHARED_SENTINEL_PORTS
+  srv_cli "$MASTER_PORT" flushall >/dev/null || fail "could not empty the master"
   export RLOCK_URL=$SENTINEL_URL
 }
 
@@ -33,7 +57,7 @@ lock_off() {
 }
 
 @test "run, acquire, status, list and release through the sentinels; the lock is on the master" {
-  topology_start
+  shared_topology
   run --separate-stderr rlock run k -- sh -c 'echo "held $RLOCK_KEY"'
   assert_success
   assert_output "held k"
@@ -63,7 +87,7 @@ lock_off() {
 }
 
 @test "the database in the URL (redis+sentinel://.../mymaster/3) is used" {
-  topology_start
+  shared_topology
   run --separate-stderr rlock acquire k -u "$SENTINEL_URL/3" --token-file "$T/token"
   assert_success
   lock_on k "$MASTER_PORT" 3
@@ -73,7 +97,7 @@ lock_off() {
 }
 
 @test "a sentinel that is down is outvoted by the others; without a majority the master is not trusted" {
-  topology_start
+  shared_topology
   local down1 down2 live1 live2
   down1=$(free_port)
   down2=$(free_port)
@@ -92,7 +116,7 @@ lock_off() {
 }
 
 @test "a master name the sentinels do not know is 69, naming the master" {
-  topology_start
+  shared_topology
   local hosts=${SENTINEL_URL#redis+sentinel://}
   hosts=${hosts%/mymaster}
   run --separate-stderr rlock run k -u "redis+sentinel://$hosts/nosuchmaster" -- touch "$T/ran"
@@ -161,22 +185,6 @@ lock_off() {
   assert_file_not_exist "$T/ran"
 }
 
-@test "acquire, failover, then release and status find the lock on the new master" {
-  topology_start
-  wait_until -t 10 sentinels_know_each_other || fail "the sentinels did not find each other"
-  run --separate-stderr rlock acquire k -t 20s --token-file "$T/token"
-  assert_success
-  wait_until lock_on k "$REPLICA_PORT"
-  assert_equal "$(scli "${SENTINEL_PORTS%% *}" sentinel failover mymaster | tr -d '\r')" OK
-  wait_until -t 15 sentinels_agree_on "$REPLICA_PORT" || fail "the sentinels did not switch to the replica"
-  wait_until -t 5 role_is "$REPLICA_PORT" master
-  run --separate-stderr rlock status k
-  assert_success
-  run --separate-stderr rlock release k --token-file "$T/token"
-  assert_success
-  lock_off k "$REPLICA_PORT"
-}
-
 # The child of the first run: records its token, start and stop (also when signalled) in $1.
 write_holder_a() {
   cat >"$T/holder-a.sh" <<'EOF'
@@ -203,26 +211,43 @@ done
 EOF
 }
 
-@test "run across SENTINEL FAILOVER keeps or loses its lock, and never has two holders" {
+# One SENTINEL FAILOVER, three holders:
+#   j: a lock taken by acquire before the failover; status and release find it on the new master.
+#   k: a run (A) across the failover, with a contender (B) trying k all along: A keeps or loses
+#      its lock, and there are never two holders.
+#   m: a run (M) whose lock is missing on the new master after the failover (asynchronous
+#      replication can lose the write; here deleted there): M stops its child and exits 76.
+@test "across SENTINEL FAILOVER: acquire's lock is found on the new master; a run keeps or loses its lock, never two holders; a lock missing there is lost, 76" {
   topology_start
   wait_until -t 10 sentinels_know_each_other || fail "the sentinels did not find each other"
+  run --separate-stderr rlock acquire j -t 20s --token-file "$T/token"
+  assert_success
+  wait_until lock_on j "$REPLICA_PORT"
   write_holder_a
   write_contender_b
-  local ev=$T/events
+  local ev=$T/events evm=$T/events-m
   : >"$ev"
+  : >"$evm"
   bg a rlock run k -t 3s -v -- sh "$T/holder-a.sh" "$ev"
+  bg m rlock run m -t 3s -v -- sh "$T/holder-a.sh" "$evm"
   wait_until grep -q '^start A' "$ev" || fail "A did not start: $(bg_err a)"
+  wait_until grep -q '^start A' "$evm" || fail "M did not start: $(bg_err m)"
   local token
   token=$(cat "$ev.token")
   bg b sh "$T/contender-b.sh" "$ev" "$T/stop-b"
   wait_until test -s "$ev.rcs" || fail "the contender did not try"
 
   assert_equal "$(scli "${SENTINEL_PORTS%% *}" sentinel failover mymaster | tr -d '\r')" OK
-  # While A runs: does the new master hold A's token (A kept its lock there)?
-  local seen_on_new=0 switched=0 a_end=""
+  # While A runs: does the new master hold A's token (A kept its lock there)? Once the new
+  # master is one, M's lock is deleted there.
+  local seen_on_new=0 switched=0 a_end="" m_t0=""
   while ! bg_done a; do
     if ((!switched)) && sentinels_agree_on "$REPLICA_PORT"; then
       switched=1
+    fi
+    if ((switched)) && [[ -z $m_t0 ]] && role_is "$REPLICA_PORT" master; then
+      srv_cli "$REPLICA_PORT" del "$(lock_key m)" "$(lock_key m):info" >/dev/null
+      m_t0=$(now_ms)
     fi
     if ((switched)) && ! grep -q '^stop A' "$ev" &&
       [[ $(srv_cli "$REPLICA_PORT" get "$(lock_key k)" 2>/dev/null | tr -d '\r') == "$token" ]]; then
@@ -265,30 +290,22 @@ EOF
   esac
   # A released (or lost) the lock: it can be taken again through the sentinels.
   wait_until -t 5 rlock run k -n -- true || fail "the lock is still held after A ended"
-}
 
-@test "a lock missing on the new master after a failover: run stops its child and exits 76" {
-  topology_start
-  wait_until -t 10 sentinels_know_each_other || fail "the sentinels did not find each other"
-  write_holder_a
-  local ev=$T/events
-  : >"$ev"
-  bg a rlock run k -t 3s -v -- sh "$T/holder-a.sh" "$ev"
-  wait_until grep -q '^start A' "$ev" || fail "A did not start: $(bg_err a)"
-  assert_equal "$(scli "${SENTINEL_PORTS%% *}" sentinel failover mymaster | tr -d '\r')" OK
-  wait_until -t 15 sentinels_agree_on "$REPLICA_PORT" || fail "the sentinels did not switch to the replica"
-  wait_until -t 5 role_is "$REPLICA_PORT" master
-  # The write did not survive the failover (asynchronous replication can lose it).
-  srv_cli "$REPLICA_PORT" del "$(lock_key k)" "$(lock_key k):info" >/dev/null
-  local t0
-  t0=$(now_ms)
-  bg_wait a 10
-  echo "# A ended $(elapsed_ms "$t0")ms after its lock was deleted" >&3
-  [[ $BG_STATUS == 76 ]] || fail "expected 76, got $BG_STATUS: $(bg_err a)"
-  grep -q '^stop A' "$ev" || fail "the child did not stop: $(cat "$ev")"
-  local start_a stop_a
-  start_a=$(sed -n 's/^start A //p' "$ev")
-  stop_a=$(sed -n 's/^stop A //p' "$ev")
-  ((stop_a - start_a < 5500)) || fail "the child ran to its end ($((stop_a - start_a))ms): the loss was not noticed"
-  grep -qi 'lost' <<<"$(bg_err a)" || fail "rlock did not say the lock was lost: $(bg_err a)"
+  # M, its lock missing on the new master: its child stopped early, 76, and said so.
+  [[ -n $m_t0 ]] || fail "the replica was not promoted while A ran"
+  bg_wait m 10
+  [[ $BG_STATUS == 76 ]] || fail "M: expected 76, got $BG_STATUS: $(bg_err m)"
+  grep -q '^stop A' "$evm" || fail "M's child did not stop: $(cat "$evm")"
+  start_a=$(sed -n 's/^start A //p' "$evm")
+  stop_a=$(sed -n 's/^stop A //p' "$evm")
+  echo "# M's child stopped $((stop_a - m_t0))ms after its lock was deleted" >&3
+  ((stop_a - start_a < 5500)) || fail "M's child ran to its end ($((stop_a - start_a))ms): the loss was not noticed"
+  grep -qi 'lost' <<<"$(bg_err m)" || fail "rlock did not say M's lock was lost: $(bg_err m)"
+
+  # j, taken before the failover: status and release find it on the new master.
+  run --separate-stderr rlock status j
+  assert_success
+  run --separate-stderr rlock release j --token-file "$T/token"
+  assert_success
+  lock_off j "$REPLICA_PORT"
 }

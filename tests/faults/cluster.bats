@@ -137,55 +137,51 @@ promote_replica_of() {
     fail "the replica on port $replica was not promoted"
 }
 
-@test "a Cluster master fails over during a run: the renewal follows the slot, the lock is not lost" {
-  cluster_with_replicas
-  local ports=($CLUSTER_PORTS) pids=($CLUSTER_PIDS) master="" pid="" i
-  master=$(cluster_port_of "$(lock_key k)") || fail "no node owns the slot of k"
-  local other=""
-  for i in "${!ports[@]}"; do
-    if [[ ${ports[$i]} == "$master" ]]; then pid=${pids[$i]}; else other=${ports[$i]}; fi
-  done
-  # Through the master's own URL: after it dies, rlock knows the others only from the slot map
-  # it read at its first renewal.
-  bg holder rlock run k -v -t 15s -u "redis://127.0.0.1:$master" -- "$CS" "$WLOG" holder 12
-  wait_cs holder holder
-  wait_until -t 10 grep -q "renewed k" "$T/holder.err" || fail "no renewal: $(bg_err holder)"
-  replicated "$master" k || fail "no replica of $master acknowledged the lock"
-  srv_kill "$pid"
-  promote_replica_of "$master" "$other"
-  bg_wait holder 40
-  [[ $BG_STATUS == 0 ]] || fail "expected 0 after the failover, got $BG_STATUS: $(bg_err holder)"
-  grep -q "renewed k" <(sed -n '/asking Cluster node/,$p' "$T/holder.err") ||
-    fail "no renewal on the promoted replica: $(bg_err holder)"
-  assert_no_overlap
-}
-
 # Whether the keeper's log shows a renewal after it asked another Cluster node for the slot.
 keeper_renewed_after_failover() {
-  sed -n '/asking Cluster node/,$p' "$T/keeper.log" | grep -q "renewed k"
+  sed -n '/asking Cluster node/,$p' "$T/keeper.log" | grep -q "renewed $KEEPER_KEY"
 }
 
-@test "a Cluster master fails over while a keeper holds a lock: the keeper's renewal follows the slot too" {
+# Whether the run's stderr shows a renewal after it asked another Cluster node for the slot.
+holder_renewed_after_failover() {
+  sed -n '/asking Cluster node/,$p' "$T/holder.err" | grep -q "renewed k"
+}
+
+# One failover, two holders of locks on the master that dies: a run (lock k) and a keeper (a lock
+# whose slot is on the same master), each through the master's own URL, so that after it dies
+# they know the others only from the slot map they read at their first renewal.
+@test "a Cluster master fails over under a run and a keeper: their renewals follow the slot, no lock is lost" {
   cluster_with_replicas
   local ports=($CLUSTER_PORTS) pids=($CLUSTER_PIDS) master="" pid="" other="" i
   master=$(cluster_port_of "$(lock_key k)") || fail "no node owns the slot of k"
   for i in "${!ports[@]}"; do
     if [[ ${ports[$i]} == "$master" ]]; then pid=${pids[$i]}; else other=${ports[$i]}; fi
   done
-  # The keeper holds k for the shell that called acquire, which then sleeps (a script's long
-  # step); it knows the other nodes only from the slot map it read at its first renewal.
-  bg script sh -c "rlock acquire k --keepalive -t 15s -u redis://127.0.0.1:$master --keeper-log '$T/keeper.log' \
-    >'$T/token' && exec sleep 60"
-  wait_until -t 10 grep -q "renewed k" "$T/keeper.log" || fail "no renewal: $(cat "$T/keeper.log")"
+  KEEPER_KEY=$(key_on "$master") || fail "no other key on the master of k"
+  bg holder rlock run k -v -t 15s -u "redis://127.0.0.1:$master" -- "$CS" "$WLOG" holder "until:$T/holder-go"
+  # The keeper holds its lock for the shell that called acquire, which then sleeps (a script's
+  # long step).
+  bg script sh -c "rlock acquire $KEEPER_KEY --keepalive -t 15s -u redis://127.0.0.1:$master \
+    --keeper-log '$T/keeper.log' >'$T/token' && exec sleep 60"
+  wait_cs holder holder
+  wait_until -t 10 grep -q "renewed k" "$T/holder.err" || fail "no renewal: $(bg_err holder)"
+  wait_until -t 10 grep -q "renewed $KEEPER_KEY" "$T/keeper.log" || fail "no renewal: $(cat "$T/keeper.log")"
   replicated "$master" k || fail "no replica of $master acknowledged the lock"
+  replicated "$master" "$KEEPER_KEY" || fail "no replica of $master acknowledged the keeper's lock"
   srv_kill "$pid"
   promote_replica_of "$master" "$other"
+  # The run holds on until its renewal went to the promoted replica; it then ends cleanly.
+  wait_until -t 40 holder_renewed_after_failover || fail "no renewal on the promoted replica: $(bg_err holder)"
+  touch "$T/holder-go"
+  bg_wait holder 20
+  [[ $BG_STATUS == 0 ]] || fail "expected 0 after the failover, got $BG_STATUS: $(bg_err holder)"
+  assert_no_overlap
   wait_until -t 40 keeper_renewed_after_failover || fail "no renewal on the promoted replica: $(cat "$T/keeper.log")"
-  run --separate-stderr rlock status k -u "redis://127.0.0.1:$other"
+  run --separate-stderr rlock status "$KEEPER_KEY" -u "redis://127.0.0.1:$other"
   assert_success
   refute grep -q "lost" "$T/keeper.log"
   kill "$script_pid"
-  wait_until -t 15 grep -q "released k" "$T/keeper.log" || fail "the keeper did not release k: $(cat "$T/keeper.log")"
+  wait_until -t 15 grep -q "released $KEEPER_KEY" "$T/keeper.log" || fail "the keeper did not release: $(cat "$T/keeper.log")"
 }
 
 # Whether N contenders wait in the queue of lock k on the node on PORT.

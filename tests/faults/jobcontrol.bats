@@ -78,6 +78,8 @@ EOF
   assert_no_overlap
 }
 
+# The lease (3s) ends at most 3s after the last renewal, which was before ^Z; the shell is told
+# fg 3.6s after it showed that the job stopped, which is after ^Z: the lease has run out by then.
 @test "^Z for longer than the TTL, then fg: the child does not run on past the lease; exit 76" {
   make_ticker 6
   cat >"$T/steps" <<EOF
@@ -86,7 +88,7 @@ sendline rlock run -t 3s --kill-after 1s k -- $T/ticker
 expect 20 TICK-2
 send \\x1a
 expect 3 Stopped.*$PROMPT_RE
-sleep 4.5
+sleep 3.6
 sendline fg
 expect 20 $PROMPT_RE
 sendline echo "rc=\$?"

@@ -17,10 +17,10 @@ teardown() {
   common_teardown
 }
 
-# second_holder LABEL: one `rlock run k -n` of a witnessed critical section; succeeds when it
-# got the lock.
+# second_holder KEY LOG LABEL: one `rlock run KEY -n` of a critical section witnessed in LOG;
+# succeeds when it got the lock.
 second_holder() {
-  rlock run k -n -- "$CS" "$WLOG" "$1" 0 2>>"$T/second.err"
+  rlock run "$1" -n -- "$CS" "$2" "$3" 0 2>>"$T/second.err"
 }
 
 # pause_redis_past_ttl SECONDS: stops Redis for SECONDS (longer than the lease), then resumes it.
@@ -32,36 +32,35 @@ pause_redis_past_ttl() {
 
 # --- a stalled stderr ----------------------------------------------------------------------------
 
-@test "stderr full from the start: the child still runs, and is stopped before the lease ends" {
-  fifo_blocked err
-  bg_redirect first 2 "$err_FIFO" rlock run -v k -t 2s --io-timeout 300ms -- "$CS" "$WLOG" first 30
-  wait_until -t 10 cs_started first || fail "the child did not start while rlock's stderr was a full pipe (rlock blocked writing to it?)"
-  # The lease is 2s; Redis answers nothing for 3s, so it cannot be renewed.
-  pause_redis_past_ttl 3
-  wait_until -t 10 second_holder second || fail "a second holder never got the lock: $(cat "$T/second.err")"
-  assert_no_overlap
-  # rlock may stay blocked on its stderr until someone reads it.
-  fifo_drain err
-  bg_wait first 15
-  assert_equal "$BG_STATUS" 76
-}
-
-@test "stderr that stalls while the child runs: the child is stopped before the lease ends" {
-  fifo_open err
-  bg_redirect first 2 "$err_FIFO" rlock run -v k -t 2s --io-timeout 300ms -- "$CS" "$WLOG" first 30
-  wait_cs first first
+# Two holders whose stderr stalls, cut off from Redis by one pause (3s, past their 2s lease):
+#   full:   stderr a full pipe from the start (lock k): the child still runs;
+#   stalls: stderr that fills up while the child runs (lock j).
+# Each child is stopped before its lease ends: a second holder sees no overlap.
+@test "stderr full from the start, or that stalls while the child runs: the child is stopped before the lease ends" {
+  fifo_blocked full
+  bg_redirect full 2 "$full_FIFO" rlock run -v k -t 2s --io-timeout 300ms -- "$CS" "$T/k.log" full 30
+  WLOG=$T/k.log wait_until -t 10 cs_started full ||
+    fail "the child did not start while rlock's stderr was a full pipe (rlock blocked writing to it?)"
+  fifo_open stalls
+  bg_redirect stalls 2 "$stalls_FIFO" rlock run -v j -t 2s --io-timeout 300ms -- "$CS" "$T/j.log" stalls 30
+  WLOG=$T/j.log wait_cs stalls stalls
   local n
-  n=$(fifo_fill err)
+  n=$(fifo_fill stalls)
   ((n > 0)) || fail "the FIFO was already full"
+  # The leases are 2s; Redis answers nothing for 3s, so they cannot be renewed.
   pause_redis_past_ttl 3
-  wait_until -t 10 second_holder second || fail "a second holder never got the lock: $(cat "$T/second.err")"
-  assert_no_overlap
-  fifo_drain err
-  bg_wait first 15
+  wait_until -t 10 second_holder k "$T/k.log" second || fail "a second holder of k never got the lock: $(cat "$T/second.err")"
+  wait_until -t 10 second_holder j "$T/j.log" second || fail "a second holder of j never got the lock: $(cat "$T/second.err")"
+  assert_no_overlap "$T/k.log"
+  assert_no_overlap "$T/j.log"
+  # rlock may stay blocked on its stderr until someone reads it.
+  fifo_drain full
+  fifo_drain stalls
+  bg_wait full 15
+  assert_equal "$BG_STATUS" 76
+  bg_wait stalls 15
   assert_equal "$BG_STATUS" 76
 }
-
-# --- broken pipes and full disks -------------------------------------------------------------------
 
 @test "-v with stderr a pipe whose reader has gone: run still exits 0" {
   run with_broken_pipe 2 rlock run -v k -- true

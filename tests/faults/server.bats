@@ -300,37 +300,39 @@ warm_server_asleep() {
   redis_debug_sleep 1.5
 }
 
-# no_orphan_once_awake: the server wakes, and k is free within 2s: the timed-out acquire left
-# nothing behind.
+# no_orphan_once_awake KEY...: the server wakes, and each KEY is free within 2s: the timed-out
+# acquires left nothing behind.
 no_orphan_once_awake() {
   wait_until -t 10 redis_answers || fail "the server did not wake up"
-  wait_until -t 2 lock_free k || fail "the lock is still held $(rcli pttl "$(lock_key k)")ms after the server woke: an orphan of the timed-out acquire"
+  local key
+  for key in "$@"; do
+    wait_until -t 2 lock_free "$key" ||
+      fail "the lock $key is still held $(rcli pttl "$(lock_key "$key")")ms after the server woke: an orphan of the timed-out acquire"
+  done
 }
 
-@test "run whose acquire timed out (server busy) leaves no lock behind" {
+# Three requests to one server asleep for 1.5s (they pay the same sleep):
+#   run:     a run whose acquire timed out (server busy) leaves no lock behind (k)
+#   acquire: an acquire that timed out (server busy) leaves no lock behind (k2)
+#   late:    an acquire answered after its 1s lease, as counted from when it was sent, could
+#            still be trusted: 69, no token printed, the lock given back (k3)
+@test "run or acquire timed out (server busy) leaves no lock behind; acquire answered after its lease: 69, no token, the lock given back" {
   warm_server_asleep
-  run --separate-stderr rlock run -n --io-timeout 300ms -t 60s k -- touch "$T/ran"
-  [[ $status == 69 ]] || fail "expected 69, got $status: '$stderr'"
+  # (late first: its 1s lease must be over when the server answers.)
+  bg late rlock acquire -n --io-timeout 5s -t 1s k3
+  bg run rlock run -n --io-timeout 300ms -t 60s k -- touch "$T/ran"
+  bg acquire rlock acquire -n --io-timeout 300ms -t 60s k2
+  bg_wait run 10
+  [[ $BG_STATUS == 69 ]] || fail "run: expected 69, got $BG_STATUS: '$(bg_err run)'"
   assert_file_not_exists "$T/ran"
-  no_orphan_once_awake
-}
-
-@test "acquire that timed out (server busy) leaves no lock behind" {
-  warm_server_asleep
-  run --separate-stderr rlock acquire -n --io-timeout 300ms -t 60s k
-  [[ $status == 69 ]] || fail "expected 69, got $status: '$stderr'"
-  assert_equal "$output" ""
-  no_orphan_once_awake
-}
-
-@test "acquire whose reply came after its lease's validity: 69, no token printed, the lock given back" {
-  # The server sleeps 1.5s: the acquire is answered after its 1s lease, as counted from when it
-  # was sent, could still be trusted.
-  warm_server_asleep
-  run --separate-stderr rlock acquire -n --io-timeout 5s -t 1s k
-  [[ $status == 69 ]] || fail "expected 69, got $status: '$output' '$stderr'"
-  assert_equal "$output" ""
-  wait_until -t 5 lock_free k || fail "the lock is still held: $(rcli pttl "$(lock_key k)")ms left"
+  bg_wait acquire 10
+  [[ $BG_STATUS == 69 ]] || fail "acquire: expected 69, got $BG_STATUS: '$(bg_err acquire)'"
+  assert_equal "$(bg_out acquire)" ""
+  no_orphan_once_awake k k2
+  bg_wait late 10
+  [[ $BG_STATUS == 69 ]] || fail "late acquire: expected 69, got $BG_STATUS: '$(bg_out late)' '$(bg_err late)'"
+  assert_equal "$(bg_out late)" ""
+  wait_until -t 5 lock_free k3 || fail "the lock k3 is still held: $(rcli pttl "$(lock_key k3)")ms left"
 }
 
 # --- the server shortens the lease ------------------------------------------------------------------

@@ -79,11 +79,16 @@ assert_tree_quiet() {
 # test's mark (the suites beside this one start thousands of processes, and pids are reused:
 # pid_max is 32768 on many machines).
 tree_alive() {
-  local p n=0
+  local p live=()
   while read -r p; do
-    pid_alive "$p" && grep -qzxF "RLOCKTEST_MARK=$RLOCKTEST_MARK" "/proc/$p/environ" 2>/dev/null && n=$((n + 1))
+    pid_alive "$p" && live+=("/proc/$p/environ")
   done <"$T/ready"
-  echo "$n"
+  if ((${#live[@]} == 0)); then
+    echo 0
+    return
+  fi
+  # One grep for all the live ones (a tree of thousands, polled).
+  grep -lzxF "RLOCKTEST_MARK=$RLOCKTEST_MARK" "${live[@]}" 2>/dev/null | wc -l
 }
 
 @test "a tree of 2000 processes, half in their own sessions, rlock stopped: all gone before the next holder" {
@@ -101,10 +106,15 @@ tree_alive() {
   [[ -n $guard ]] || fail "rlock has no guard"
   kill -STOP "$guard"
   proxy_pause p
-  next_holder_then_lost
+  next_holder
+  assert_no_overlap
+  assert_tree_quiet
   # The guard was continued and ended, not left stopped.
   wait_until -t 5 pid_gone "$guard" || fail "the guard is still there: $(cat /proc/"$guard"/stat)"
+  # Back in touch, rlock records the loss at once rather than trying for one more TTL.
   proxy_resume p
+  bg_wait holder 20
+  assert_equal "$BG_STATUS" 76
 }
 
 @test "rlock stopped the moment the command starts: the guard's deadline is armed already" {
@@ -122,11 +132,11 @@ END
 }
 
 # term_counter: a bash script that counts the SIGTERMs it gets (a line each in $T/terms, from a
-# trap), says it is ready, and works until it is killed.
+# trap), says it is ready (its pid in $T/ready), and works until it is killed.
 term_counter() {
   cat <<'END'
 trap 'echo TERM >>"$T/terms"' TERM
-touch "$T/ready"
+echo $$ >"$T/ready.tmp" && mv "$T/ready.tmp" "$T/ready"
 while :; do sleep 0.05 & wait $!; done
 END
 }
@@ -136,8 +146,10 @@ END
   T=$T bg holder rlock run k -t 3s --kill-after 1s -- bash "$T/cmd"
   wait_until test -e "$T/ready" || fail "the command did not start: $(bg_err holder)"
   redis_pause
-  bg_wait holder 20
+  wait_until -t 10 pid_gone "$(cat "$T/ready")" || fail "the command was not killed: $(bg_err holder)"
+  # Back in touch, rlock records the loss at once rather than trying for one more TTL.
   redis_resume
+  bg_wait holder 20
   assert_equal "$BG_STATUS" 76
   assert_equal "$(cat "$T/terms")" TERM
 }
@@ -150,7 +162,9 @@ END
 import os, signal
 sig = 40
 signal.pthread_sigmask(signal.SIG_BLOCK, [sig])
-open(os.environ["T"] + "/ready", "w").close()
+with open(os.environ["T"] + "/ready.tmp", "w") as f:
+    f.write(str(os.getpid()))
+os.rename(os.environ["T"] + "/ready.tmp", os.environ["T"] + "/ready")
 while True:
     if signal.sigtimedwait([sig], 0.1):
         with open(os.environ["T"] + "/signals", "a") as f:
@@ -159,39 +173,39 @@ END
   T=$T bg holder rlock run k -t 3s --kill-after 1s --signal 40 -- "$FAULTS_PYTHON" "$T/cmd.py"
   wait_until -t 10 test -e "$T/ready" || fail "the command did not start: $(bg_err holder)"
   redis_kill
+  wait_until -t 10 pid_gone "$(cat "$T/ready")" || fail "the command was not killed: $(bg_err holder)"
+  # A server again (empty): rlock records the loss at once rather than trying for one more TTL.
+  redis_restart
   bg_wait holder 20
   assert_equal "$BG_STATUS" 76
   assert_equal "$(cat "$T/signals")" 40
 }
 
-@test "a loss after --leftovers kill stopped the leftovers: they get --signal once, then SIGKILL" {
-  # The command leaves a counter behind and exits: --leftovers kill sends it TERM. Then the lock
-  # is deleted: the next renewal (within TTL/3, before --kill-after ends) finds it lost and
-  # stops the tree again.
-  term_counter >"$T/job"
-  printf 'bash "%s/job" &\nwhile [ ! -e "%s/ready" ]; do sleep 0.01; done\n' "$T" "$T" >"$T/cmd"
-  T=$T bg holder rlock run k -t 12s --kill-after 5.5s --leftovers kill -- sh "$T/cmd"
-  wait_until -t 10 test -s "$T/terms" || fail "the leftover got no TERM: $(bg_err holder)"
+# Two losses after a stop, which pay the same wait (the next renewal): each command goes on
+# after a TERM, then its lock is deleted, and the next renewal (within TTL/3, 3s, before
+# --kill-after ends, 4.3s after the TERM) finds it lost (or taken) and stops the tree again.
+#   left: the command leaves a counter behind and exits: --leftovers kill sends it TERM.
+#   pre:  a preemptor's request stops the command (TERM), which goes on.
+@test "a loss after a stop by --leftovers kill or by --preempt: the command gets --signal once, then SIGKILL" {
+  mkdir "$T/left" "$T/pre"
+  term_counter >"$T/left/job"
+  printf 'bash "%s/job" &\nwhile [ ! -e "%s/ready" ]; do sleep 0.01; done\n' "$T/left" "$T/left" >"$T/left/cmd"
+  T=$T/left bg left rlock run k -t 9s --kill-after 4.3s --leftovers kill -- sh "$T/left/cmd"
+  term_counter >"$T/pre/cmd"
+  T=$T/pre bg holder rlock run p -t 9s --kill-after 4.3s --preemptible -- bash "$T/pre/cmd"
+  wait_until -t 10 test -e "$T/pre/ready" || fail "the command did not start: $(bg_err holder)"
+  bg pre rlock run p --preempt --wait 30s -- true
+  wait_until -t 10 test -s "$T/left/terms" || fail "the leftover got no TERM: $(bg_err left)"
   rcli del "$(lock_key k)" >/dev/null
-  bg_wait holder 20
+  wait_until -t 10 test -s "$T/pre/terms" || fail "the preempted command got no TERM: $(bg_err holder)"
+  rcli del "$(lock_key p)" >/dev/null
+  bg_wait left 20
   assert_equal "$BG_STATUS" 76
-  [[ $(bg_err holder) == *"lost the lock"* ]] || fail "the loss was not found: $(bg_err holder)"
-  assert_equal "$(cat "$T/terms")" TERM
-}
-
-@test "a loss after a --preempt stop: the command gets --signal once, then SIGKILL" {
-  # The preemptor's request stops the command (TERM), which goes on; then the lock is deleted:
-  # the next renewal (within TTL/3, before --kill-after ends) finds it lost or taken and stops
-  # the tree again.
-  term_counter >"$T/cmd"
-  T=$T bg holder rlock run k -t 12s --kill-after 5.5s --preemptible -- bash "$T/cmd"
-  wait_until -t 10 test -e "$T/ready" || fail "the command did not start: $(bg_err holder)"
-  bg pre rlock run k --preempt --wait 30s -- true
-  wait_until -t 10 test -s "$T/terms" || fail "the preempted command got no TERM: $(bg_err holder)"
-  rcli del "$(lock_key k)" >/dev/null
+  [[ $(bg_err left) == *"lost the lock"* ]] || fail "the loss was not found: $(bg_err left)"
+  assert_equal "$(cat "$T/left/terms")" TERM
   bg_wait holder 20
   [[ $(bg_err holder) == *"lost the lock"* ]] || fail "the loss was not found: $(bg_err holder)"
-  assert_equal "$(cat "$T/terms")" TERM
+  assert_equal "$(cat "$T/pre/terms")" TERM
   bg_wait pre 20
   assert_equal "$BG_STATUS" 0
 }
@@ -213,23 +227,31 @@ strace_delay_possible() {
     skip "strace cannot delay a system call here"
 }
 
-@test "rlock held up past the lease between its check and the command's start: nothing is executed, 76" {
+# Two runs held up at once (the same 4s): rlock's first write(2) is its request to the guard to
+# start the command, made after the lease's check (without -v it writes nothing before): strace
+# holds that call up for 4s, twice the lease, as a stopped process or a frozen VM would be held
+# up.
+#   k: the command, watched by the kernel (an execve of it opens it: helpers/exec-watch), leaves
+#      a file if it ever runs; meanwhile the lease ends and the next holder runs.
+#   o: a run of --once-per 1h, whose request is made once the tick is marked run. The guard
+#      refuses the start; the command never ran, so its tick is given back, though the lease ran
+#      out meanwhile: the next run of the tick runs it.
+@test "rlock held up past the lease between its check and the command's start: nothing is executed, 76; a once-per tick is given back" {
   strace_delay_possible
   # The sanitizer runtime makes write(2)s of its own (its memory probes) before rlock's first.
   [[ -z ${ASAN_OPTIONS:-} ]] || skip "the sanitizer runtime writes before rlock's request to the guard"
-  # The command, watched by the kernel: an execve of it opens it (helpers/exec-watch), and it
-  # leaves a file if it ever runs.
   printf '#!/bin/sh\ntouch "%s/ran"\n' "$T" >"$T/cmd"
   chmod +x "$T/cmd"
+  printf '#!/bin/sh\necho "$1" >>"%s/ran-o"\n' "$T" >"$T/cmd-o"
+  chmod +x "$T/cmd-o"
   bg watch "$FAULTS_PYTHON" "$FAULTS_HELPERS/exec-watch" "$T/cmd" "$T/opens"
   wait_until test -s "$T/opens" || fail "exec-watch did not start: $(bg_err watch)"
-  # rlock's first write(2) is its request to the guard to start the command, made after the
-  # lease's check (without -v it writes nothing before): strace holds that call up for 4s,
-  # twice the lease, as a stopped process or a frozen VM would be held up.
   bg holder env ASAN_OPTIONS="$(untraced_leak_check)" strace -o "$T/strace" -e trace=write -e inject=write:delay_enter=4000000:when=1 \
     "$RLOCK_BIN" run k -t 2s -- "$T/cmd"
-  # Meanwhile the lease ends and the next holder runs.
+  bg once env ASAN_OPTIONS="$(untraced_leak_check)" strace -o "$T/strace-o" -e trace=write -e inject=write:delay_enter=4000000:when=1 \
+    "$RLOCK_BIN" run o -t 2s --once-per 1h -- "$T/cmd-o" first
   wait_until -t 10 lock_held k || fail "the first rlock did not take the lock: $(bg_err holder)"
+  wait_until -t 10 lock_held o || fail "the once-per rlock did not take the lock: $(bg_err once)"
   rlock run k --wait 10s -- "$CS" "$WLOG" second 0 || fail "the next holder did not run"
   bg_wait holder 20
   [[ $(grep -m 1 'DELAYED' "$T/strace") == 'write('*'"\4\0\0\0'*', 16) = 16 (DELAYED)' ]] ||
@@ -240,28 +262,16 @@ strace_delay_possible() {
   [[ $(count_error_lines "$(bg_err holder)") == 1 && $(bg_err holder) == *"not run"* ]] ||
     fail "expected one error line saying the command was not run: $(bg_err holder)"
   assert lock_free k
-}
-
-@test "once-per: a run held up past the lease before its start gives its tick back: the next run of the tick runs it" {
-  strace_delay_possible
-  [[ -z ${ASAN_OPTIONS:-} ]] || skip "the sanitizer runtime writes before rlock's request to the guard"
-  printf '#!/bin/sh\necho "$1" >>"%s/ran"\n' "$T" >"$T/cmd"
-  chmod +x "$T/cmd"
-  # As above: the request to the guard, made once the tick is marked run, is held up 4s, twice
-  # the lease (a frozen VM). The guard refuses the start; the command never ran, so its tick is
-  # given back, though the lease ran out meanwhile.
-  bg holder env ASAN_OPTIONS="$(untraced_leak_check)" strace -o "$T/strace" -e trace=write -e inject=write:delay_enter=4000000:when=1 \
-    "$RLOCK_BIN" run k -t 2s --once-per 1h -- "$T/cmd" first
-  wait_until -t 10 lock_held k || fail "the first rlock did not take the lock: $(bg_err holder)"
-  bg_wait holder 20
+  # The once-per run.
+  bg_wait once 20
   assert_equal "$BG_STATUS" 76
-  [[ $(grep -m 1 'DELAYED' "$T/strace") == 'write('*'"\4\0\0\0'*', 16) = 16 (DELAYED)' ]] ||
-    fail "the delay did not hold up the request to the guard: $(cat "$T/strace")"
-  run --separate-stderr rlock run k -n --once-per 1h -- "$T/cmd" second
+  [[ $(grep -m 1 'DELAYED' "$T/strace-o") == 'write('*'"\4\0\0\0'*', 16) = 16 (DELAYED)' ]] ||
+    fail "the delay did not hold up the once-per run's request to the guard: $(cat "$T/strace-o")"
+  run --separate-stderr rlock run o -n --once-per 1h -- "$T/cmd-o" second
   assert_success
-  run --separate-stderr rlock run k -n --once-per 1h -- "$T/cmd" third
+  run --separate-stderr rlock run o -n --once-per 1h -- "$T/cmd-o" third
   assert_failure 75
-  assert_equal "$(xargs <"$T/ran")" "second"
+  assert_equal "$(xargs <"$T/ran-o")" "second"
 }
 
 @test "the guard held up past the lease between its check and the child's start: the child does not exec, 76" {
@@ -270,13 +280,21 @@ strace_delay_possible() {
   chmod +x "$T/cmd"
   bg watch "$FAULTS_PYTHON" "$FAULTS_HELPERS/exec-watch" "$T/cmd" "$T/opens"
   wait_until test -s "$T/opens" || fail "exec-watch did not start: $(bg_err watch)"
-  # Each process's first clone is held up 3s: rlock's (the guard's start, before the lock is
-  # taken: no harm), and the guard's, which starts the child once the guard found the deadline
-  # still ahead; the child then runs 3s later, past the 2s lease.
-  bg holder env ASAN_OPTIONS="$(untraced_leak_check)" strace -f -o "$T/strace" -e trace=clone,clone3 -e inject=clone,clone3:delay_enter=3000000:when=1 \
-    "$RLOCK_BIN" run k -t 2s -- "$T/cmd"
+  # The guard starts while rlock waits in the queue; strace then holds up its first clone, which
+  # starts the child once the guard found the deadline still ahead, for 3s: the child then runs
+  # past the 2s lease.
+  local tok guard
+  tok=$(rlock acquire k -t 60s)
+  bg holder rlock run k --wait 30s -t 2s -- "$T/cmd"
+  wait_until guard_of_holder || fail "no guard: $(bg_err holder)"
+  wait_until holder_queued || fail "the holder is not queued: $(bg_err holder)"
+  guard=$(pgrep -P "$holder_pid" -x 'rlock guard')
+  bg tracer strace -p "$guard" -o "$T/strace" -e trace=clone,clone3 -e inject=clone,clone3:delay_enter=3000000:when=1
+  wait_until grep -q attached "$T/tracer.err" 2>/dev/null || wait_until test -s "$T/strace" ||
+    fail "strace did not attach: $(bg_err tracer)"
+  RLOCK_TOKEN=$tok rlock release k
   bg_wait holder 30
-  [[ $(grep -c 'clone.*(DELAYED)' "$T/strace") == 2 ]] ||
+  [[ $(grep -c 'clone.*(DELAYED)' "$T/strace") == 1 ]] ||
     fail "the delay did not hold up the guard's start of the child: $(cat "$T/strace")"
   [[ $(grep -c '^open' "$T/opens") == 0 ]] || fail "the command was executed after its deadline"
   assert_file_not_exists "$T/ran"

@@ -113,44 +113,57 @@ second_holder() {
 # recorded its start (so the command never exits before its leftover exists).
 JOB_UP='until grep -q "^start .* job\$" "$WLOG"; do sleep 0.02; done'
 
-# contend_while_job_runs: while the critical section "job" has not ended, tries `rlock run k -n`
-# of a witnessed section; each try must be refused with 75 (a try that gets the lock after the
-# job ended is fine: the witness tells). Sets BUSY_SEEN to the number of refusals.
-contend_while_job_runs() {
-  BUSY_SEEN=0
-  local rc
-  while ! cs_ended job; do
-    rc=0
-    rlock run k -n -- "$CS" "$WLOG" intruder 0 2>>"$T/intruder.err" || rc=$?
-    case $rc in
-      75) BUSY_SEEN=$((BUSY_SEEN + 1)) ;;
-      0) break ;;
-      *) fail "a contender exited $rc: $(cat "$T/intruder.err")" ;;
-    esac
+# contend_while_jobs_run KEY...: while the critical section "job" of KEY (witnessed in
+# $T/KEY.log) has not ended, tries `rlock run KEY -n` of a witnessed section; each try must be
+# refused with 75 (a try that gets the lock after the job ended is fine: the witness tells).
+# Sets BUSY_SEEN[KEY] to the number of refusals.
+contend_while_jobs_run() {
+  declare -gA BUSY_SEEN=()
+  local -A over=()
+  local key rc running
+  for key; do
+    BUSY_SEEN[$key]=0
+  done
+  while :; do
+    running=0
+    for key; do
+      [[ -v over[$key] ]] && continue
+      if cs_ended job "$T/$key.log"; then
+        over[$key]=1
+        continue
+      fi
+      running=1
+      rc=0
+      rlock run "$key" -n -- "$CS" "$T/$key.log" intruder 0 2>>"$T/intruder.err" || rc=$?
+      case $rc in
+        75) BUSY_SEEN[$key]=$((BUSY_SEEN[$key] + 1)) ;;
+        0) over[$key]=1 ;;
+        *) fail "a contender of $key exited $rc: $(cat "$T/intruder.err")" ;;
+      esac
+    done
+    ((running)) || break
     sleep 0.1
   done
 }
 
-@test "a background job left by the command keeps the lock (renewed) until it exits" {
-  bg holder rlock run k -t 2s -c "\"\$CS\" \"\$WLOG\" job 4 & $JOB_UP; exit 0"
-  wait_cs job holder
-  contend_while_job_runs
-  assert_no_overlap
-  ((BUSY_SEEN >= 3)) || fail "only $BUSY_SEEN contenders were refused while the 4s job ran"
+# Two leftovers at once (the same 4s wait): a background job in the command's process group
+# (lock k), and a daemonised one in a session of its own (lock d).
+@test "a background job, or a daemonised leftover (setsid -f), left by the command keeps the lock (renewed) until it exits" {
+  WLOG=$T/k.log bg holder rlock run k -t 2s -c "\"\$CS\" \"\$WLOG\" job 4 & $JOB_UP; exit 0"
+  WLOG=$T/d.log bg daemon rlock run d -t 2s -c "setsid -f \"\$CS\" \"\$WLOG\" job 4; $JOB_UP; exit 0"
+  WLOG=$T/k.log wait_cs job holder
+  WLOG=$T/d.log wait_cs job daemon
+  contend_while_jobs_run k d
+  assert_no_overlap "$T/k.log"
+  assert_no_overlap "$T/d.log"
+  ((BUSY_SEEN[k] >= 3)) || fail "only ${BUSY_SEEN[k]} contenders were refused while the 4s background job ran"
+  ((BUSY_SEEN[d] >= 3)) || fail "only ${BUSY_SEEN[d]} contenders were refused while the 4s daemonised job ran"
   bg_wait holder 10
   assert_equal "$BG_STATUS" 0
   assert lock_free k
-}
-
-@test "a daemonised leftover (setsid -f) keeps the lock until it exits" {
-  bg holder rlock run k -t 2s -c "setsid -f \"\$CS\" \"\$WLOG\" job 4; $JOB_UP; exit 0"
-  wait_cs job holder
-  contend_while_job_runs
-  assert_no_overlap
-  ((BUSY_SEEN >= 3)) || fail "only $BUSY_SEEN contenders were refused while the 4s job ran"
-  bg_wait holder 10
+  bg_wait daemon 10
   assert_equal "$BG_STATUS" 0
-  assert lock_free k
+  assert lock_free d
 }
 
 @test "--leftovers kill ends the background job when the command exits, with the command's status" {
@@ -194,7 +207,7 @@ contend_while_job_runs() {
 # --- rlock killed ------------------------------------------------------------------------------
 
 @test "SIGKILL of rlock: child and grandchild are gone within 1.5s; the next holder sees no overlap" {
-  bg holder rlock run k -t 3s -c "\"\$CS\" \"\$WLOG\" grandchild 30 & wait"
+  bg holder rlock run k -t 2s -c "\"\$CS\" \"\$WLOG\" grandchild 30 & wait"
   wait_cs grandchild holder
   local child grandchild
   child=$(child_of "$holder_pid")

@@ -54,18 +54,24 @@ $(cat "$log")"
 # on $T/holder-go) and a waiter (bg waiter, its critical section "waiter") took and queued for k
 # on a master, stopped (OLD_PID) and failed over since; the holder is let go (it follows the
 # failover or loses its lock, 76), a new holder takes k through URL, which reaches the new master,
-# then the old master is continued, still granting its queue. No two critical sections overlap,
-# and the waiter's command runs, if at all, only after the new holder's.
+# then the old master is continued, still granting its queue (and the test's function
+# old_master_continued, if there is one, is called). No two critical sections overlap, and the
+# waiter's command runs, if at all, only after the new holder's.
 stale_grant_is_refused() {
   local url=$1 old_pid=$2 t0
   touch "$T/holder-go"
   bg_wait holder 30
   [[ $BG_STATUS == 0 || $BG_STATUS == 76 ]] || fail "the first holder exited $BG_STATUS: $(bg_err holder)"
-  # The new holder takes the lock on the new master, for long enough to meet a stale grant.
-  bg new rlock run k -t 2s -w 30s -u "$url" -- "$CS" "$WLOG" new 6
+  # The new holder takes the lock on the new master, and holds it until the stale grant has met
+  # it: the waiter refused the grant (or, refusing nothing, ran or ended), or for 6s at most.
+  bg new rlock run k -t 2s -w 30s -u "$url" -- "$CS" "$WLOG" new "until:$T/new-go"
   wait_cs new new 20
   kill -CONT "$old_pid"
   t0=$(now_ms)
+  # A test's own step at the moment the old master is back, if it has one.
+  if declare -F old_master_continued >/dev/null; then old_master_continued; fi
+  wait_until -t 6 _stale_grant_met || true
+  touch "$T/new-go"
   bg_wait new 30
   [[ $BG_STATUS == 0 ]] || fail "the new holder exited $BG_STATUS: $(bg_err new)"
   bg_wait waiter 60
@@ -77,6 +83,12 @@ stale_grant_is_refused() {
   else
     [[ $BG_STATUS != 0 ]] || fail "the waiter exited 0 without running its command: $(bg_err waiter)"
   fi
+}
+
+# Whether the waiter of stale_grant_is_refused met the old master's grant: it said it refused
+# it, or its critical section started, or it ended.
+_stale_grant_met() {
+  grep -q 'not the confirmed master' "$T/waiter.err" || cs_started waiter || bg_done waiter
 }
 
 # cs_started LABEL [LOG]: whether a critical section LABEL has started.
