@@ -70,14 +70,19 @@ transcript_check() {
 # the background as "pty", so that the test can release holders once the terminal shows what it
 # waits for. Sets PTY_OUT (the transcript) and PTY_MARKS (the steps done, see pty_run.py).
 pty_bg() {
-  local steps=$1
-  shift
-  PTY_OUT=$T/pty.out
-  PTY_MARKS=$T/pty.marks
-  rm -f "$PTY_OUT" "$PTY_MARKS" "$T/pty.status"
+  pty_bg_as pty "$@"
+}
+
+# pty_bg_as NAME STEPS CMD...: pty_bg, in the background as NAME (several terminals at once).
+pty_bg_as() {
+  local name=$1 steps=$2
+  shift 2
+  PTY_OUT=$T/$name.tty
+  PTY_MARKS=$T/$name.marks
+  rm -f "$PTY_OUT" "$PTY_MARKS" "$T/$name.status"
   : >"$PTY_MARKS"
-  bg pty "$FAULTS_PYTHON" "$FAULTS_HELPERS/pty_run.py" --steps "$steps" --out "$PTY_OUT" --marks "$PTY_MARKS" \
-    --status "$T/pty.status" --timeout 80 -- "$@"
+  bg "$name" "$FAULTS_PYTHON" "$FAULTS_HELPERS/pty_run.py" --steps "$steps" --out "$PTY_OUT" --marks "$PTY_MARKS" \
+    --status "$T/$name.status" --timeout 80 -- "$@"
 }
 
 # step_done TEXT: whether the pty driver has done a step starting with TEXT.
@@ -94,12 +99,14 @@ transcript: $(LC_ALL=C cat -v "$PTY_OUT" 2>/dev/null)"
 }
 _step_done_or_over() { step_done "$1" || bg_done pty; }
 
-# pty_end: waits for the driver to finish; the command under the pty must have exited 0.
+# pty_end [NAME]: waits for the driver (default "pty") to finish; the command under the pty must
+# have exited 0.
 pty_end() {
-  bg_wait pty 60
-  [[ $BG_STATUS == 0 ]] || fail "pty_run exited $BG_STATUS: $(bg_err pty)
-transcript: $(LC_ALL=C cat -v "$PTY_OUT" 2>/dev/null)"
-  assert_equal "$(cat "$T/pty.status" 2>/dev/null)" 0
+  local name=${1:-pty}
+  bg_wait "$name" 60
+  [[ $BG_STATUS == 0 ]] || fail "pty_run ($name) exited $BG_STATUS: $(bg_err "$name")
+transcript: $(LC_ALL=C cat -v "$T/$name.tty" 2>/dev/null)"
+  assert_equal "$(cat "$T/$name.status" 2>/dev/null)" 0
 }
 
 @test "on a terminal, a waiter shows one line naming the holder and its queue position, rewritten in place and erased at the end" {
@@ -145,22 +152,6 @@ transcript: $(LC_ALL=C cat -v "$PTY_OUT" 2>/dev/null)"
   wait_all 15 holder w1
 }
 
-# quiet_on_terminal ENV...: a waiter under a pty with the environment ENV (for env(1)) and the
-# options in QUIET_OPTS prints nothing while it waits (1.5s) nor when it gets the lock.
-quiet_on_terminal() {
-  bg holder rlock run k -- "$CS" "$WLOG" holder "until:$T/go"
-  wait_cs holder holder
-  echo 'wait_exit 60' >"$T/steps"
-  pty_bg "$T/steps" env "$@" rlock run k "${QUIET_OPTS[@]}" -w 60 -- true
-  wait_until -t 15 queue_is k 1 || fail "the waiter did not queue: $(status_json k)"
-  # Long enough for a progress line to show (about 2s into the wait).
-  sleep 3.5
-  touch "$T/go"
-  pty_end
-  [[ ! -s $PTY_OUT ]] || fail "printed $(LC_ALL=C cat -v "$PTY_OUT")"
-  bg_wait holder 10
-}
-
 @test "on a terminal with TERM=dumb the progress comes as lines, never rewritten" {
   bg holder rlock run k -- "$CS" "$WLOG" holder "until:$T/go"
   wait_cs holder holder
@@ -177,27 +168,33 @@ quiet_on_terminal() {
   bg_wait holder 10
 }
 
-@test "on a terminal with -q, in a CI, nothing is printed while waiting" {
-  QUIET_OPTS=(-q)
-  quiet_on_terminal TERM=xterm CI=true
-}
-
-@test "on a terminal with -q nothing is printed while waiting" {
-  QUIET_OPTS=(-q)
-  quiet_on_terminal TERM=xterm
-}
-
-@test "without a terminal nothing is printed while waiting" {
-  bg holder rlock run k -- "$CS" "$WLOG" holder "until:$T/go"
-  wait_cs holder holder
-  TERM=xterm enqueue waiter k 1 rlock run k -w 30 -- true
+@test "nothing is printed while waiting: on a terminal with -q (in a CI or not), and without a terminal" {
+  # Three waiters at once, each first in the queue of its own key (as alone): under a pty with -q
+  # in a CI, under a pty with -q, and with no terminal at all.
+  local key
+  for key in kci ktty kplain; do
+    bg "holder_$key" rlock run "$key" -- "$CS" "$WLOG" "holder_$key" "until:$T/go"
+    wait_cs "holder_$key" "holder_$key"
+  done
+  echo 'wait_exit 60' >"$T/steps"
+  pty_bg_as ci "$T/steps" env TERM=xterm CI=true rlock run kci -q -w 60 -- true
+  pty_bg_as tty "$T/steps" env TERM=xterm rlock run ktty -q -w 60 -- true
+  TERM=xterm enqueue plain kplain 1 rlock run kplain -w 30 -- true
+  wait_until -t 15 queue_is kci 1 || fail "the waiter in a CI did not queue: $(status_json kci)"
+  wait_until -t 15 queue_is ktty 1 || fail "the waiter on a terminal did not queue: $(status_json ktty)"
   # Long enough for a progress line to show (about 2s into the wait).
   sleep 3.5
   touch "$T/go"
-  bg_wait waiter 20
+  local name
+  for name in ci tty; do
+    pty_end "$name"
+    [[ ! -s $T/$name.tty ]] || fail "$name: printed $(LC_ALL=C cat -v "$T/$name.tty")"
+  done
+  bg_wait plain 20
   assert_equal "$BG_STATUS" 0
-  [[ ! -s $T/waiter.err ]] || fail "printed on stderr: $(LC_ALL=C cat -v "$T/waiter.err")"
-  [[ ! -s $T/waiter.out ]] || fail "printed on stdout: $(LC_ALL=C cat -v "$T/waiter.out")"
+  [[ ! -s $T/plain.err ]] || fail "printed on stderr: $(LC_ALL=C cat -v "$T/plain.err")"
+  [[ ! -s $T/plain.out ]] || fail "printed on stdout: $(LC_ALL=C cat -v "$T/plain.out")"
+  wait_all 10 holder_kci holder_ktty holder_kplain
 }
 
 # Whether a position line of w2's log after the first says 1.
@@ -317,23 +314,20 @@ LEAVE
   chmod +x "$T/leave.sh"
 }
 
-@test "in a CI, a run whose leftovers keep the lock says so once, naming them (bounded) and pointing at --leftovers kill" {
+@test "leftovers that keep the lock: in a CI said once, naming them (bounded) and pointing at --leftovers kill; not without a terminal or a CI, nor with -q" {
   write_leaver
-  CI=true run --separate-stderr rlock run lk -- "$T/leave.sh"
+  # All three at once, on three keys: each waits for its leftovers (4s), past the 2s the line is
+  # due at.
+  bg plain rlock run lk -- "$T/leave.sh"
+  CI=true bg quiet rlock run lk2 -q -- "$T/leave.sh"
+  CI=true run --separate-stderr rlock run lk3 -- "$T/leave.sh"
   assert_equal "$status" 3
   assert_equal "${#stderr_lines[@]}" 1
-  [[ $stderr == "rlock: lk: the command exited (3), but 7 processes it left running keep the lock: pid "* ]] ||
+  [[ $stderr == "rlock: lk3: the command exited (3), but 7 processes it left running keep the lock: pid "* ]] ||
     fail "not the leftovers line: $stderr"
   [[ $stderr == *" and 2 more; waiting for them (--leftovers kill ends them)" ]] || fail "not bounded: $stderr"
   [[ $stderr == *'(\x1b[2Jevil 4)'* ]] || fail "the leftover's name is not escaped: $(cat -v <<<"$stderr")"
   [[ $(grep -o "pid [0-9]* (sleep 4)" <<<"$stderr" | wc -l) == 4 ]] || fail "not 5 named: $stderr"
-}
-
-@test "without a terminal or a CI, or with -q, leftovers that keep the lock are not announced" {
-  write_leaver
-  # Both at once, on two keys: each waits for its leftovers (4s), past the 2s the line is due at.
-  bg plain rlock run lk -- "$T/leave.sh"
-  CI=true bg quiet rlock run lk2 -q -- "$T/leave.sh"
   local name
   for name in plain quiet; do
     bg_wait "$name" 20
