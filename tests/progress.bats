@@ -134,24 +134,6 @@ transcript: $(LC_ALL=C cat -v "$T/$name.tty" 2>/dev/null)"
   bg_wait holder 10
 }
 
-@test "on a terminal, the line follows the queue: the holder, then the next holder" {
-  bg holder rlock run k -- "$CS" "$WLOG" holder "until:$T/go.holder"
-  wait_cs holder holder
-  enqueue w1 k 1 rlock run k -w 60 -- "$CS" "$WLOG" w1 "until:$T/go.w1"
-  printf '%s\n' \
-    "expect 30 $holder_pid" \
-    "expect 30 $w1_pid" \
-    'wait_exit 60' >"$T/steps"
-  pty_bg "$T/steps" env TERM=xterm rlock run k -w 60 -- true
-  wait_step "expect 30 $holder_pid"
-  touch "$T/go.holder"
-  wait_step "expect 30 $w1_pid"
-  touch "$T/go.w1"
-  pty_end
-  transcript_check "$holder_pid" "$w1_pid"
-  wait_all 15 holder w1
-}
-
 @test "on a terminal with TERM=dumb the progress comes as lines, never rewritten" {
   bg holder rlock run k -- "$CS" "$WLOG" holder "until:$T/go"
   wait_cs holder holder
@@ -244,33 +226,43 @@ _later_position_says_1() {
 # Lines of the waiter's stderr that name PID.
 lines_naming() { grep -c "pid $2[ ;)]" "$T/$1.err" || true; }
 
-@test "in a CI: a line after about 2s, then one at once when the holder or the position changes; every byte escaped" {
+# Two waiters behind the holder and the next holder (w1), whose lines follow the queue: one on a
+# terminal (position 2), one in a CI (position 3).
+@test "in a CI: a line after about 2s, then one at once when the holder or the position changes; every byte escaped; on a terminal, the line follows the queue too" {
   # The holder's default TTL: its renewals come every 10s and change nothing the waiters see, so
   # their steps stay light; the waiter takes a full step when its first line is due.
   bg holder rlock run k -- "$CS" "$WLOG" holder "until:$T/go"
   wait_cs holder holder
   # The next holder's command line holds an escape sequence, as any bytes in Redis may.
   enqueue w1 k 1 rlock run k -w 60 -- sh -c 'while [ ! -e "$0" ]; do sleep 0.05; done' "$T/go.w1" $'\e[2Jevil'
+  printf '%s\n' \
+    "expect 30 $holder_pid" \
+    "expect 30 $w1_pid" \
+    'wait_exit 60' >"$T/steps"
+  pty_bg "$T/steps" env TERM=xterm rlock run k -w 60 -- true
+  wait_until -t 15 queue_is k 2 || fail "the waiter on a terminal did not queue: $(status_json k)"
   local t0 seen
   t0=$(now_ms)
-  CI=true enqueue waiter k 2 rlock run k -w 60 -- true
+  CI=true enqueue waiter k 3 rlock run k -w 60 -- true
   wait_until -t 15 grep -q "pid $holder_pid" "$T/waiter.err" || fail "no line names the holder: $(bg_err waiter)"
   seen=$(elapsed_ms "$t0")
   ((seen >= 1800)) || fail "the first line came ${seen}ms into the wait, before 2s"
   ((seen < 8000)) || fail "the first line came ${seen}ms into the wait, not about 2s (the holder renews at 10s)"
-  grep -q "^rlock: waiting for k: held by $(uname -n) pid $holder_pid for [0-9.a-z]* (.*cs.*); position 2 of 2; waited [0-9]*s\$" \
+  grep -q "^rlock: waiting for k: held by $(uname -n) pid $holder_pid for [0-9.a-z]* (.*cs.*); position 3 of 3; waited [0-9]*s\$" \
     "$T/waiter.err" || fail "the line is not as it should be: $(LC_ALL=C cat -v "$T/waiter.err")"
   # Nothing changes: no other line (the next one is 30s away).
   sleep 2.5
   assert_equal "$(wc -l <"$T/waiter.err")" 1
+  wait_step "expect 30 $holder_pid"
   # The holder changes (w1 takes the lock) and the position with it: a line at once.
   t0=$(now_ms)
   touch "$T/go"
   wait_until -t 10 grep -q "pid $w1_pid" "$T/waiter.err" || fail "no line names the next holder: $(bg_err waiter)"
   seen=$(elapsed_ms "$t0")
   ((seen < 5000)) || fail "the line naming the next holder came ${seen}ms after the change"
-  grep "pid $w1_pid" "$T/waiter.err" | grep -qF 'position 1 of 1' || fail "no position 1: $(LC_ALL=C cat -v "$T/waiter.err")"
+  grep "pid $w1_pid" "$T/waiter.err" | grep -qF 'position 2 of 2' || fail "no position 2: $(LC_ALL=C cat -v "$T/waiter.err")"
   grep "pid $w1_pid" "$T/waiter.err" | grep -qF '\x1b[2Jevil' || fail "the command is not escaped: $(LC_ALL=C cat -v "$T/waiter.err")"
+  wait_step "expect 30 $w1_pid"
   touch "$T/go.w1"
   bg_wait waiter 20
   assert_equal "$BG_STATUS" 0
@@ -279,6 +271,9 @@ lines_naming() { grep -c "pid $2[ ;)]" "$T/$1.err" || true; }
   (($(wc -l <"$T/waiter.err") <= 5)) || fail "too many lines: $(LC_ALL=C cat -v "$T/waiter.err")"
   [[ -z $(grep -v '^rlock: waiting for k: ' "$T/waiter.err" | sed '$d') ]] || fail "other lines: $(cat "$T/waiter.err")"
   [[ $(tail -n 1 "$T/waiter.err") =~ ^rlock:\ got\ k\ after\ [0-9]+s$ ]] || fail "last line: $(cat "$T/waiter.err")"
+  # The terminal's line named the holder, then the next holder.
+  pty_end
+  transcript_check "$holder_pid" "$w1_pid"
   bg_wait holder 10
   bg_wait w1 10
 }
