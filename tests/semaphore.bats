@@ -225,7 +225,7 @@ _hold_started_or_done() { hold_started "$1" || bg_done "$1"; }
 
 # --- status and list --------------------------------------------------------------------------
 
-@test "status of a full semaphore: mode semaphore, the limit, every holder with its slot, the queue" {
+@test "status of a full semaphore: mode semaphore, the limit, every holder with its slot, the queue; list shows the lock with its queue length" {
   USER=semholder sem_hold a 3
   USER=semholder sem_hold b 3
   USER=semholder sem_hold c 3
@@ -259,15 +259,7 @@ _hold_started_or_done() { hold_started "$1" || bg_done "$1"; }
   assert_output --partial "$c_pid"
   [[ ${output,,} == *semaphore* || ${output,,} == *limit* || $output == */3* ]] ||
     fail "the table does not show the limit: $output"
+  list_shows_waiting k 1
   touch "$T/go.a" "$T/go.b" "$T/go.c"
   wait_all 15 a b c w1
-}
-
-@test "list shows a lock held only by semaphore holders, with its queue length" {
-  sem_hold a 2
-  sem_hold b 2
-  HOLD_MODE=n enqueue w1 k 1 rlock run k --limit 2 -w 100 -- "$HOLD" "$HLOG" w1 0
-  list_shows_waiting k 1
-  touch "$T/go.a" "$T/go.b"
-  wait_all 15 a b w1
 }
