@@ -486,8 +486,9 @@ tree_running() { [[ $(wc -l <"$T/pids" 2>/dev/null) -ge 4 ]] && grep -q '^old ' 
 
 @test "--cancel-in-progress: the newest request wins; older waiters exit 79, the running holder that gave it exits 80" {
   redis_start
-  # The holder ignores --signal (TERM): its stop lasts --kill-after, while newer requests come.
-  bg holder rlock run c --cancel-in-progress --kill-after 3s -- sh -c 'trap "" TERM; exec "$0" holder 30' "$T/job.sh"
+  # The holder ignores --signal (TERM): its stop lasts --kill-after, while newer requests come
+  # (each within a few hundred ms).
+  bg holder rlock run c --cancel-in-progress --kill-after 2s -- sh -c 'trap "" TERM; exec "$0" holder 30' "$T/job.sh"
   wait_until -t 10 started holder || fail "the holder did not start: $(bg_err holder)"
   enqueue w1 c 1 rlock run c --cancel-in-progress -w 60s -- "$T/job.sh" W1 0
   bg w2 rlock run c --cancel-in-progress -w 60s -- "$T/job.sh" W2 0
@@ -590,11 +591,10 @@ jobs_trio() {
     srv_cli "${u##*:}" flushall >/dev/null
     urls+=(-u "$u")
   done
-  run --separate-stderr rlock run nightly "${urls[@]}" -n --min-hold 4s -- "$T/job.sh" r1 0
+  # 2s: the second run, started at once, comes well inside it.
+  run --separate-stderr rlock run nightly "${urls[@]}" -n --min-hold 2s -- "$T/job.sh" r1 0
   assert_success
-  local t0
-  t0=$(now_ms)
-  run --separate-stderr rlock run nightly "${urls[@]}" -n --min-hold 4s -- "$T/job.sh" r2 0
+  run --separate-stderr rlock run nightly "${urls[@]}" -n --min-hold 2s -- "$T/job.sh" r2 0
   assert_failure 75
   stderr_has lingering
   local n=0
