@@ -225,19 +225,9 @@ STREAM
   echo "# the four shared waiters started within ${spread}ms, the last ${lag}ms after the release" >&3
 }
 
-@test "a shared holder killed with SIGKILL: the exclusive waiter gets the lock within TTL + H" {
-  holding r1 s -t 3s
-  holding r2 s
-  HOLD_MODE=x enqueue x1 k 1 rlock run k -w 100 -- "$HOLD" "$HLOG" x1 0
-  local t0 gap
-  t0=$(mono_ns)
-  kill -KILL "$r1_pid"
-  touch "$T/go.r2"
-  wait_all 30 x1 r2
-  gap=$(ms_between "$t0" "$(hold_start_ns x1)")
-  ((gap <= 3000 + HEARTBEAT_MS + SLACK_MS)) || fail "x1 started ${gap}ms after r1 (TTL 3s) was killed"
-  assert_holds_ok
-}
+# That a shared hold whose holder died (its lease lapsed) lets the exclusive waiter in:
+# tests/protocol/modes_test.cpp (ASharedHoldThatIsNotRenewedLapses); that a waiter is served
+# within TTL + H of a holder's SIGKILL, whatever the mode: queue.bats.
 
 @test "fences increase across shared and exclusive holders of one key" {
   holding r1 s
