@@ -109,17 +109,25 @@ transcript: $(LC_ALL=C cat -v "$T/$name.tty" 2>/dev/null)"
   assert_equal "$(cat "$T/$name.status" 2>/dev/null)" 0
 }
 
-@test "on a terminal, a waiter shows one line naming the holder and its queue position, rewritten in place and erased at the end" {
+# Two terminals at once, each waiting first in the queue of its own key: TERM=xterm (k) and
+# TERM=dumb (k2).
+@test "on a terminal, a waiter shows one line naming the holder and its queue position, rewritten in place and erased at the end; with TERM=dumb, as lines, never rewritten" {
   bg holder rlock run k -- "$CS" "$WLOG" holder "until:$T/go"
   wait_cs holder holder
+  bg holder2 rlock run k2 -- "$CS" "$WLOG" holder2 "until:$T/go"
+  wait_cs holder2 holder2
+  printf '%s\n' "expect 30 $holder2_pid" 'wait_exit 60' >"$T/steps.dumb"
+  pty_bg_as dumb "$T/steps.dumb" env TERM=dumb rlock run k2 -w 60 -- true
   printf '%s\n' \
     "expect 30 $holder_pid" \
     "expect 30 (\\r\\x1b\\[2?K|\\x1b\\[2?K\\r)[^\\r]*$holder_pid" \
     'wait_exit 60' >"$T/steps"
   pty_bg "$T/steps" env TERM=xterm rlock run k -w 60 -- true
   wait_step "expect 30 ("
+  PTY_MARKS=$T/dumb.marks wait_step "expect 30 $holder2_pid"
   touch "$T/go"
   pty_end
+  pty_end dumb
   transcript_check "$holder_pid"
   local text waited
   text=$(LC_ALL=C tr -d '\033' <"$PTY_OUT")
@@ -131,23 +139,14 @@ transcript: $(LC_ALL=C cat -v "$T/$name.tty" 2>/dev/null)"
   [[ $text == *cs* ]] || fail "the line does not name the holder's command: $(LC_ALL=C cat -v "$PTY_OUT")"
   grep -qiE 'position|queue|in line|#[0-9]' <<<"$text" ||
     fail "the line does not show the queue position: $(LC_ALL=C cat -v "$PTY_OUT")"
-  bg_wait holder 10
-}
-
-@test "on a terminal with TERM=dumb the progress comes as lines, never rewritten" {
-  bg holder rlock run k -- "$CS" "$WLOG" holder "until:$T/go"
-  wait_cs holder holder
-  printf '%s\n' "expect 30 $holder_pid" 'wait_exit 60' >"$T/steps"
-  pty_bg "$T/steps" env TERM=dumb rlock run k -w 60 -- true
-  wait_step "expect 30 $holder_pid"
-  touch "$T/go"
-  pty_end
-  ! LC_ALL=C grep -q $'\e' "$PTY_OUT" || fail "an escape sequence on a dumb terminal: $(LC_ALL=C cat -v "$PTY_OUT")"
-  LC_ALL=C grep -q "^rlock: waiting for k: held by .*pid $holder_pid.*; position 1 of 1; waited [0-9]*s"$'\r'"\$" "$PTY_OUT" ||
-    fail "no line of its own names the holder: $(LC_ALL=C cat -v "$PTY_OUT")"
-  LC_ALL=C grep -q "^rlock: got k after [0-9]*s"$'\r'"\$" "$PTY_OUT" ||
-    fail "no line says the lock was got: $(LC_ALL=C cat -v "$PTY_OUT")"
-  bg_wait holder 10
+  # TERM=dumb: lines of their own, no escape sequence.
+  local dumb=$T/dumb.tty
+  ! LC_ALL=C grep -q $'\e' "$dumb" || fail "an escape sequence on a dumb terminal: $(LC_ALL=C cat -v "$dumb")"
+  LC_ALL=C grep -q "^rlock: waiting for k2: held by .*pid $holder2_pid.*; position 1 of 1; waited [0-9]*s"$'\r'"\$" "$dumb" ||
+    fail "no line of its own names the holder: $(LC_ALL=C cat -v "$dumb")"
+  LC_ALL=C grep -q "^rlock: got k2 after [0-9]*s"$'\r'"\$" "$dumb" ||
+    fail "no line says the lock was got: $(LC_ALL=C cat -v "$dumb")"
+  wait_all 10 holder holder2
 }
 
 @test "nothing is printed while waiting: on a terminal with -q (in a CI or not), and without a terminal" {
