@@ -202,7 +202,7 @@ acquire_release_times() {
   run --separate-stderr rlock run k "${U[@]}" -- sh -c 'echo "fence $RLOCK_FENCE"'
   assert_success
   assert_output --regexp '^fence [0-9]+$'
-  run --separate-stderr rlock run k -t 1s --node-timeout 150ms "${U[@]}" -- sleep 1.6
+  run --separate-stderr rlock run k -t 1s --node-timeout 150ms "${U[@]}" -- sleep 1.3
   assert_success
   wait_until -t 5 free_everywhere k || fail "the lock is still on m$(held_on k)"
   # status has no TTL: each master gets the --io-timeout.
