@@ -427,15 +427,15 @@ tree_running() { [[ $(wc -l <"$T/pids" 2>/dev/null) -ge 4 ]] && grep -q '^old ' 
   assert_bg_status holder 80 10
   assert_equal "$(starts)" "holder pre"
   # acquire too; and with a holder without --preemptible, or one that never answers, -n is bounded.
-  bg holder2 rlock run p --preemptible -t 3s -- "$T/job.sh" holder2 30
+  bg holder2 rlock run p --preemptible -t 2s -- "$T/job.sh" holder2 30
   wait_until -t 10 started holder2 || fail "the second holder did not start: $(bg_err holder2)"
   kill -STOP "$holder2_pid"
   t0=$(now_ms)
   run --separate-stderr rlock acquire p --preempt -n
   assert_success
-  # Stopped, it cannot stop its tree: it waits for the lease (3s) to run out, and no longer than
+  # Stopped, it cannot stop its tree: it waits for the lease (2s) to run out, and no longer than
   # that plus a second.
-  (($(elapsed_ms "$t0") < 3000 + 1000 + SLACK_MS)) || fail "acquire -n --preempt took $(elapsed_ms "$t0")ms"
+  (($(elapsed_ms "$t0") < 2000 + 1000 + SLACK_MS)) || fail "acquire -n --preempt took $(elapsed_ms "$t0")ms"
   kill -CONT "$holder2_pid"
 }
 

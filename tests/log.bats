@@ -76,7 +76,7 @@ every_event() {
   run --separate-stderr rlock run "$k" -- sh -c 'sleep 0.2; exit 3'
   assert_failure 3
   # lost: the lock is taken away from a running holder.
-  bg lost rlock run "$k" -t 3s -- sleep 30
+  bg lost rlock run "$k" -t 1500ms -- sleep 30
   wait_until -t 10 lock_held "$k" || fail "the holder did not take $k: $(bg_err lost)"
   rcli del "$key" >/dev/null
   assert_bg_status lost 76 20
