@@ -767,9 +767,9 @@ minutes_of() {
   cmd=${cmd/$opt $value/$opt $scaled}
   redis_up
   local tick h t0 rc pids=()
-  # The ticks at multiples of the scaled period (--once-per rounds the time to the nearest one).
-  t0=$(now_ms)
-  t0=$(((t0 + 500 + 4999) / 5000 * 5000))
+  # The first tick a little ahead, the second a period later (--once-per counts ticks from the
+  # one that last ran, not from the epoch).
+  t0=$(($(now_ms) + 500))
   for tick in 1 2; do
     # Each tick at its time; the hosts' crons fire 300ms apart.
     sleep "$(awk -v ms=$((t0 + (tick - 1) * 5000 - $(now_ms))) 'BEGIN { print (ms > 0 ? ms / 1000 : 0) }')"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bats
-# Malformed input: 200+ bad URLs (from argv, RLOCK_URL and the config file) and 40+ bad config
-# files. Each must fail before connecting with exit 78 (64 for a command-line usage error) and
-# exactly one stderr line starting "rlock: error:"; never a crash, a sanitizer report or a hang.
+# Malformed input: bad URLs (from argv, RLOCK_URL and the config file) and bad config files, a
+# sample of each kind of damage (the whole tables, 300+ URLs and 50+ files, are parsed in-process
+# by tests/unit/url_test.cpp and config_file_test.cpp). Each must fail before connecting with exit
+# 78 (64 for a command-line usage error) and exactly one stderr line starting "rlock: error:";
+# never a crash, a sanitizer report or a hang.
 #
 # No Redis is needed. Where `unshare -n` works, rlock runs without a network (only a loopback
 # that is down), so a bad URL that rlock wrongly accepts fails fast instead of reaching a server.
@@ -21,6 +23,7 @@ setup() {
   fi
   FAILURES=()
   CHECKED=0
+  CFG=$BATS_FILE_TMPDIR/cfg
 }
 
 teardown() {
@@ -94,129 +97,44 @@ cmd_args() {
 
 # Non-ASCII characters as UTF-8 bytes (the file itself stays ASCII).
 E_ACUTE=$'\xc3\xa9'
-U_UMLAUT=$'\xc3\xbc'
-ARABIC_ONE=$'\xd9\xa1'
-ARABIC_THREE=$'\xd9\xa3'
 ARABIC_6379=$'\xd9\xa6\xd9\xa3\xd9\xa7\xd9\xa9'
 WIDE_ZERO=$'\xef\xbc\x90'
-WIDE_6379=$'\xef\xbc\x96\xef\xbc\x93\xef\xbc\x97\xef\xbc\x99'
 KANJI=$'\xe6\x97\xa5\xe6\x9c\xac'
 EMOJI=$'\xf0\x9f\x98\x80'
 
-# bad_urls: fills BAD_URLS with malformed URLs, each invalid however a parser reads it.
+# bad_urls: fills BAD_URLS with a sample of malformed URLs, each invalid however a parser reads
+# it: a few of each kind of damage. The whole table (300+) is parsed in-process, from the command
+# line, RLOCK_URL and the config file, by tests/unit/url_test.cpp (MalformedUrl); here the binary
+# shows what only a process can: the exit code, one "rlock: error:" line (control characters and
+# huge inputs made printable and short), nothing on stdout, no crash or hang.
 bad_urls() {
-  BAD_URLS=()
-  local u p
-
-  # Schemes and separators.
-  BAD_URLS+=(
-    "" "://" ":" "/" "//" ":///" "redis" "redis:" "redis:/" "redis:/127.0.0.1:6379"
-    "redis:127.0.0.1:6379" "redis//127.0.0.1:6379" "redis:\\\\127.0.0.1" "127.0.0.1:6379" "127.0.0.1"
-    "localhost:6379" "://127.0.0.1:6379" "http://127.0.0.1:6379" "https://127.0.0.1:6379"
-    "tcp://127.0.0.1:6379" "ftp://127.0.0.1" "file:///tmp/redis.sock" "r://127.0.0.1" "redis+unix:///tmp/r.sock"
-    "sentinel://127.0.0.1:26379/mymaster" "redis-sentinel://127.0.0.1:26379/mymaster"
-    "redis+sentinels://127.0.0.1:26379/mymaster" "redis+://127.0.0.1" "+sentinel://127.0.0.1:26379/m"
-    "redis ://127.0.0.1:6379" "re dis://127.0.0.1" "redis:://127.0.0.1" "redis:/ /127.0.0.1"
-    "unix:/tmp/redis.sock" "unix:tmp/redis.sock" "unix//tmp/redis.sock" "redi\$://127.0.0.1"
-    "redis%3A//127.0.0.1" "redis%3a%2f%2f127.0.0.1"
-  )
-
-  # Ports: zero, out of range, negative, not decimal digits, empty, overflowing.
-  for p in 0 00 65536 65537 99999 100000 -1 -6379 -0 abc 6379a a6379 6x79 0x1f 1e3 6379.0 "6 379" \
-    ":6379" 18446744073709551616 99999999999999999999999999 "" "\$PORT" "%36379"; do
-    BAD_URLS+=("redis://127.0.0.1:$p" "rediss://127.0.0.1:$p")
-  done
-  for p in 0 65536 -1 abc "" 1e3; do
-    BAD_URLS+=("redis://[::1]:$p" "redis+sentinel://127.0.0.1:$p/mymaster"
-      "redis+sentinel://127.0.0.1:26379,127.0.0.1:$p/mymaster")
-  done
-
-  # Hosts: empty, stray characters, unbalanced brackets.
-  BAD_URLS+=(
-    "redis://" "rediss://" "redis://:6379" "redis:///" "redis:///0" "redis://:6379/0" "redis://user@"
-    "redis://user:pw@" "redis://user:pw@:6379" "redis://@:6379" "redis://@/0" "redis://user@/0"
-    "redis://[" "redis://[:6379" "redis://[::1" "redis://[::1:6379" "redis://[]" "redis://[]:6379" "redis://]"
-    "redis://]:6379" "redis://127.0.0.1]" "redis://127.0.0.1]:6379" "redis://[127.0.0.1" "redis://[::1]x"
-    "redis://[::1]6379" "redis://[::1]:" "redis://[[::1]]:6379" "redis://[::1]]:6379"
-    "redis://127.0.0.1:6379:6380" "redis://127.0.0.1::6379" "redis://::" "redis://:" "redis://127.0.0.1:6379:"
-    "redis://host name:6379" "redis://127.0.0.1 :6379" "redis://127.0.0.1#frag:6379" "redis://127.0.0.1#"
-    "redis://127.0.0.1?x:6379" "redis://127.0.0.1?" "redis://127.0.0.1#x/0" "redis://#" "redis://?"
-    "redis://127.0.0.1\\:6379" "redis://127.0.0.1\"" "redis://<127.0.0.1>" "redis://127.0.0.1|6379"
-    "redis://%zz:6379" "redis://%:6379" "redis://12%7.0.0.1:6379" "redis://127.0.0.1%:6379"
-    "redis://user:pw@[:6379" "redis://user:pw@]:6379"
-  )
-
-  # Userinfo with bad %-escapes.
-  for u in "%" "%%" "%z" "%zz" "%4" "%g0" "us%er" "user%" "%-1" "%+1" "% 1"; do
-    BAD_URLS+=("redis://$u@127.0.0.1:6379" "redis://user:$u@127.0.0.1:6379")
-  done
-  BAD_URLS+=("rediss://%zz:pw@127.0.0.1:6379" "redis+sentinel://:%zz@127.0.0.1:26379/mymaster"
-    "redis+sentinel://%q@127.0.0.1:26379/mymaster")
-
-  # Databases that are not numbers.
-  for p in x -1 1.5 1e3 0x10 " 1" "1 2" db0 0/ 0/1 "0//" "1a" "$ARABIC_ONE" "$WIDE_ZERO" 99999999999999999999 \
-    "0?db=x" "0#" "0:1" "-" "." "0/extra/path"; do
-    BAD_URLS+=("redis://127.0.0.1:6379/$p")
-  done
-  BAD_URLS+=("rediss://127.0.0.1:6379/x" "redis://[::1]:6379/x" "redis://127.0.0.1/x")
-
-  # Unix sockets.
-  BAD_URLS+=(
-    "unix://" "unix://?db=1" "unix://relative.sock" "unix://relative/path.sock" "unix://?"
-    "unix:///tmp/r.sock?db=x" "unix:///tmp/r.sock?db=" "unix:///tmp/r.sock?db=-1" "unix:///tmp/r.sock?db=1.5"
-    "unix:///tmp/r.sock?foo=1" "unix:///tmp/r.sock?db=1&db=x" "unix:///tmp/r.sock?=1" "unix:///tmp/r.sock?db"
-    "unix:///tmp/r.sock?db=99999999999999999999" "unix:///tmp/%zz.sock" "unix:///tmp/r.sock%" "unix:///tmp/%4.sock"
-    "unix://user:%zz@/tmp/r.sock"
-  )
-
-  # Sentinel URLs without a master or without hosts, or with bad parts.
-  BAD_URLS+=(
-    "redis+sentinel://" "redis+sentinel://127.0.0.1:26379" "redis+sentinel://127.0.0.1:26379/"
-    "redis+sentinel://127.0.0.1:26379//" "redis+sentinel:///mymaster" "redis+sentinel://,/mymaster"
-    "redis+sentinel://127.0.0.1:26379,/mymaster" "redis+sentinel://,127.0.0.1:26379/mymaster"
-    "redis+sentinel://127.0.0.1:26379,,127.0.0.1:26380/mymaster" "redis+sentinel://127.0.0.1:26379//mymaster"
-    "redis+sentinel://127.0.0.1:26379/mymaster/x" "redis+sentinel://127.0.0.1:26379/mymaster/-1"
-    "redis+sentinel://127.0.0.1:26379/mymaster/0/1" "redis+sentinel://127.0.0.1:26379/mymaster?x"
-    "redis+sentinel://127.0.0.1:26379/my#master" "redis+sentinel://127.0.0.1:26379/my@master"
-    "redis+sentinel://127.0.0.1:26379/my:master" "redis+sentinel://[::1/mymaster"
-    "redis+sentinel://@/mymaster" "redis+sentinel://user:pw@/mymaster" "redis+sentinel://:/mymaster"
-    "redis+sentinel://127.0.0.1:26379:1/mymaster" "redis+sentinel://127.0.0.1:26379/mymaster/1.5"
-    "redis+sentinel:/127.0.0.1:26379/mymaster" "redis+sentinel:127.0.0.1:26379/mymaster"
-  )
-
-  # Control characters (no NUL: argv cannot hold one) in every part.
-  local c
-  for c in $'\x01' $'\t' $'\n' $'\r' $'\x1b' $'\x7f' $'\x08'; do
-    BAD_URLS+=("${c}redis://127.0.0.1:6379" "re${c}dis://127.0.0.1:6379" "redis://127.0.0.1${c}:6379"
-      "redis://127.0.0.1:63${c}79" "redis://us${c}er:pw@127.0.0.1:6379" "redis://127.0.0.1:6379/${c}0"
-      "unix:///tmp/r${c}.sock")
-  done
-  BAD_URLS+=($'redis://127.0.0.1:6379\n' $'redis://127.0.0.1:6379\nrlock: error: fake' $'\x1b[31mredis://x'
-    $'redis+sentinel://127.0.0.1:26379/my\nmaster' $'redis+sentinel://127.0.0.1:26379/my\tmaster')
-
-  # Non-ASCII (written as UTF-8 bytes): host names that are not ASCII host names, digits from
-  # other scripts, a byte-order mark, a zero-width space, invalid UTF-8.
-  BAD_URLS+=(
-    "redis://h${E_ACUTE}llo:6379" "redis://${U_UMLAUT}/0" "redis://127.0.0.1:${WIDE_6379}" "redis://127.0.0.1:${ARABIC_6379}"
-    "r${E_ACUTE}dis://127.0.0.1" "redis://127.0.0.1/${ARABIC_THREE}" "rediss://${KANJI}.example:6379" "redis://${EMOJI}:6379"
-    "redis://127.0.0.1:6379/${EMOJI}" "unix:///tmp/r.sock?db=${EMOJI}" "redis+sentinel://127.0.0.1:26379/${EMOJI}/x"
-    $'redis://\xff\xfe:6379' $'redis://127.0.0.1:\xc0\xaf' $'\xef\xbb\xbfredis://127.0.0.1:6379'
-    "redis://127.0.0.1\\u200b:6379" $'redis://127.0.0.1\xe2\x80\x8b:6379'
-  )
-
-  # Huge inputs (100000 characters; argv takes up to 128 KiB in one argument).
-  BAD_URLS+=(
-    "redis://$(repeat a)"
-    "redis://127.0.0.1:$(repeat 9)"
-    "redis://127.0.0.1:6379/$(repeat 9)"
-    "redis://$(repeat u)@"
-    "$(repeat x)"
-    "redis://$(repeat %)@127.0.0.1"
-    "redis://127.0.0.1:6379/$(repeat x)"
-    "redis+sentinel://$(repeat ,)/mymaster"
-    "unix:///tmp/r.sock?$(repeat '&')db=x"
-    "redis://$(repeat '[')"
-    "redis+sentinel://$(repeat 127.0.0.1:26379, 3000)/mymaster"
+  BAD_URLS=(
+    # Schemes and separators.
+    "" "://" "redis:127.0.0.1:6379" "127.0.0.1:6379" "http://127.0.0.1:6379" "redis-sentinel://127.0.0.1:26379/mymaster"
+    # Ports.
+    "redis://127.0.0.1:0" "rediss://127.0.0.1:65536" "redis://127.0.0.1:-1" "redis://127.0.0.1:6379a"
+    "redis://127.0.0.1:18446744073709551616" "redis://[::1]:abc" "redis+sentinel://127.0.0.1:26379,127.0.0.1:0/mymaster"
+    # Hosts.
+    "redis://" "redis://:6379/0" "redis://[::1" "redis://[::1]x" "redis://127.0.0.1:6379:6380" "redis://host name:6379"
+    "redis://127.0.0.1#frag:6379" "redis://%zz:6379"
+    # Userinfo with bad %-escapes.
+    "redis://user:%zz@127.0.0.1:6379" "redis://%4@127.0.0.1:6379" "redis+sentinel://:%zz@127.0.0.1:26379/mymaster"
+    # Databases.
+    "redis://127.0.0.1:6379/x" "redis://127.0.0.1:6379/-1" "redis://127.0.0.1:6379/$WIDE_ZERO" "redis://127.0.0.1:6379/0/extra/path"
+    # Unix sockets.
+    "unix://relative.sock" "unix:///tmp/r.sock?db=x" "unix:///tmp/r.sock?foo=1" "unix:///tmp/%zz.sock"
+    # Sentinel.
+    "redis+sentinel://127.0.0.1:26379" "redis+sentinel://127.0.0.1:26379,,127.0.0.1:26380/mymaster"
+    "redis+sentinel://127.0.0.1:26379/mymaster/x" "redis+sentinel://[::1/mymaster"
+    # Control characters, each kind in another part (no NUL: argv cannot hold one).
+    $'\x01redis://127.0.0.1:6379' $'re\tdis://127.0.0.1:6379' $'redis://127.0.0.1\n:6379' $'redis://127.0.0.1:63\r79'
+    $'redis://us\x1ber:pw@127.0.0.1:6379' $'redis://127.0.0.1:6379/\x7f0' $'unix:///tmp/r\x08.sock'
+    $'redis://127.0.0.1:6379\nrlock: error: fake' $'\x1b[31mredis://x' $'redis+sentinel://127.0.0.1:26379/my\nmaster'
+    # Non-ASCII: a host name, digits of another script, a byte-order mark, invalid UTF-8.
+    "redis://h${E_ACUTE}llo:6379" "redis://127.0.0.1:${ARABIC_6379}" "redis://${EMOJI}:6379" "rediss://${KANJI}.example:6379"
+    $'\xef\xbb\xbfredis://127.0.0.1:6379' $'redis://\xff\xfe:6379'
+    # Huge inputs (100000 characters; argv takes up to 128 KiB in one argument).
+    "redis://$(repeat a)" "redis://127.0.0.1:$(repeat 9)" "$(repeat x)" "redis+sentinel://$(repeat 127.0.0.1:26379, 3000)/mymaster"
   )
 }
 
@@ -229,6 +147,7 @@ setup_file() {
   # The table, made once: NUL-separated in a file.
   bad_urls
   printf '%s\0' "${BAD_URLS[@]}" >"$BATS_FILE_TMPDIR/bad-urls"
+  CFG=$BATS_FILE_TMPDIR/cfg make_bad_configs
 }
 
 # load_urls: BAD_URLS from the file setup_file wrote.
@@ -237,12 +156,6 @@ load_urls() {
 }
 
 # ---------------------------------------------------------------------------------------------
-
-@test "the table has 200+ malformed URLs" {
-  load_urls
-  ((${#BAD_URLS[@]} >= 200)) || fail "only ${#BAD_URLS[@]} URLs"
-  echo "# ${#BAD_URLS[@]} URLs" >&3
-}
 
 @test "malformed URLs in --url: exit 78 (or 64), one error line, no crash or hang" {
   load_urls
@@ -255,14 +168,10 @@ load_urls() {
   report_failures
 }
 
-# The environment and config-file passes take every other URL each (the table interleaves its
-# kinds of damage, so both see every kind), to keep the suite short under the sanitizers.
-
 @test "malformed URLs in RLOCK_URL: exit 78, one error line" {
   load_urls
   local i u
   for i in "${!BAD_URLS[@]}"; do
-    ((i % 2 == 0)) || continue
     u=${BAD_URLS[$i]}
     # RLOCK_URL is a list separated by spaces or commas: those URLs mean something else there.
     [[ $u == *[' ,']* || -z $u ]] && continue
@@ -277,7 +186,6 @@ load_urls() {
   load_urls
   local i u
   for i in "${!BAD_URLS[@]}"; do
-    ((i % 2 == 1)) || continue
     u=${BAD_URLS[$i]}
     # A TOML literal string holds anything but ' and line breaks; other control characters are
     # not allowed in TOML strings at all (a different error, also 78).
@@ -299,56 +207,24 @@ load_urls() {
 # ---------------------------------------------------------------------------------------------
 # Malformed config files
 
-# config_case NAME: writes $T/cfg/NAME from stdin.
+# config_case NAME: writes $CFG/NAME from stdin.
 config_case() {
-  mkdir -p "$T/cfg"
-  cat >"$T/cfg/$1"
+  mkdir -p "$CFG"
+  cat >"$CFG/$1"
 }
 
+# make_bad_configs: a sample of malformed config files, a few of each kind (the whole set, 50+,
+# is parsed in-process by tests/unit/config_file_test.cpp, EveryMalformedFileExits78NamingIt).
+# Made once, by setup_file, in $CFG.
 make_bad_configs() {
-  config_case no-value <<<'ttl ='
-  config_case no-equals <<<'ttl'
-  config_case no-name <<<'= "5s"'
   config_case unterminated-basic <<<'ttl = "5s'
-  config_case unterminated-literal <<<"ttl = '5s"
   config_case table <<<$'[rlock]\nttl = "5s"'
-  config_case array-of-tables <<<'[[rlock]]'
-  config_case table-after <<<$'ttl = "5s"\n[other]'
-  config_case duplicate <<<$'ttl = "5s"\nttl = "6s"'
   config_case duplicate-spelling <<<$'kill-after = "1s"\nkill_after = "2s"'
   config_case unknown-setting <<<'no-such-setting = 1'
-  config_case unknown-upper <<<'TTL = "5s"'
-  config_case dotted-key <<<'rlock.ttl = "5s"'
-  config_case space-in-name <<<'t t l = "5s"'
   config_case bad-duration <<<'ttl = "abc"'
-  config_case zero-ttl <<<'ttl = 0'
-  config_case negative-ttl <<<'ttl = -5'
-  config_case unit-parsec <<<'max-hold = "1parsec"'
-  config_case bare-word <<<'ttl = 5s'
-  config_case array-value <<<'ttl = [1, 2]'
-  config_case inline-table <<<'ttl = { a = 1 }'
-  config_case text-after-value <<<'ttl = "5s" extra'
-  config_case bad-escape <<<'ttl = "\q"'
-  config_case triple-quotes <<<'ttl = """5s"""'
-  config_case url-number <<<'url = 5'
-  config_case url-bool <<<'url = true'
   config_case url-bad <<<'url = "ftp://127.0.0.1"'
-  config_case url-port-0 <<<'url = "redis://127.0.0.1:0"'
-  config_case quiet-maybe <<<'quiet = "maybe"'
-  config_case verbose-2 <<<'verbose = 2'
-  config_case insecure-words <<<'insecure = "yes please"'
   config_case exit-code-256 <<<'conflict-exit-code = 256'
-  config_case exit-code-text <<<'conflict-exit-code = "x"'
-  config_case lost-exit-negative <<<'lost-exit-code = -1'
-  config_case signal-unknown <<<'signal = "NOSUCHSIG"'
-  config_case kill-after-forever <<<'kill-after = "forever"'
-  config_case timeout-zero <<<'timeout = "0s"'
-  config_case connect-timeout-negative <<<'connect-timeout = "-1s"'
-  config_case wait-replicas-negative <<<'wait-replicas = -1'
-  config_case wait-replicas-text <<<'wait-replicas = "x"'
-  config_case wait-timeout-bad <<<'wait-timeout = "soon"'
-  config_case password-file-missing <<<"password-file = \"$T/no-such-password-file\""
-  config_case cacert-missing <<<$'url = "rediss://127.0.0.1:1"\ncacert = "'"$T"'/no-such-ca.pem"'
+  config_case password-file-missing <<<"password-file = \"$CFG/no-such-password-file\""
   config_case control-char <<<$'ttl = "5\x01s"'
   config_case newline-in-string <<<$'ttl = "5\ns"'
   printf 'ttl = "5s"\0\n' | config_case nul-byte
@@ -360,20 +236,15 @@ make_bad_configs() {
     head -c 500000 /dev/zero | tr '\0' 'a'
     printf '"\n'
   } | config_case long-value
-  head -c 300000 /dev/zero | tr '\0' 'a' | config_case long-name
-  {
-    for i in $(seq 1 5000); do printf 'ttl = "%ss"\n' "$i"; done
-  } | config_case many-duplicates
+  seq 1 5000 | awk '{ printf "ttl = \"%ss\"\n", $1 }' | config_case many-duplicates
 }
 
 # The files a config case is about when it is not the config file itself.
-OTHER_FILE_CASES=" password-file-missing cacert-missing "
+OTHER_FILE_CASES=" password-file-missing "
 
-@test "40+ malformed config files: exit 78, one error line, no crash or hang; the error names the file" {
-  make_bad_configs
-  local f n=0 err
-  for f in "$T"/cfg/*; do
-    n=$((n + 1))
+@test "malformed config files: exit 78, one error line, no crash or hang; the error names the file" {
+  local f err
+  for f in "$CFG"/*; do
     expect_error --config "$(basename "$f")" "78" -- run k --config "$f" -- true
     # The error names the file (there may be several: XDG, /etc, --config), unless it is about
     # another file that the config names.
@@ -381,15 +252,13 @@ OTHER_FILE_CASES=" password-file-missing cacert-missing "
     err=$(<"$T/stderr")
     [[ $err == *"$f"* ]] || FAILURES+=("config $(basename "$f"): the error does not name the file: ${err:0:300}")
   done
-  ((n >= 40)) || fail "only $n config files"
   report_failures
 }
 
 @test "the config files through RLOCK_CONFIG and the default path: exit 78" {
-  make_bad_configs
   local f i=0
   mkdir -p "$XDG_CONFIG_HOME/rlock"
-  for f in "$T"/cfg/*; do
+  for f in "$CFG"/*; do
     if ((i++ % 2 == 0)); then
       expect_error RLOCK_CONFIG= "$(basename "$f")" "78" "RLOCK_CONFIG=$f" -- run k -- true
     else

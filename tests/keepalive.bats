@@ -31,14 +31,14 @@ keepers() {
 no_keeper() { [[ -z $(keepers) ]]; }
 state_files() { find "$XDG_RUNTIME_DIR/rlock" -name '*.keeper' 2>/dev/null | wc -l; }
 
-@test "a script holds its lock across steps with a 3s TTL, never loses it, and releases it; no keeper is left" {
-  # 6 steps of 1s: twice the TTL, five renewals.
+@test "a script holds its lock across steps with a 2s TTL, never loses it, and releases it; no keeper is left" {
+  # 6 steps of 0.7s: twice the TTL, six renewals.
   cat >"$T/script.sh" <<'SCRIPT'
 set -e
-tok=$(rlock acquire k --keepalive -t 3s)
+tok=$(rlock acquire k --keepalive -t 2s)
 for i in 1 2 3 4 5 6; do
   [ "$(redis-cli -p "$REDIS_PORT" get 'rlock:{k}')" = "$tok" ] || { echo "lost at step $i"; exit 9; }
-  sleep 1
+  sleep 0.7
 done
 RLOCK_TOKEN=$tok rlock release k
 echo released
@@ -220,7 +220,7 @@ SCRIPT
   bg two bash -c 'tok=$(rlock acquire s --limit 2 --keepalive -t 2s); echo "$tok" > "$0"; sleep 1000' "$T/two"
   wait_until test -s "$T/one" && wait_until test -s "$T/two" || fail "two holders did not get slots"
   bg three bash -c 'tok=$(rlock acquire s --limit 2 --keepalive -t 2s -w 20); echo "$tok" > "$0"; sleep 1000' "$T/three"
-  sleep 3  # beyond the TTL: the keepers renew the two slots meanwhile
+  sleep 2.5  # beyond the TTL: the keepers renew the two slots meanwhile
   [[ ! -s $T/three ]] || fail "a third holder got in beside two kept slots"
   kill -KILL "$one_pid"
   wait_until -t 5 test -s "$T/three" || fail "the waiter did not get the slot freed by the dead script"

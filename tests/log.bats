@@ -76,7 +76,7 @@ every_event() {
   run --separate-stderr rlock run "$k" -- sh -c 'sleep 0.2; exit 3'
   assert_failure 3
   # lost: the lock is taken away from a running holder.
-  bg lost rlock run "$k" -t 3s -- sleep 30
+  bg lost rlock run "$k" -t 1500ms -- sleep 30
   wait_until -t 10 lock_held "$k" || fail "the holder did not take $k: $(bg_err lost)"
   rcli del "$key" >/dev/null
   assert_bg_status lost 76 20
@@ -512,13 +512,13 @@ commands_since_reset() {
   wait_until -t 10 test "$(grep -c released "$T/follow.out")" -ge 30 || fail "--follow did not print the history: $(bg_err follow)"
   sleep 0.5
   rcli config resetstat >/dev/null
-  sleep 4
+  sleep 3
   local counted total
   counted=$(commands_since_reset)
   total=$(tr ' ' '\n' <<<"$counted" | awk -F= '{ s += $2 } END { print s + 0 }')
-  # Idle for 4 s: a few XREADs (one per rescan of the pattern, every 2 s) and the SCANs, never a
-  # read of each key (30 keys polled 4 times a second made 480 commands).
-  ((total <= 20)) || fail "an idle follower of 30 keys ran $total commands in 4 s: $counted"
+  # Idle for 3 s: a few XREADs (one per rescan of the pattern, every 2 s) and the SCANs, never a
+  # read of each key (30 keys polled 4 times a second made 360 commands).
+  ((total <= 20)) || fail "an idle follower of 30 keys ran $total commands in 3 s: $counted"
   [[ $counted != *xrange* && $counted != *xrevrange* ]] || fail "the follower polls: $counted"
   [[ $counted == *xread=* ]] || fail "the follower does not block in XREAD: $counted"
   # An event is shown at once, and a history created after -f started within the rescan time.

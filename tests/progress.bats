@@ -70,14 +70,19 @@ transcript_check() {
 # the background as "pty", so that the test can release holders once the terminal shows what it
 # waits for. Sets PTY_OUT (the transcript) and PTY_MARKS (the steps done, see pty_run.py).
 pty_bg() {
-  local steps=$1
-  shift
-  PTY_OUT=$T/pty.out
-  PTY_MARKS=$T/pty.marks
-  rm -f "$PTY_OUT" "$PTY_MARKS" "$T/pty.status"
+  pty_bg_as pty "$@"
+}
+
+# pty_bg_as NAME STEPS CMD...: pty_bg, in the background as NAME (several terminals at once).
+pty_bg_as() {
+  local name=$1 steps=$2
+  shift 2
+  PTY_OUT=$T/$name.tty
+  PTY_MARKS=$T/$name.marks
+  rm -f "$PTY_OUT" "$PTY_MARKS" "$T/$name.status"
   : >"$PTY_MARKS"
-  bg pty "$FAULTS_PYTHON" "$FAULTS_HELPERS/pty_run.py" --steps "$steps" --out "$PTY_OUT" --marks "$PTY_MARKS" \
-    --status "$T/pty.status" --timeout 80 -- "$@"
+  bg "$name" "$FAULTS_PYTHON" "$FAULTS_HELPERS/pty_run.py" --steps "$steps" --out "$PTY_OUT" --marks "$PTY_MARKS" \
+    --status "$T/$name.status" --timeout 80 -- "$@"
 }
 
 # step_done TEXT: whether the pty driver has done a step starting with TEXT.
@@ -94,25 +99,35 @@ transcript: $(LC_ALL=C cat -v "$PTY_OUT" 2>/dev/null)"
 }
 _step_done_or_over() { step_done "$1" || bg_done pty; }
 
-# pty_end: waits for the driver to finish; the command under the pty must have exited 0.
+# pty_end [NAME]: waits for the driver (default "pty") to finish; the command under the pty must
+# have exited 0.
 pty_end() {
-  bg_wait pty 60
-  [[ $BG_STATUS == 0 ]] || fail "pty_run exited $BG_STATUS: $(bg_err pty)
-transcript: $(LC_ALL=C cat -v "$PTY_OUT" 2>/dev/null)"
-  assert_equal "$(cat "$T/pty.status" 2>/dev/null)" 0
+  local name=${1:-pty}
+  bg_wait "$name" 60
+  [[ $BG_STATUS == 0 ]] || fail "pty_run ($name) exited $BG_STATUS: $(bg_err "$name")
+transcript: $(LC_ALL=C cat -v "$T/$name.tty" 2>/dev/null)"
+  assert_equal "$(cat "$T/$name.status" 2>/dev/null)" 0
 }
 
-@test "on a terminal, a waiter shows one line naming the holder and its queue position, rewritten in place and erased at the end" {
+# Two terminals at once, each waiting first in the queue of its own key: TERM=xterm (k) and
+# TERM=dumb (k2).
+@test "on a terminal, a waiter shows one line naming the holder and its queue position, rewritten in place and erased at the end; with TERM=dumb, as lines, never rewritten" {
   bg holder rlock run k -- "$CS" "$WLOG" holder "until:$T/go"
   wait_cs holder holder
+  bg holder2 rlock run k2 -- "$CS" "$WLOG" holder2 "until:$T/go"
+  wait_cs holder2 holder2
+  printf '%s\n' "expect 30 $holder2_pid" 'wait_exit 60' >"$T/steps.dumb"
+  pty_bg_as dumb "$T/steps.dumb" env TERM=dumb rlock run k2 -w 60 -- true
   printf '%s\n' \
     "expect 30 $holder_pid" \
     "expect 30 (\\r\\x1b\\[2?K|\\x1b\\[2?K\\r)[^\\r]*$holder_pid" \
     'wait_exit 60' >"$T/steps"
   pty_bg "$T/steps" env TERM=xterm rlock run k -w 60 -- true
   wait_step "expect 30 ("
+  PTY_MARKS=$T/dumb.marks wait_step "expect 30 $holder2_pid"
   touch "$T/go"
   pty_end
+  pty_end dumb
   transcript_check "$holder_pid"
   local text waited
   text=$(LC_ALL=C tr -d '\033' <"$PTY_OUT")
@@ -124,80 +139,43 @@ transcript: $(LC_ALL=C cat -v "$PTY_OUT" 2>/dev/null)"
   [[ $text == *cs* ]] || fail "the line does not name the holder's command: $(LC_ALL=C cat -v "$PTY_OUT")"
   grep -qiE 'position|queue|in line|#[0-9]' <<<"$text" ||
     fail "the line does not show the queue position: $(LC_ALL=C cat -v "$PTY_OUT")"
-  bg_wait holder 10
+  # TERM=dumb: lines of their own, no escape sequence.
+  local dumb=$T/dumb.tty
+  ! LC_ALL=C grep -q $'\e' "$dumb" || fail "an escape sequence on a dumb terminal: $(LC_ALL=C cat -v "$dumb")"
+  LC_ALL=C grep -q "^rlock: waiting for k2: held by .*pid $holder2_pid.*; position 1 of 1; waited [0-9]*s"$'\r'"\$" "$dumb" ||
+    fail "no line of its own names the holder: $(LC_ALL=C cat -v "$dumb")"
+  LC_ALL=C grep -q "^rlock: got k2 after [0-9]*s"$'\r'"\$" "$dumb" ||
+    fail "no line says the lock was got: $(LC_ALL=C cat -v "$dumb")"
+  wait_all 10 holder holder2
 }
 
-@test "on a terminal, the line follows the queue: the holder, then the next holder" {
-  bg holder rlock run k -- "$CS" "$WLOG" holder "until:$T/go.holder"
-  wait_cs holder holder
-  enqueue w1 k 1 rlock run k -w 60 -- "$CS" "$WLOG" w1 "until:$T/go.w1"
-  printf '%s\n' \
-    "expect 30 $holder_pid" \
-    "expect 30 $w1_pid" \
-    'wait_exit 60' >"$T/steps"
-  pty_bg "$T/steps" env TERM=xterm rlock run k -w 60 -- true
-  wait_step "expect 30 $holder_pid"
-  touch "$T/go.holder"
-  wait_step "expect 30 $w1_pid"
-  touch "$T/go.w1"
-  pty_end
-  transcript_check "$holder_pid" "$w1_pid"
-  wait_all 15 holder w1
-}
-
-# quiet_on_terminal ENV...: a waiter under a pty with the environment ENV (for env(1)) and the
-# options in QUIET_OPTS prints nothing while it waits (1.5s) nor when it gets the lock.
-quiet_on_terminal() {
-  bg holder rlock run k -- "$CS" "$WLOG" holder "until:$T/go"
-  wait_cs holder holder
+@test "nothing is printed while waiting: on a terminal with -q (in a CI or not), and without a terminal" {
+  # Three waiters at once, each first in the queue of its own key (as alone): under a pty with -q
+  # in a CI, under a pty with -q, and with no terminal at all.
+  local key
+  for key in kci ktty kplain; do
+    bg "holder_$key" rlock run "$key" -- "$CS" "$WLOG" "holder_$key" "until:$T/go"
+    wait_cs "holder_$key" "holder_$key"
+  done
   echo 'wait_exit 60' >"$T/steps"
-  pty_bg "$T/steps" env "$@" rlock run k "${QUIET_OPTS[@]}" -w 60 -- true
-  wait_until -t 15 queue_is k 1 || fail "the waiter did not queue: $(status_json k)"
+  pty_bg_as ci "$T/steps" env TERM=xterm CI=true rlock run kci -q -w 60 -- true
+  pty_bg_as tty "$T/steps" env TERM=xterm rlock run ktty -q -w 60 -- true
+  TERM=xterm enqueue plain kplain 1 rlock run kplain -w 30 -- true
+  wait_until -t 15 queue_is kci 1 || fail "the waiter in a CI did not queue: $(status_json kci)"
+  wait_until -t 15 queue_is ktty 1 || fail "the waiter on a terminal did not queue: $(status_json ktty)"
   # Long enough for a progress line to show (about 2s into the wait).
   sleep 3.5
   touch "$T/go"
-  pty_end
-  [[ ! -s $PTY_OUT ]] || fail "printed $(LC_ALL=C cat -v "$PTY_OUT")"
-  bg_wait holder 10
-}
-
-@test "on a terminal with TERM=dumb the progress comes as lines, never rewritten" {
-  bg holder rlock run k -- "$CS" "$WLOG" holder "until:$T/go"
-  wait_cs holder holder
-  printf '%s\n' "expect 30 $holder_pid" 'wait_exit 60' >"$T/steps"
-  pty_bg "$T/steps" env TERM=dumb rlock run k -w 60 -- true
-  wait_step "expect 30 $holder_pid"
-  touch "$T/go"
-  pty_end
-  ! LC_ALL=C grep -q $'\e' "$PTY_OUT" || fail "an escape sequence on a dumb terminal: $(LC_ALL=C cat -v "$PTY_OUT")"
-  LC_ALL=C grep -q "^rlock: waiting for k: held by .*pid $holder_pid.*; position 1 of 1; waited [0-9]*s"$'\r'"\$" "$PTY_OUT" ||
-    fail "no line of its own names the holder: $(LC_ALL=C cat -v "$PTY_OUT")"
-  LC_ALL=C grep -q "^rlock: got k after [0-9]*s"$'\r'"\$" "$PTY_OUT" ||
-    fail "no line says the lock was got: $(LC_ALL=C cat -v "$PTY_OUT")"
-  bg_wait holder 10
-}
-
-@test "on a terminal with -q, in a CI, nothing is printed while waiting" {
-  QUIET_OPTS=(-q)
-  quiet_on_terminal TERM=xterm CI=true
-}
-
-@test "on a terminal with -q nothing is printed while waiting" {
-  QUIET_OPTS=(-q)
-  quiet_on_terminal TERM=xterm
-}
-
-@test "without a terminal nothing is printed while waiting" {
-  bg holder rlock run k -- "$CS" "$WLOG" holder "until:$T/go"
-  wait_cs holder holder
-  TERM=xterm enqueue waiter k 1 rlock run k -w 30 -- true
-  # Long enough for a progress line to show (about 2s into the wait).
-  sleep 3.5
-  touch "$T/go"
-  bg_wait waiter 20
+  local name
+  for name in ci tty; do
+    pty_end "$name"
+    [[ ! -s $T/$name.tty ]] || fail "$name: printed $(LC_ALL=C cat -v "$T/$name.tty")"
+  done
+  bg_wait plain 20
   assert_equal "$BG_STATUS" 0
-  [[ ! -s $T/waiter.err ]] || fail "printed on stderr: $(LC_ALL=C cat -v "$T/waiter.err")"
-  [[ ! -s $T/waiter.out ]] || fail "printed on stdout: $(LC_ALL=C cat -v "$T/waiter.out")"
+  [[ ! -s $T/plain.err ]] || fail "printed on stderr: $(LC_ALL=C cat -v "$T/plain.err")"
+  [[ ! -s $T/plain.out ]] || fail "printed on stdout: $(LC_ALL=C cat -v "$T/plain.out")"
+  wait_all 10 holder_kci holder_ktty holder_kplain
 }
 
 # Whether a position line of w2's log after the first says 1.
@@ -247,33 +225,43 @@ _later_position_says_1() {
 # Lines of the waiter's stderr that name PID.
 lines_naming() { grep -c "pid $2[ ;)]" "$T/$1.err" || true; }
 
-@test "in a CI: a line after about 2s, then one at once when the holder or the position changes; every byte escaped" {
+# Two waiters behind the holder and the next holder (w1), whose lines follow the queue: one on a
+# terminal (position 2), one in a CI (position 3).
+@test "in a CI: a line after about 2s, then one at once when the holder or the position changes; every byte escaped; on a terminal, the line follows the queue too" {
   # The holder's default TTL: its renewals come every 10s and change nothing the waiters see, so
   # their steps stay light; the waiter takes a full step when its first line is due.
   bg holder rlock run k -- "$CS" "$WLOG" holder "until:$T/go"
   wait_cs holder holder
   # The next holder's command line holds an escape sequence, as any bytes in Redis may.
   enqueue w1 k 1 rlock run k -w 60 -- sh -c 'while [ ! -e "$0" ]; do sleep 0.05; done' "$T/go.w1" $'\e[2Jevil'
+  printf '%s\n' \
+    "expect 30 $holder_pid" \
+    "expect 30 $w1_pid" \
+    'wait_exit 60' >"$T/steps"
+  pty_bg "$T/steps" env TERM=xterm rlock run k -w 60 -- true
+  wait_until -t 15 queue_is k 2 || fail "the waiter on a terminal did not queue: $(status_json k)"
   local t0 seen
   t0=$(now_ms)
-  CI=true enqueue waiter k 2 rlock run k -w 60 -- true
+  CI=true enqueue waiter k 3 rlock run k -w 60 -- true
   wait_until -t 15 grep -q "pid $holder_pid" "$T/waiter.err" || fail "no line names the holder: $(bg_err waiter)"
   seen=$(elapsed_ms "$t0")
   ((seen >= 1800)) || fail "the first line came ${seen}ms into the wait, before 2s"
   ((seen < 8000)) || fail "the first line came ${seen}ms into the wait, not about 2s (the holder renews at 10s)"
-  grep -q "^rlock: waiting for k: held by $(uname -n) pid $holder_pid for [0-9.a-z]* (.*cs.*); position 2 of 2; waited [0-9]*s\$" \
+  grep -q "^rlock: waiting for k: held by $(uname -n) pid $holder_pid for [0-9.a-z]* (.*cs.*); position 3 of 3; waited [0-9]*s\$" \
     "$T/waiter.err" || fail "the line is not as it should be: $(LC_ALL=C cat -v "$T/waiter.err")"
   # Nothing changes: no other line (the next one is 30s away).
   sleep 2.5
   assert_equal "$(wc -l <"$T/waiter.err")" 1
+  wait_step "expect 30 $holder_pid"
   # The holder changes (w1 takes the lock) and the position with it: a line at once.
   t0=$(now_ms)
   touch "$T/go"
   wait_until -t 10 grep -q "pid $w1_pid" "$T/waiter.err" || fail "no line names the next holder: $(bg_err waiter)"
   seen=$(elapsed_ms "$t0")
   ((seen < 5000)) || fail "the line naming the next holder came ${seen}ms after the change"
-  grep "pid $w1_pid" "$T/waiter.err" | grep -qF 'position 1 of 1' || fail "no position 1: $(LC_ALL=C cat -v "$T/waiter.err")"
+  grep "pid $w1_pid" "$T/waiter.err" | grep -qF 'position 2 of 2' || fail "no position 2: $(LC_ALL=C cat -v "$T/waiter.err")"
   grep "pid $w1_pid" "$T/waiter.err" | grep -qF '\x1b[2Jevil' || fail "the command is not escaped: $(LC_ALL=C cat -v "$T/waiter.err")"
+  wait_step "expect 30 $w1_pid"
   touch "$T/go.w1"
   bg_wait waiter 20
   assert_equal "$BG_STATUS" 0
@@ -282,6 +270,9 @@ lines_naming() { grep -c "pid $2[ ;)]" "$T/$1.err" || true; }
   (($(wc -l <"$T/waiter.err") <= 5)) || fail "too many lines: $(LC_ALL=C cat -v "$T/waiter.err")"
   [[ -z $(grep -v '^rlock: waiting for k: ' "$T/waiter.err" | sed '$d') ]] || fail "other lines: $(cat "$T/waiter.err")"
   [[ $(tail -n 1 "$T/waiter.err") =~ ^rlock:\ got\ k\ after\ [0-9]+s$ ]] || fail "last line: $(cat "$T/waiter.err")"
+  # The terminal's line named the holder, then the next holder.
+  pty_end
+  transcript_check "$holder_pid" "$w1_pid"
   bg_wait holder 10
   bg_wait w1 10
 }
@@ -317,23 +308,20 @@ LEAVE
   chmod +x "$T/leave.sh"
 }
 
-@test "in a CI, a run whose leftovers keep the lock says so once, naming them (bounded) and pointing at --leftovers kill" {
+@test "leftovers that keep the lock: in a CI said once, naming them (bounded) and pointing at --leftovers kill; not without a terminal or a CI, nor with -q" {
   write_leaver
-  CI=true run --separate-stderr rlock run lk -- "$T/leave.sh"
+  # All three at once, on three keys: each waits for its leftovers (4s), past the 2s the line is
+  # due at.
+  bg plain rlock run lk -- "$T/leave.sh"
+  CI=true bg quiet rlock run lk2 -q -- "$T/leave.sh"
+  CI=true run --separate-stderr rlock run lk3 -- "$T/leave.sh"
   assert_equal "$status" 3
   assert_equal "${#stderr_lines[@]}" 1
-  [[ $stderr == "rlock: lk: the command exited (3), but 7 processes it left running keep the lock: pid "* ]] ||
+  [[ $stderr == "rlock: lk3: the command exited (3), but 7 processes it left running keep the lock: pid "* ]] ||
     fail "not the leftovers line: $stderr"
   [[ $stderr == *" and 2 more; waiting for them (--leftovers kill ends them)" ]] || fail "not bounded: $stderr"
   [[ $stderr == *'(\x1b[2Jevil 4)'* ]] || fail "the leftover's name is not escaped: $(cat -v <<<"$stderr")"
   [[ $(grep -o "pid [0-9]* (sleep 4)" <<<"$stderr" | wc -l) == 4 ]] || fail "not 5 named: $stderr"
-}
-
-@test "without a terminal or a CI, or with -q, leftovers that keep the lock are not announced" {
-  write_leaver
-  # Both at once, on two keys: each waits for its leftovers (4s), past the 2s the line is due at.
-  bg plain rlock run lk -- "$T/leave.sh"
-  CI=true bg quiet rlock run lk2 -q -- "$T/leave.sh"
   local name
   for name in plain quiet; do
     bg_wait "$name" 20

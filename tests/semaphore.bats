@@ -111,20 +111,9 @@ _hold_started_or_done() { hold_started "$1" || bg_done "$1"; }
   assert_equal "$(awk '$1 == "start" { printf "%s ", $4 }' "$HLOG")" "a b w1 w2 w3 "
 }
 
-@test "a semaphore holder killed with SIGKILL: its slot goes to the waiter within TTL + H" {
-  sem_hold a 2 -t 3s
-  sem_hold b 2
-  HOLD_MODE=n enqueue w1 k 1 rlock run k --limit 2 -w 100 -- "$HOLD" "$HLOG" w1 0.2
-  local t0 gap
-  t0=$(mono_ns)
-  kill -KILL "$a_pid"
-  wait_all 30 w1
-  gap=$(ms_between "$t0" "$(hold_start_ns w1)")
-  ((gap <= 3000 + HEARTBEAT_MS + SLACK_MS)) || fail "w1 started ${gap}ms after a (TTL 3s) was killed"
-  touch "$T/go.b"
-  wait_all 15 b
-  assert_holds_ok 2
-}
+# That the slot of a holder that died (its lease lapsed) goes to the head waiter, the same slot:
+# tests/protocol/modes_test.cpp (ASemaphoreSlotOfAHolderThatDiedIsGivenToTheNext); that a waiter
+# is served within TTL + H of a holder's SIGKILL, whatever the mode: queue.bats.
 
 @test "acquire --limit 2 twice gives two tokens; a third -n is 75 until one is released" {
   local t1 t2
@@ -225,7 +214,7 @@ _hold_started_or_done() { hold_started "$1" || bg_done "$1"; }
 
 # --- status and list --------------------------------------------------------------------------
 
-@test "status of a full semaphore: mode semaphore, the limit, every holder with its slot, the queue" {
+@test "status of a full semaphore: mode semaphore, the limit, every holder with its slot, the queue; list shows the lock with its queue length" {
   USER=semholder sem_hold a 3
   USER=semholder sem_hold b 3
   USER=semholder sem_hold c 3
@@ -259,15 +248,7 @@ _hold_started_or_done() { hold_started "$1" || bg_done "$1"; }
   assert_output --partial "$c_pid"
   [[ ${output,,} == *semaphore* || ${output,,} == *limit* || $output == */3* ]] ||
     fail "the table does not show the limit: $output"
+  list_shows_waiting k 1
   touch "$T/go.a" "$T/go.b" "$T/go.c"
   wait_all 15 a b c w1
-}
-
-@test "list shows a lock held only by semaphore holders, with its queue length" {
-  sem_hold a 2
-  sem_hold b 2
-  HOLD_MODE=n enqueue w1 k 1 rlock run k --limit 2 -w 100 -- "$HOLD" "$HLOG" w1 0
-  list_shows_waiting k 1
-  touch "$T/go.a" "$T/go.b"
-  wait_all 15 a b w1
 }

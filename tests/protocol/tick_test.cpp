@@ -108,6 +108,26 @@ TEST_F(TickTest, APendingTickIsFreeAgainOnceItsHoldersLeaseLapses) {
   EXPECT_EQ(record("h"), "host1");
 }
 
+TEST_F(TickTest, AWaiterOfTheSameTickIsServedOnceAPendingHoldersLeaseLapses) {
+  // Its taker died between its grant and its start, while a run of the same tick waited.
+  Contender a = fired("host0", "100", 0ms, k_period, 150ms);
+  ASSERT_EQ(acquire(a, false).outcome, Outcome::acquired);
+  Contender b = fired("host1", "200", 1s);
+  Attempt got = acquire(b);
+  ASSERT_EQ(got.outcome, Outcome::queued);
+  ASSERT_TRUE(eventually(
+      [&] {
+        got = fresh_step(b, got);
+        return got.outcome != Outcome::queued;
+      },
+      5s));
+  ASSERT_EQ(got.outcome, Outcome::acquired) << "the tick never ran: it is the waiter's";
+  ASSERT_TRUE(mark(b));
+  EXPECT_EQ(record("h"), "host1");
+  ASSERT_TRUE(finish(b));
+  EXPECT_EQ(acquire(fired("host2", "300", 2s), true).outcome, Outcome::done);
+}
+
 TEST_F(TickTest, AGiveBackHandsTheLockAndTheTickToAWaiterOfTheSameTick) {
   Contender a = fired("host0", "100", 0ms);
   Contender b = fired("host1", "200", 1s);
