@@ -246,7 +246,8 @@ lines_naming() { grep -c "pid $2[ ;)]" "$T/$1.err" || true; }
   wait_until -t 15 grep -q "pid $holder_pid" "$T/waiter.err" || fail "no line names the holder: $(bg_err waiter)"
   seen=$(elapsed_ms "$t0")
   ((seen >= 1800)) || fail "the first line came ${seen}ms into the wait, before 2s"
-  ((seen < 8000)) || fail "the first line came ${seen}ms into the wait, not about 2s (the holder renews at 10s)"
+  # (A step is taken when the line is due: a waiter far behind does not show it a far heartbeat late.)
+  ((seen < 4500)) || fail "the first line came ${seen}ms into the wait, not about 2s (the holder renews at 10s)"
   grep -q "^rlock: waiting for k: held by $(uname -n) pid $holder_pid for [0-9.a-z]* (.*cs.*); position 3 of 3; waited [0-9]*s\$" \
     "$T/waiter.err" || fail "the line is not as it should be: $(LC_ALL=C cat -v "$T/waiter.err")"
   # Nothing changes: no other line (the next one is 30s away).

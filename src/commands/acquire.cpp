@@ -106,7 +106,7 @@ lock::Attempt take(lock::Backend& locker, const lock::LockName& name, const Acqu
                           display(attempt, waited);
                           if (notice) (*notice)(attempt);
                         },
-                        display.fresh_every()};
+                        display.fresh_every(), display.first_shown()};
   lock::Attempt a = lock::take_lock(locker, name, wait_limits(options.take), contender, enclosing, hooks);
   display.done(a);
   return a;

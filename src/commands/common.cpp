@@ -287,6 +287,10 @@ util::Millis WaitDisplay::fresh_every() const {
   return util::Millis(0);
 }
 
+util::Millis WaitDisplay::first_shown() const {
+  return m_mode == Progress::none || log::verbose_enabled() ? util::Millis(0) : k_progress_after;
+}
+
 void WaitDisplay::operator()(const lock::Attempt& a, util::Millis waited) {
   if (!m_logged) {
     m_logged = true;

@@ -68,6 +68,8 @@ public:
   // every step; a terminal's line, every few seconds; CI's lines, every second (the first is due
   // at k_progress_after, and a light step's view may be a heartbeat old).
   util::Millis fresh_every() const;
+  // When the first line is due into the wait (k_progress_after), or 0 when nothing is shown.
+  util::Millis first_shown() const;
   // The end of the wait: after a wait long enough to show, one line says that the lock was got,
   // and after how long ("got deploy after 1m12s").
   void done(const lock::Attempt& attempt);

@@ -259,7 +259,7 @@ int Supervisor::run() {
                             display(a, waited);
                             if (notice) (*notice)(a);
                           },
-                          display.fresh_every()};
+                          display.fresh_every(), display.first_shown()};
     attempt = lock::take_lock(*m_backend, m_name, wait_limits(m_options.take), m_contender, enclosing, hooks);
     display.done(attempt);
   }

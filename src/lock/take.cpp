@@ -72,10 +72,12 @@ private:
   void ask() {
     if (m_queued) {
       auto now = Clock::now();
-      bool fresh = m_hooks.fresh_every.count() > 0 && now >= m_full_at + m_hooks.fresh_every;
       bool at_once = m_step_now;
       m_step_now = false;
-      m_a = m_backend.wait_turn(m_name, m_contender, carried(), at_once ? Millis(0) : next_beat(), fresh);
+      Millis beat = at_once ? Millis(0) : next_beat();
+      // (Fresh by when the step ends, which is when what it shows is read.)
+      bool fresh = m_hooks.fresh_every.count() > 0 && now + beat >= m_full_at + m_hooks.fresh_every;
+      m_a = m_backend.wait_turn(m_name, m_contender, carried(), beat, fresh);
       if (!m_a.light) m_full_at = now;
       noted();
       follow_master();
@@ -147,6 +149,8 @@ private:
     // The head of the queue wakes when the holder's lease (or a lingering hold) ends, not a
     // heartbeat later.
     if (m_a.position == 1 && m_a.ttl_left) beat = std::min(beat, *m_a.ttl_left + Millis(2));
+    // The step that the first progress line shows (full: fresh_every is shorter than the wait).
+    if (Millis into = waited(); m_hooks.first_shown > into) beat = std::min(beat, m_hooks.first_shown - into);
     if (m_give_up) beat = std::min(beat, until(m_give_up));
     return std::max(beat, Millis(1));
   }

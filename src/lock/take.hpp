@@ -30,6 +30,10 @@ struct WaitHooks {
   // How often at least a wait step is a full one, for the position and holder that progress shows
   // (0: as the protocol needs; a light step keeps the last full step's).
   util::Millis fresh_every{0};
+  // When, into the wait, progress shows its first line (0: it shows none): a step is taken then,
+  // whatever the heartbeat, so that a waiter far behind in the queue does not show it a far
+  // heartbeat late.
+  util::Millis first_shown{0};
 };
 
 // Takes the lock, waiting in its queue (FIFO, woken at once on release, a heartbeat at least

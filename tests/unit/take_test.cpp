@@ -161,6 +161,32 @@ TEST(TakeLock, AWaiterBehindOthersWithTheFarLeaseStepsAtTheFarHeartbeat) {
   EXPECT_LE(b.wait_calls[21].heartbeat, 1100ms) << "the head: the standard heartbeat";
 }
 
+TEST(TakeLock, AWaiterFarBehindStepsWhenItsFirstProgressLineIsDue) {
+  // The progress shows its first line 2s into the wait: a waiter that steps at the far heartbeat
+  // (2.5s) takes a step then, not a far heartbeat later, and a full one, which the line shows
+  // (these steps take no time: the wait is still at its start).
+  Timing t = timing();
+  t.heartbeat = 1000ms;
+  FakeBackend b(t);
+  b.acquire_answers = {answer(Outcome::queued, 3, {"before"})};
+  b.wait_answers = {[] {
+                      Attempt a = answer(Outcome::queued, 3, {"before"})();
+                      a.far = true;
+                      return a;
+                    },
+                    answer(Outcome::acquired)};
+  Hooks h;
+  WaitHooks hooks = h.get();
+  hooks.first_shown = 2000ms;
+  hooks.fresh_every = 1000ms;  // (a CI's lines)
+  Attempt a = rlock::lock::take_lock(b, k_name, wait_for(std::nullopt), contender(), {}, hooks);
+  EXPECT_EQ(a.outcome, Outcome::acquired);
+  ASSERT_EQ(b.wait_calls.size(), 2u);
+  EXPECT_GT(b.wait_calls[1].heartbeat, 1900ms);
+  EXPECT_LE(b.wait_calls[1].heartbeat, 2000ms) << "the far heartbeat is 2.5s: the step comes when the line is due";
+  EXPECT_TRUE(b.wait_calls[1].fresh) << "it ends more than fresh_every after the last full step: a full one";
+}
+
 TEST(TakeLock, AGrantTheMasterCannotConfirmIsUnavailableWithoutWaitingNeverBusy) {
   FakeBackend b(timing());
   b.acquire_answers = {answer(Outcome::acquired)};
