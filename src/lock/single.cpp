@@ -64,6 +64,17 @@ public:
   }
   Released release(const LockName& name, const std::string& token, const Ending& ending) override {
     std::string why;
+    if (first_request_may_ask_cluster(name)) {
+      // (rlock release: its release is the first request, and the eviction check's cache read
+      // with it says whether this is a Cluster node, with no INFO and no round trip of its own.
+      // One that is, and is not where a majority of the masters says the lock lives, gave back a
+      // hold that is not known to have been ours alone: it is released again where they say.)
+      bool released = lock::release(m_node, name, timing(), token, ending);
+      if (confirmed_where_it_lives(name, why)) return released ? Released::released : Released::not_held;
+      log::verbose("{}: {}; releasing {} where the majority says it lives", display(), why, name.key);
+      m_client->forget_master();
+      return lock::release(m_node, name, timing(), token, ending) ? Released::released : Released::not_held;
+    }
     if (!confirmed_where_it_lives(name, why)) {
       // Released where the majority (of the sentinels, of a Cluster's masters) says the lock
       // lives: a hold on a server they no longer name is not known to have been ours alone.
@@ -149,6 +160,19 @@ private:
   bool confirmed_where_it_lives(const LockName& name, std::string& why) {
     if (!m_client->confirm_current_master(why)) return false;
     return !cluster() || m_client->confirm_slot_owner(name.lock_key(), hash_slot(name.lock_key()), why);
+  }
+
+  // Whether a request that is the first of this process (no greeting read yet, nothing known of
+  // the server) to a redis:// URL can carry the eviction check's cache, which says whether the
+  // server is a Cluster node: then it does (the greeting).
+  bool first_request_may_ask_cluster(const LockName& name) {
+    if (m_client->url().kind != redis::Url::Kind::direct || m_cluster || m_facts || !m_policy_key.empty() ||
+        m_client->greeting_reply()) {
+      return false;
+    }
+    m_policy_key = name.policy_key();
+    m_client->set_greeting({"GET", m_policy_key});
+    return true;
   }
 
   // Whether the server of a redis:// URL is a Cluster node: what the eviction check's cache, read

@@ -353,5 +353,23 @@ TEST_F(CostTest, TheEvictionPolicyIsReadOnceAnHour) {
   while (std::getline(in, line)) EXPECT_NE(line.rfind("cmdstat_info:", 0), 0u) << "the second run asked INFO: " << line;
 }
 
+// `rlock release` in a script (tok=$(rlock acquire k); ...; rlock release k): its release is its
+// process's first request, and whether the server is a Cluster node comes from the same cache,
+// read with it: no INFO.
+TEST_F(CostTest, AReleaseOnItsOwnAsksNoInfo) {
+  auto taker = backend();
+  taker->check_eviction_before(name, false);
+  Contender a = contender("101");
+  ASSERT_EQ(taker->try_acquire(name, a, false, {}).outcome, Outcome::acquired);
+  taker->check_eviction_after(false);
+  reset();
+  auto releaser = backend();
+  ASSERT_EQ(releaser->release(name, a.token, lock::Ending{}), lock::Released::released);
+  EXPECT_TRUE(call({"EXISTS", name.lock_key()}).integer == 0) << "released";
+  std::istringstream in(call({"INFO", "commandstats"}).str);
+  std::string line;
+  while (std::getline(in, line)) EXPECT_NE(line.rfind("cmdstat_info:", 0), 0u) << "the release asked INFO: " << line;
+}
+
 }  // namespace
 }  // namespace rlock::test
