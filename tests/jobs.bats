@@ -510,22 +510,28 @@ tree_running() { [[ $(wc -l <"$T/pids" 2>/dev/null) -ge 4 ]] && grep -q '^old ' 
 
 @test "--cancel-in-progress, --preempt: a holder started without the flag is waited for, and the waiter says why" {
   redis_start
-  bg holder rlock run c -- "$T/job.sh" holder 2
+  # The holders run until the test has seen the waiter say why it waits.
+  bg holder rlock run c -- sh -c '"$0" holder 0; while [ ! -e "$1" ]; do sleep 0.05; done' "$T/job.sh" "$T/go"
   wait_until -t 10 started holder || fail "the holder did not start: $(bg_err holder)"
   bg w rlock run c --cancel-in-progress -w 30s -- "$T/job.sh" W 0
   wait_until -t 10 grep -q "not cancellable" "$T/w.err" || fail "the waiter says nothing: $(bg_err w)"
-  assert_equal "$(cat "$T/w.err")" \
-    "rlock: c: the holder is not cancellable (started without --cancel-in-progress); waiting for it"
+  bg_done holder && fail "the holder ended: $(bg_err holder)"
+  touch "$T/go"
   assert_bg_status holder 0 15
   assert_bg_status w 0 15
+  assert_equal "$(cat "$T/w.err")" \
+    "rlock: c: the holder is not cancellable (started without --cancel-in-progress); waiting for it"
   assert_equal "$(starts)" "holder W"
-  bg holder2 rlock run p -- "$T/job.sh" holder2 1
+  bg holder2 rlock run p -- sh -c '"$0" holder2 0; while [ ! -e "$1" ]; do sleep 0.05; done' "$T/job.sh" "$T/go2"
   wait_until -t 10 started holder2 || fail "the holder did not start: $(bg_err holder2)"
-  run --separate-stderr rlock acquire p --preempt -w 30s
-  assert_success
-  [[ $stderr == "rlock: p: the holder is not preemptible (started without --preemptible); waiting for it" ]] ||
-    fail "stderr: $stderr"
+  bg pre rlock acquire p --preempt -w 30s
+  wait_until -t 10 grep -q "not preemptible" "$T/pre.err" || fail "the waiter says nothing: $(bg_err pre)"
+  bg_done holder2 && fail "the holder ended: $(bg_err holder2)"
+  touch "$T/go2"
   assert_bg_status holder2 0 15
+  assert_bg_status pre 0 15
+  assert_equal "$(cat "$T/pre.err")" \
+    "rlock: p: the holder is not preemptible (started without --preemptible); waiting for it"
 }
 
 # --- Sentinel, Cluster, Redlock ---------------------------------------------------------------
