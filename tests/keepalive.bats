@@ -274,7 +274,7 @@ SCRIPT
   chmod 755 "$other/rlock"
   run bash -c 'cd / && setpriv --reuid=nobody --regid=nogroup --clear-groups env -u XDG_RUNTIME_DIR HOME="$1" \
     RLOCK_URL="$RLOCK_URL" RLOCKTEST_MARK="$RLOCKTEST_MARK" sh -c '"'"'tok=$("$0" acquire k --keepalive -t 2s) &&
-    ls "$HOME/.rlock" && sleep 3 && RLOCK_TOKEN=$tok "$0" release k && echo released'"'"' "$2/rlock"' _ "$home" "$other"
+    ls "$HOME/.rlock" && sleep 2.5 && RLOCK_TOKEN=$tok "$0" release k && echo released'"'"' "$2/rlock"' _ "$home" "$other"
   local squatted
   squatted=$(ls -A "$squat")
   rm -rf "$squat" "$other"
