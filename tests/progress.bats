@@ -110,8 +110,23 @@ transcript: $(LC_ALL=C cat -v "$T/$name.tty" 2>/dev/null)"
 }
 
 # Two terminals at once, each waiting first in the queue of its own key: TERM=xterm (k) and
-# TERM=dumb (k2).
-@test "on a terminal, a waiter shows one line naming the holder and its queue position, rewritten in place and erased at the end; with TERM=dumb, as lines, never rewritten" {
+# TERM=dumb (k2). Beside them, through the same wait, three waiters that print nothing, each
+# first in the queue of its own key (as alone): under a pty with -q in a CI, under a pty with -q,
+# and with no terminal at all.
+@test "on a terminal, a waiter shows one line naming the holder and its queue position, rewritten in place and erased at the end; with TERM=dumb, as lines, never rewritten; with -q or no terminal, nothing" {
+  local key
+  for key in kci ktty kplain; do
+    bg "holder_$key" rlock run "$key" -- "$CS" "$WLOG" "holder_$key" "until:$T/go"
+    wait_cs "holder_$key" "holder_$key"
+  done
+  echo 'wait_exit 60' >"$T/steps.quiet"
+  pty_bg_as ci "$T/steps.quiet" env TERM=xterm CI=true rlock run kci -q -w 60 -- true
+  pty_bg_as tty "$T/steps.quiet" env TERM=xterm rlock run ktty -q -w 60 -- true
+  TERM=xterm enqueue plain kplain 1 rlock run kplain -w 30 -- true
+  wait_until -t 15 queue_is kci 1 || fail "the waiter in a CI did not queue: $(status_json kci)"
+  wait_until -t 15 queue_is ktty 1 || fail "the waiter on a terminal did not queue: $(status_json ktty)"
+  local quiet_since
+  quiet_since=$(now_ms)
   bg holder rlock run k -- "$CS" "$WLOG" holder "until:$T/go"
   wait_cs holder holder
   bg holder2 rlock run k2 -- "$CS" "$WLOG" holder2 "until:$T/go"
@@ -125,9 +140,21 @@ transcript: $(LC_ALL=C cat -v "$T/$name.tty" 2>/dev/null)"
   pty_bg "$T/steps" env TERM=xterm rlock run k -w 60 -- true
   wait_step "expect 30 ("
   PTY_MARKS=$T/dumb.marks wait_step "expect 30 $holder2_pid"
+  # The quiet ones: long enough for a progress line to show (about 2s into the wait).
+  local left=$((quiet_since + 3500 - $(now_ms)))
+  ((left <= 0)) || sleep "$(awk -v m="$left" 'BEGIN { printf "%.3f", m / 1000 }')"
   touch "$T/go"
   pty_end
   pty_end dumb
+  local name
+  for name in ci tty; do
+    pty_end "$name"
+    [[ ! -s $T/$name.tty ]] || fail "$name: printed $(LC_ALL=C cat -v "$T/$name.tty")"
+  done
+  bg_wait plain 20
+  assert_equal "$BG_STATUS" 0
+  [[ ! -s $T/plain.err ]] || fail "printed on stderr: $(LC_ALL=C cat -v "$T/plain.err")"
+  [[ ! -s $T/plain.out ]] || fail "printed on stdout: $(LC_ALL=C cat -v "$T/plain.out")"
   transcript_check "$holder_pid"
   local text waited
   text=$(LC_ALL=C tr -d '\033' <"$PTY_OUT")
@@ -146,36 +173,7 @@ transcript: $(LC_ALL=C cat -v "$T/$name.tty" 2>/dev/null)"
     fail "no line of its own names the holder: $(LC_ALL=C cat -v "$dumb")"
   LC_ALL=C grep -q "^rlock: got k2 after [0-9]*s"$'\r'"\$" "$dumb" ||
     fail "no line says the lock was got: $(LC_ALL=C cat -v "$dumb")"
-  wait_all 10 holder holder2
-}
-
-@test "nothing is printed while waiting: on a terminal with -q (in a CI or not), and without a terminal" {
-  # Three waiters at once, each first in the queue of its own key (as alone): under a pty with -q
-  # in a CI, under a pty with -q, and with no terminal at all.
-  local key
-  for key in kci ktty kplain; do
-    bg "holder_$key" rlock run "$key" -- "$CS" "$WLOG" "holder_$key" "until:$T/go"
-    wait_cs "holder_$key" "holder_$key"
-  done
-  echo 'wait_exit 60' >"$T/steps"
-  pty_bg_as ci "$T/steps" env TERM=xterm CI=true rlock run kci -q -w 60 -- true
-  pty_bg_as tty "$T/steps" env TERM=xterm rlock run ktty -q -w 60 -- true
-  TERM=xterm enqueue plain kplain 1 rlock run kplain -w 30 -- true
-  wait_until -t 15 queue_is kci 1 || fail "the waiter in a CI did not queue: $(status_json kci)"
-  wait_until -t 15 queue_is ktty 1 || fail "the waiter on a terminal did not queue: $(status_json ktty)"
-  # Long enough for a progress line to show (about 2s into the wait).
-  sleep 3.5
-  touch "$T/go"
-  local name
-  for name in ci tty; do
-    pty_end "$name"
-    [[ ! -s $T/$name.tty ]] || fail "$name: printed $(LC_ALL=C cat -v "$T/$name.tty")"
-  done
-  bg_wait plain 20
-  assert_equal "$BG_STATUS" 0
-  [[ ! -s $T/plain.err ]] || fail "printed on stderr: $(LC_ALL=C cat -v "$T/plain.err")"
-  [[ ! -s $T/plain.out ]] || fail "printed on stdout: $(LC_ALL=C cat -v "$T/plain.out")"
-  wait_all 10 holder_kci holder_ktty holder_kplain
+  wait_all 10 holder holder2 holder_kci holder_ktty holder_kplain
 }
 
 # Whether a position line of w2's log after the first says 1.

@@ -200,7 +200,8 @@ STREAM
   holding x0 x
   local i
   for i in 1 2 3 4; do
-    HOLD_MODE=s enqueue "s$i" k "$i" rlock run k -s -w 100 -- "$HOLD" "$HLOG" "s$i" 1.5
+    # 1s each: longer than the 800ms they may start apart, so that all four hold at once.
+    HOLD_MODE=s enqueue "s$i" k "$i" rlock run k -s -w 100 -- "$HOLD" "$HLOG" "s$i" 1
   done
   HOLD_MODE=x enqueue x5 k 5 rlock run k -w 100 -- "$HOLD" "$HLOG" x5 0.2
   HOLD_MODE=s enqueue s6 k 6 rlock run k -s -w 100 -- "$HOLD" "$HLOG" s6 0.2
