@@ -55,10 +55,18 @@ normalised() {
     esac
 }
 
-# Succeeds if TEXT (stdin) names the long option OPT as a whole word:
-# "--ttl" matches "--ttl", "--ttl=", "--ttl)" but not "--ttl-foo" or "--no--ttl".
+# names_option OPT TEXT: succeeds if TEXT names the long option OPT as a whole word:
+# "--ttl" matches "--ttl", "--ttl=", "--ttl)" but not "--ttl-foo" or "--no--ttl". (A match in
+# the shell: a grep for each option and page would start hundreds of processes a test.)
 names_option() {
-    grep -Eq -- "(^|[^-])$1([^a-z0-9-]|\$)"
+    local re="(^|[^-])$1([^a-z0-9-]|\$)"
+    [[ $2 =~ $re ]]
+}
+
+# names_word WORD TEXT: succeeds if TEXT holds WORD as a whole word (as grep -w finds it).
+names_word() {
+    local re="(^|[^[:alnum:]_])$1([^[:alnum:]_]|\$)"
+    [[ $2 =~ $re ]]
 }
 
 # The option table, from `rlock --dump-options` (its format: the comment above dump_options in
@@ -103,13 +111,13 @@ check_options() {
         IFS=, read -ra names <<<"$opts"
         for name in "${names[@]}"; do
             [[ $name == --* ]] || continue
-            names_option "$name" <<<"$man" || missing+=("$name is missing from $MAN_PAGE")
-            names_option "$name" <<<"$help" || missing+=("$name is missing from 'rlock ${help_args[*]} --help'")
+            names_option "$name" "$man" || missing+=("$name is missing from $MAN_PAGE")
+            names_option "$name" "$help" || missing+=("$name is missing from 'rlock ${help_args[*]} --help'")
         done
         [[ $env == - ]] && continue
         IFS=, read -ra envs <<<"$env"
         for var in "${envs[@]}"; do
-            grep -qw -- "$var" <<<"$environment" || missing+=("$var ($opts) is missing from ENVIRONMENT in $MAN_PAGE")
+            names_word "$var" "$environment" || missing+=("$var ($opts) is missing from ENVIRONMENT in $MAN_PAGE")
         done
     done
     ((n > 0)) || fail "'rlock --dump-options' lists no option for $command"

@@ -89,11 +89,11 @@ with open(log, "a") as f:
   # acquire says the same as run (it waits beside it).
   bg acq rlock acquire k -w 500ms
   start=$(now_ms)
-  run --separate-stderr rlock run k --timeout 1s -- touch "$T/ran"
+  run --separate-stderr rlock run k --timeout 600ms -- touch "$T/ran"
   took=$(elapsed_ms "$start")
   assert_equal "$status" 75
-  [[ $stderr == *"gave up after 1s (--wait)"* ]] || fail "'$stderr'"
-  ((took >= 900 && took < 10000)) || fail "--timeout 1s gave up after ${took}ms"
+  [[ $stderr == *"gave up after 600ms (--wait)"* ]] || fail "'$stderr'"
+  ((took >= 550 && took < 10000)) || fail "--timeout 600ms gave up after ${took}ms"
   assert_file_not_exists "$T/ran"
   bg_wait acq 10
   assert_equal "$BG_STATUS" 75

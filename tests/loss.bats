@@ -4,6 +4,7 @@
 # exits 76 (--lost-exit-code).
 
 load helpers/common
+load helpers/servers
 
 setup() {
   common_setup
@@ -41,31 +42,43 @@ family_of() {
   GRANDCHILD=$(cat "$T/$1.family.gc")
 }
 
-# Four holders lose their locks at once (the same wait: the next renewal, within TTL/3): a
+# Five holders lose their locks at once (the same wait: the next renewal, within TTL/3): a
 # deleted key stops the whole process group in time, 76; --lost-exit-code chooses the code; a
 # lock taken over by another holder is lost too (the new holder keeps it); --signal chooses the
-# signal sent on loss.
-@test "a deleted or taken-over key stops the whole process group within TTL/3 + kill-after + 1s; --lost-exit-code, --signal" {
+# signal sent on loss; a child that ignores the signal gets SIGKILL after --kill-after.
+@test "a deleted or taken-over key stops the whole process group within TTL/3 + kill-after + 1s; --lost-exit-code, --signal; SIGKILL after --kill-after" {
   cat >"$T/int.sh" <<'INT'
 trap 'echo INT >> "$0.log"; exit 0' INT
 trap 'echo TERM >> "$0.log"; exit 0' TERM
 echo $$ > "$0.pid"
 while :; do sleep 0.05; done
 INT
+  cat >"$T/stubborn.sh" <<'STUBBORN'
+trap 'date +%s%N >> "$0.term"' TERM
+echo $$ > "$0.pid"
+while :; do sleep 0.05; done
+STUBBORN
   start_family deleted a -t 3s --kill-after 1s
   start_family code b -t 3s --kill-after 1s --lost-exit-code 9
   start_family taken c -t 3s --kill-after 1s
   bg int rlock run d -t 3s --kill-after 1s --signal INT -- sh "$T/int.sh"
+  bg stubborn rlock run e -t 3s --kill-after 1s -- sh "$T/stubborn.sh"
   wait_until test -s "$T/int.sh.pid" || fail "the child did not start: $(bg_err int)"
-  local t0 took
+  wait_until test -s "$T/stubborn.sh.pid" || fail "the child did not start: $(bg_err stubborn)"
+  local t0 took stubborn_child
+  stubborn_child=$(cat "$T/stubborn.sh.pid")
   t0=$(now_ms)
   rcli del "$(lock_key a)" >/dev/null
   rcli del "$(lock_key b)" >/dev/null
   rcli set "$(lock_key c)" someone-else-0123456789abcdef0123 >/dev/null
   rcli del "$(lock_key d)" >/dev/null
+  rcli del "$(lock_key e)" >/dev/null
   family_of deleted
-  wait_until -t 6 family_gone || fail "the process group is still running 6s after the lock was lost"
-  took=$(elapsed_ms "$t0")
+  # The group of the deleted key, and the stubborn child, each seen gone as soon as it is.
+  family_gone_at='' stubborn_gone_at=''
+  wait_until -t 6 _deleted_and_stubborn_gone ||
+    fail "6s after the locks were lost: the process group is ${family_gone_at:+not }still running, the stubborn child ${stubborn_gone_at:+not }still running"
+  took=$((family_gone_at - t0))
   ((took <= 3000)) || fail "the process group was gone ${took}ms after the loss (limit 3000ms)"
   bg_wait deleted 5
   assert_equal "$BG_STATUS" 76
@@ -84,28 +97,23 @@ INT
   bg_wait int 6
   assert_equal "$BG_STATUS" 76
   assert_equal "$(cat "$T/int.sh.log")" INT
+  # The child that ignores SIGTERM: SIGKILL about --kill-after later.
+  [[ -s $T/stubborn.sh.term ]] || fail "the stubborn child got no SIGTERM"
+  local term gap
+  term=$(($(head -n 1 "$T/stubborn.sh.term") / 1000000))
+  (((took = term - t0) <= 3000)) || fail "the stubborn child got SIGTERM ${took}ms after the loss (limit 3000ms)"
+  gap=$((stubborn_gone_at - term))
+  ((gap >= 700 && gap <= 2500)) || fail "SIGKILL came ${gap}ms after SIGTERM with --kill-after 1s"
+  bg_wait stubborn 5
+  assert_equal "$BG_STATUS" 76
 }
 
-@test "a child that ignores the signal gets SIGKILL after --kill-after" {
-  cat >"$T/stubborn.sh" <<'STUBBORN'
-trap 'date +%s%N >> "$0.term"' TERM
-echo $$ > "$0.pid"
-while :; do sleep 0.05; done
-STUBBORN
-  bg holder rlock run k -t 3s --kill-after 1s -- sh "$T/stubborn.sh"
-  wait_until test -s "$T/stubborn.sh.pid" || fail "the child did not start: $(bg_err holder)"
-  local child
-  child=$(cat "$T/stubborn.sh.pid")
-  rcli del "$(lock_key k)" >/dev/null
-  wait_until -t 3 test -s "$T/stubborn.sh.term" || fail "the child got no SIGTERM"
-  wait_until -t 4 pid_gone "$child" || fail "the child survived SIGKILL"
-  local gone term gap
-  gone=$(now_ms)
-  term=$(($(head -n 1 "$T/stubborn.sh.term") / 1000000))
-  gap=$((gone - term))
-  ((gap >= 700 && gap <= 2500)) || fail "SIGKILL came ${gap}ms after SIGTERM with --kill-after 1s"
-  bg_wait holder 5
-  assert_equal "$BG_STATUS" 76
+# _deleted_and_stubborn_gone: records in family_gone_at and stubborn_gone_at when the family
+# (family_of) and the stubborn child were first seen gone; succeeds once both are.
+_deleted_and_stubborn_gone() {
+  [[ -z $family_gone_at ]] && family_gone && family_gone_at=$(now_ms)
+  [[ -z $stubborn_gone_at ]] && pid_gone "$stubborn_child" && stubborn_gone_at=$(now_ms)
+  [[ -n $family_gone_at && -n $stubborn_gone_at ]]
 }
 
 @test "Redis restarted empty under a running run: the group is stopped, 76; the loss says the server restarted, and is recorded so" {
@@ -159,29 +167,31 @@ STUBBORN
   assert_output --partial "1 lost since the last success"
 }
 
-@test "Redis gone for good: the child is stopped before the lock's TTL runs out, exit 76" {
+# Two holders, each on its own server, at once: one whose server dies for good, one whose server
+# pauses for less than the renewal margin.
+@test "Redis gone for good: the child is stopped before the lock's TTL runs out, 76; a pause shorter than the renewal margin does not lose the lock" {
+  srv_start brief || fail "could not start a second redis-server"
+  local brief_srv=$SRV_PID brief_url="redis://127.0.0.1:$SRV_PORT"
+  bg brief rlock run k -u "$brief_url" -t 3s --kill-after 1s --io-timeout 500ms -- sh -c 'touch "$0"; sleep 2' "$T/started"
+  wait_until test -e "$T/started" || fail "the child did not start: $(bg_err brief)"
+  [[ $(srv_cli "${brief_url##*:}" exists "$(lock_key k)") == 1 ]] || fail "the brief holder does not hold its lock"
   start_family holder k -t 3s --kill-after 1s
   local t0 took
   t0=$(now_ms)
   redis_kill
+  kill -STOP "$brief_srv"
+  sleep 0.3
+  kill -CONT "$brief_srv"
   wait_until -t 6 family_gone || fail "the process group is still running 6s after Redis died"
   took=$(elapsed_ms "$t0")
   # The last renewal was before the kill, so the lock's validity ended at most 3s after it.
   ((took < 3050)) || fail "the process group was gone ${took}ms after Redis died, past the 3s TTL"
   bg_wait holder 10
   assert_equal "$BG_STATUS" 76
-}
-
-@test "a Redis pause shorter than the renewal margin does not lose the lock" {
-  bg holder rlock run k -t 3s --kill-after 1s --io-timeout 500ms -- sh -c 'touch "$0"; sleep 2' "$T/started"
-  wait_until test -e "$T/started" || fail "the child did not start: $(bg_err holder)"
-  assert lock_held k
-  kill -STOP "$REDIS_PID"
-  sleep 0.3
-  kill -CONT "$REDIS_PID"
-  bg_wait holder 10
+  # The brief pause.
+  bg_wait brief 10
   assert_equal "$BG_STATUS" 0
-  assert lock_free k
+  [[ $(srv_cli "${brief_url##*:}" exists "$(lock_key k)") == 0 ]] || fail "the brief holder did not release its lock"
 }
 
 @test "--kill-after too long for the TTL is a usage error" {

@@ -183,21 +183,13 @@ wait_for_go() {
   assert_equal "$BG_STATUS" 0
 }
 
-@test "-w 1 gives up after about a second with 75" {
+# Two waits that give up, at once (on two locks, so that neither waiter sees the other).
+@test "-w 1 gives up after about a second with 75; -w 500ms after about half a second (-E sets the code), and does not count itself among the waiters" {
   acquire_token k -t 60s
+  acquire_token j -t 60s
   local t0 took
   t0=$(now_ms)
-  run rlock run k -w 1 -- touch "$T/ran"
-  took=$(elapsed_ms "$t0")
-  assert_failure 75
-  assert_file_not_exists "$T/ran"
-  ((took >= 900 && took <= 3000)) || fail "-w 1 gave up after ${took}ms"
-}
-
-@test "-w 500ms gives up after about half a second (-E sets the code), and does not count itself among the waiters" {
-  acquire_token k -t 60s
-  local t0 took
-  t0=$(now_ms)
+  bg second rlock run j -w 1 -- touch "$T/ran-j"
   # (-E changes the code of a wait that gives up too.)
   run --separate-stderr rlock run k -w 500ms -E 3 -- touch "$T/ran"
   took=$(elapsed_ms "$t0")
@@ -206,6 +198,11 @@ wait_for_go() {
   ((took >= 400 && took <= 2500)) || fail "-w 500ms gave up after ${took}ms"
   [[ $stderr == *"k is held by "*"gave up after 500ms (--wait)"* ]] || fail "unexpected message: $stderr"
   [[ $stderr != *waiting* ]] || fail "the lone waiter counted itself: $stderr"
+  bg_wait second 5
+  took=$(elapsed_ms "$t0")
+  assert_equal "$BG_STATUS" 75
+  assert_file_not_exists "$T/ran-j"
+  ((took >= 900 && took <= 3000)) || fail "-w 1 gave up after ${took}ms"
 }
 
 @test "-v says acquired once, with how long it waited" {
@@ -340,10 +337,12 @@ EOF
   assert lock_free k
 }
 
-@test "--max-hold stops the child and exits 76" {
+@test "--max-hold stops the child and exits 76, or the --lost-exit-code" {
   local t0 took
   t0=$(now_ms)
   bg holder rlock run k --max-hold 1s -- sh -c 'echo $$ > "$0"; exec sleep 100' "$T/child"
+  run rlock run j --max-hold 300ms --lost-exit-code 5 -- sleep 100
+  assert_failure 5
   wait_until test -s "$T/child" || fail "the child did not start: $(bg_err holder)"
   bg_wait holder 10
   took=$(elapsed_ms "$t0")
@@ -351,11 +350,6 @@ EOF
   ((took >= 900 && took <= 4000)) || fail "--max-hold 1s ended after ${took}ms"
   assert pid_gone "$(cat "$T/child")"
   wait_until lock_free k || fail "the lock is still held after --max-hold ended the run"
-}
-
-@test "--max-hold with --lost-exit-code exits with that code" {
-  run rlock run k --max-hold 300ms --lost-exit-code 5 -- sleep 100
-  assert_failure 5
 }
 
 @test "a child that finishes before --max-hold is not affected" {

@@ -71,7 +71,8 @@ assert_tls_error() {
 
 @test "run renews over one TLS connection: a child longer than the TTL keeps the lock" {
   tls_start server
-  run --separate-stderr rlock run k -t 900ms -u "$RLOCK_TLS_URL" --cacert "$C/ca.pem" -- sleep 2
+  # (Without renewals the lease would end 300ms before the child: the run would exit 76.)
+  run --separate-stderr rlock run k -t 900ms -u "$RLOCK_TLS_URL" --cacert "$C/ca.pem" -- sleep 1.2
   assert_success
   tls_lock_free k
 }
@@ -194,7 +195,7 @@ assert_tls_error() {
   redis_start
   local t0 took
   t0=$(now_ms)
-  run --separate-stderr timeout 10 rlock run k --connect-timeout 1s --io-timeout 1s \
+  run --separate-stderr timeout 10 rlock run k --connect-timeout 500ms --io-timeout 500ms \
     -u "rediss://127.0.0.1:$REDIS_PORT" --cacert "$C/ca.pem" -- touch "$T/ran"
   took=$(elapsed_ms "$t0")
   assert_error_exit 69

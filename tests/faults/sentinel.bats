@@ -263,30 +263,11 @@ sentinels_start_auth() {
   done
 }
 
-@test "sentinels with a password: --sentinel-password-file reaches the master" {
+# One set-up of sentinels with a password for all the ways to give it (or not).
+@test "sentinels with a password: --sentinel-password-file or RLOCK_SENTINEL_PASSWORD reaches the master; none given: 69 or 77, with a hint naming the sentinels' password" {
   repl_start
   sentinels_start_auth sentinel-s3cret
-  printf 'sentinel-s3cret\n' >"$T/sentinel.pass"
-  chmod 600 "$T/sentinel.pass"
-  run --separate-stderr rlock run k -u "$SENTINEL_URL" --sentinel-password-file "$T/sentinel.pass" -- \
-    sh -c 'redis-cli -p "$0" exists "rlock:{k}"' "$MASTER_PORT"
-  assert_success
-  assert_output 1
-  [[ $stderr != *sentinel-s3cret* ]] || fail "the password shows on stderr: '$stderr'"
-}
-
-@test "sentinels with a password: RLOCK_SENTINEL_PASSWORD reaches the master" {
-  repl_start
-  sentinels_start_auth sentinel-s3cret
-  RLOCK_SENTINEL_PASSWORD=sentinel-s3cret run --separate-stderr rlock run k -u "$SENTINEL_URL" -- \
-    sh -c 'redis-cli -p "$0" exists "rlock:{k}"' "$MASTER_PORT"
-  assert_success
-  assert_output 1
-}
-
-@test "sentinels with a password, none given: 69 or 77, with a hint naming the sentinels' password" {
-  repl_start
-  sentinels_start_auth sentinel-s3cret
+  # None given.
   run --separate-stderr rlock run k -u "$SENTINEL_URL" -- touch "$T/ran"
   [[ $status == 69 || $status == 77 ]] || fail "expected 69 or 77, got $status: '$stderr'"
   assert_error_exit "$status"
@@ -298,4 +279,17 @@ sentinels_start_auth() {
   [[ $status == 69 || $status == 77 ]] || fail "wrong password: expected 69 or 77, got $status: '$stderr'"
   [[ $stderr != *wrong-pass* ]] || fail "the password shows on stderr: '$stderr'"
   assert_file_not_exists "$T/ran"
+  # --sentinel-password-file.
+  printf 'sentinel-s3cret\n' >"$T/sentinel.pass"
+  chmod 600 "$T/sentinel.pass"
+  run --separate-stderr rlock run k -u "$SENTINEL_URL" --sentinel-password-file "$T/sentinel.pass" -- \
+    sh -c 'redis-cli -p "$0" exists "rlock:{k}"' "$MASTER_PORT"
+  assert_success
+  assert_output 1
+  [[ $stderr != *sentinel-s3cret* ]] || fail "the password shows on stderr: '$stderr'"
+  # RLOCK_SENTINEL_PASSWORD.
+  RLOCK_SENTINEL_PASSWORD=sentinel-s3cret run --separate-stderr rlock run k -u "$SENTINEL_URL" -- \
+    sh -c 'redis-cli -p "$0" exists "rlock:{k}"' "$MASTER_PORT"
+  assert_success
+  assert_output 1
 }

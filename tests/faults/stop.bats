@@ -11,6 +11,7 @@
 # again), and be gone soon after.
 
 load ../helpers/common
+load ../helpers/servers
 load helpers/faults
 
 setup() {
@@ -141,23 +142,18 @@ while :; do sleep 0.05 & wait $!; done
 END
 }
 
-@test "renewals failing (Redis paused): the command gets --signal once, then SIGKILL" {
-  term_counter >"$T/cmd"
-  T=$T bg holder rlock run k -t 3s --kill-after 1s -- bash "$T/cmd"
-  wait_until test -e "$T/ready" || fail "the command did not start: $(bg_err holder)"
-  redis_pause
-  wait_until -t 10 pid_gone "$(cat "$T/ready")" || fail "the command was not killed: $(bg_err holder)"
-  # Back in touch, rlock records the loss at once rather than trying for one more TTL.
-  redis_resume
-  bg_wait holder 20
-  assert_equal "$BG_STATUS" 76
-  assert_equal "$(cat "$T/terms")" TERM
-}
-
-@test "renewals failing (Redis killed): a queued --signal arrives once per process, not once per way to the process" {
-  # A real-time signal queues: every kill(2) of it is one more instance, none merges with one
-  # still pending. The command blocks it and counts what arrives; it is in the child's process
-  # group and in the tree's cgroup (or found through /proc) at once.
+# Two holders whose renewals fail at once, each on its own server (the same wait: the lease, then
+# --kill-after):
+#   paused: its server stopped (SIGSTOP): the command gets --signal once, then SIGKILL.
+#   killed: its server killed: a queued --signal (a real-time signal: every kill(2) of it is one
+#           more instance, none merges with one still pending) arrives once per process, not
+#           once per way to the process. The command blocks it and counts what arrives; it is
+#           in the child's process group and in the tree's cgroup (or found through /proc) at
+#           once.
+# Back in touch, each rlock records the loss at once rather than trying for one more TTL.
+@test "renewals failing (Redis paused, or killed): --signal once (a queued one once per process), then SIGKILL" {
+  mkdir "$T/p"
+  term_counter >"$T/p/cmd"
   cat >"$T/cmd.py" <<'END'
 import os, signal
 sig = 40
@@ -170,12 +166,22 @@ while True:
         with open(os.environ["T"] + "/signals", "a") as f:
             f.write("40\n")
 END
+  srv_start paused || fail "could not start a second redis-server"
+  local paused_srv=$SRV_PID
   T=$T bg holder rlock run k -t 3s --kill-after 1s --signal 40 -- "$FAULTS_PYTHON" "$T/cmd.py"
   wait_until -t 10 test -e "$T/ready" || fail "the command did not start: $(bg_err holder)"
+  T=$T/p bg paused rlock run p -u "redis://127.0.0.1:$SRV_PORT" -t 3s --kill-after 1s -- bash "$T/p/cmd"
+  wait_until -t 10 test -e "$T/p/ready" || fail "the command did not start: $(bg_err paused)"
+  kill -STOP "$paused_srv"
   redis_kill
+  wait_until -t 10 pid_gone "$(cat "$T/p/ready")" || fail "the command was not killed: $(bg_err paused)"
   wait_until -t 10 pid_gone "$(cat "$T/ready")" || fail "the command was not killed: $(bg_err holder)"
-  # A server again (empty): rlock records the loss at once rather than trying for one more TTL.
+  kill -CONT "$paused_srv"
+  # A server again (empty).
   redis_restart
+  bg_wait paused 20
+  assert_equal "$BG_STATUS" 76
+  assert_equal "$(cat "$T/p/terms")" TERM || fail "$(bg_err paused)"
   bg_wait holder 20
   assert_equal "$BG_STATUS" 76
   assert_equal "$(cat "$T/signals")" 40
@@ -210,10 +216,15 @@ END
   assert_equal "$BG_STATUS" 0
 }
 
-# guard_of_holder: the background rlock "holder" has its guard process.
-guard_of_holder() { pgrep -P "$holder_pid" -x 'rlock guard' >/dev/null; }
-# holder_queued: one waiter in k's queue.
-holder_queued() { [[ $(rcli zcard 'rlock:{k}:q' 2>/dev/null) == 1 ]]; }
+# guard_of NAME: the background rlock NAME has its guard process.
+guard_of() {
+  local pid=${1}_pid
+  pgrep -P "${!pid}" -x 'rlock guard' >/dev/null
+}
+guard_of_holder() { guard_of holder; }
+# queued KEY: one waiter in KEY's queue.
+queued() { [[ $(rcli zcard "rlock:{$1}:q" 2>/dev/null) == 1 ]]; }
+holder_queued() { queued k; }
 
 # untraced_leak_check: ASAN_OPTIONS for an rlock run under strace: LeakSanitizer, which does not
 # work under ptrace, off (the sanitizer pass); nothing else changes.
@@ -274,68 +285,65 @@ strace_delay_possible() {
   assert_equal "$(xargs <"$T/ran-o")" "second"
 }
 
-@test "the guard held up past the lease between its check and the child's start: the child does not exec, 76" {
+# Two guards held up at once (each run queued behind a lock the test holds, so that its guard
+# has started and said it is ready before strace attaches to it):
+#   k: strace holds up the guard's first clone, which starts the child once the guard found the
+#      deadline still ahead, for 3s: the child would run past the 2s lease. It must not exec.
+#   j: strace holds up the guard's next write(2), the report that the command started, for 4s:
+#      twice the lease, as a starved or frozen guard would be. The command runs meanwhile, and
+#      the guard cannot keep its deadline: rlock kills the tree itself, before the next holder.
+@test "the guard held up past the lease before the child's start (no exec) or before its report (rlock kills the tree): 76" {
   strace_delay_possible
   printf '#!/bin/sh\ntouch "%s/ran"\n' "$T" >"$T/cmd"
   chmod +x "$T/cmd"
   bg watch "$FAULTS_PYTHON" "$FAULTS_HELPERS/exec-watch" "$T/cmd" "$T/opens"
   wait_until test -s "$T/opens" || fail "exec-watch did not start: $(bg_err watch)"
-  # The guard starts while rlock waits in the queue; strace then holds up its first clone, which
-  # starts the child once the guard found the deadline still ahead, for 3s: the child then runs
-  # past the 2s lease.
-  local tok guard
+  local tok tok_j guard guard_j
   tok=$(rlock acquire k -t 60s)
+  tok_j=$(rlock acquire j -t 60s)
   bg holder rlock run k --wait 30s -t 2s -- "$T/cmd"
+  bg report rlock run j --wait 30s -t 2s -- "$CS" "$WLOG" first 8 0.02
   wait_until guard_of_holder || fail "no guard: $(bg_err holder)"
+  wait_until guard_of report || fail "no guard: $(bg_err report)"
+  # Queued: each guard, started before the lock was asked for, has long said it is ready (the
+  # write that must not be the one held up).
   wait_until holder_queued || fail "the holder is not queued: $(bg_err holder)"
+  wait_until queued j || fail "the reporting run is not queued: $(bg_err report)"
   guard=$(pgrep -P "$holder_pid" -x 'rlock guard')
+  guard_j=$(pgrep -P "$report_pid" -x 'rlock guard')
   bg tracer strace -p "$guard" -o "$T/strace" -e trace=clone,clone3 -e inject=clone,clone3:delay_enter=3000000:when=1
+  bg tracer_j strace -p "$guard_j" -o "$T/strace-j" -e trace=write -e inject=write:delay_enter=4000000:when=1
   wait_until grep -q attached "$T/tracer.err" 2>/dev/null || wait_until test -s "$T/strace" ||
     fail "strace did not attach: $(bg_err tracer)"
+  wait_until grep -q attached "$T/tracer_j.err" 2>/dev/null || wait_until test -s "$T/strace-j" ||
+    fail "strace did not attach: $(bg_err tracer_j)"
   RLOCK_TOKEN=$tok rlock release k
+  RLOCK_TOKEN=$tok_j rlock release j
+  wait_cs first report
+  # The next holder of j runs once the lease has run out in Redis: by then the first command must
+  # be gone, killed by rlock itself (its guard being held up).
+  rlock run j --wait 20s -- "$CS" "$WLOG" second 0 || fail "the next holder did not run"
+  # k: the child found the deadline passed and did not exec ("not run"), or rlock, with its
+  # guard silent past the deadline, killed the child first: one error line either way.
   bg_wait holder 30
   [[ $(grep -c 'clone.*(DELAYED)' "$T/strace") == 1 ]] ||
     fail "the delay did not hold up the guard's start of the child: $(cat "$T/strace")"
   [[ $(grep -c '^open' "$T/opens") == 0 ]] || fail "the command was executed after its deadline"
   assert_file_not_exists "$T/ran"
   assert_equal "$BG_STATUS" 76
-  # The child found the deadline passed and did not exec ("not run"), or rlock, with its guard
-  # silent past the deadline, killed the child first: one error line either way.
   [[ $(count_error_lines "$(bg_err holder)") == 1 &&
     ($(bg_err holder) == *"not run"* || $(bg_err holder) == *"killed whatever of it had started"*) ]] ||
     fail "expected one error line saying the command was not run: $(bg_err holder)"
   assert lock_free k
-}
-
-@test "the guard held up between the command's start and its report, past the lease: rlock kills the tree in time, 76" {
-  strace_delay_possible
-  local tok guard
-  tok=$(rlock acquire k -t 60s)
-  # The guard starts while rlock waits in the queue; strace then holds up its next write(2), the
-  # report that the command started, for 4s: twice the lease, as a starved or frozen guard
-  # would be. The command runs meanwhile, and the guard cannot keep its deadline.
-  bg holder rlock run k --wait 30s -t 2s -- "$CS" "$WLOG" first 8 0.02
-  wait_until guard_of_holder || fail "no guard: $(bg_err holder)"
-  # Queued: the guard, started before the lock was asked for, has long said it is ready (the
-  # write that must not be the one held up).
-  wait_until holder_queued || fail "the holder is not queued: $(bg_err holder)"
-  guard=$(pgrep -P "$holder_pid" -x 'rlock guard')
-  bg tracer strace -p "$guard" -o "$T/strace" -e trace=write -e inject=write:delay_enter=4000000:when=1
-  wait_until grep -q attached "$T/tracer.err" 2>/dev/null || wait_until test -s "$T/strace" ||
-    fail "strace did not attach: $(bg_err tracer)"
-  RLOCK_TOKEN=$tok rlock release k
-  wait_cs first holder
-  # The next holder runs once the lease has run out in Redis: by then the first command must be
-  # gone, killed by rlock itself (its guard being held up).
-  rlock run k --wait 20s -- "$CS" "$WLOG" second 0 || fail "the next holder did not run"
-  bg_wait holder 20
-  grep -q 'write(.*"\\1\\0\\0\\0.*(DELAYED)' "$T/strace" ||
-    fail "the delay did not hold up the guard's report of the start: $(cat "$T/strace")"
+  # j.
+  bg_wait report 20
+  grep -q 'write(.*"\\1\\0\\0\\0.*(DELAYED)' "$T/strace-j" ||
+    fail "the delay did not hold up the guard's report of the start: $(cat "$T/strace-j")"
   assert_no_overlap
   assert_equal "$BG_STATUS" 76
-  [[ $(count_error_lines "$(bg_err holder)") == 1 && $(bg_err holder) == *"killed whatever of it had started"* ]] ||
-    fail "expected one error line saying rlock killed the command at its deadline: $(bg_err holder)"
-  assert lock_free k
+  [[ $(count_error_lines "$(bg_err report)") == 1 && $(bg_err report) == *"killed whatever of it had started"* ]] ||
+    fail "expected one error line saying rlock killed the command at its deadline: $(bg_err report)"
+  assert lock_free j
 }
 
 @test "without /proc (a mount namespace without it), the tree is still followed: rlock stopped, all gone" {

@@ -48,14 +48,17 @@ cgroup_of_command() {
 # rlock.001, ...: each names pid 1), into $crowd (teardown removes them); skips the test where
 # there is no cgroup v2 or no cgroup can be made.
 make_crowd() {
-  local mount own i
+  local mount own i name dirs=()
   mount=$(cgroup2_mount)
   [[ -n $mount ]] || skip "no cgroup v2 here"
   own=$(sed -n 's/^0:://p' /proc/self/cgroup)
   crowd=$mount${own%/}
+  # (One mkdir for all: a process for each would cost a second or two.)
   for ((i = 2; i <= 301; i++)); do
-    mkdir "$crowd/rlock.$(printf '%0*d' "$i" 1)" 2>/dev/null || skip "cannot make a cgroup here"
+    printf -v name '%0*d' "$i" 1
+    dirs+=("$crowd/rlock.$name")
   done
+  mkdir "${dirs[@]}" 2>/dev/null || skip "cannot make a cgroup here"
 }
 
 # The command's own cgroup, into $T/cgroup (as a path under the hierarchy).

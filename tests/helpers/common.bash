@@ -52,8 +52,10 @@ nap() {
 }
 
 # wait_until [-t SECONDS] [!] CMD [ARG...]
-# Runs CMD every 50ms until it succeeds (or, with !, fails); returns 1 when SECONDS (default 5,
-# fractions allowed) pass first. Tests use it to wait for observable state, never fixed sleeps.
+# Runs CMD until it succeeds (or, with !, fails); returns 1 when SECONDS (default 5, fractions
+# allowed) pass first. Tests use it to wait for observable state, never fixed sleeps. It polls
+# every 10ms for the first 200ms (most states come within them: a process started or gone, a
+# file written), then every 50ms.
 wait_until() {
   local timeout=5 negate=0
   if [[ $1 == -t ]]; then
@@ -69,7 +71,7 @@ wait_until() {
   frac=${frac}000
   # (The clock read in place, as now_ms does, without a process for each poll.)
   local now=${EPOCHREALTIME//[.,]/}
-  local deadline=$((10#$now / 1000 + 10#${whole:-0} * 1000 + 10#${frac:0:3}))
+  local deadline=$((10#$now / 1000 + 10#${whole:-0} * 1000 + 10#${frac:0:3})) polls=0
   while :; do
     if ((negate)); then
       "$@" || return 0
@@ -78,7 +80,11 @@ wait_until() {
     fi
     now=${EPOCHREALTIME//[.,]/}
     ((10#$now / 1000 >= deadline)) && return 1
-    nap 0.05
+    if ((++polls <= 20)); then
+      nap 0.01
+    else
+      nap 0.05
+    fi
   done
 }
 
@@ -102,6 +108,15 @@ pid_alive() {
 
 pid_gone() {
   ! pid_alive "$1"
+}
+
+# Whether every process $@ is gone.
+pids_gone() {
+  local p
+  for p; do
+    pid_alive "$p" && return 1
+  done
+  return 0
 }
 
 # Whether any live process is in process group $1.
@@ -196,9 +211,7 @@ kill_test_processes() {
     ((${#pids[@]})) || break
     kill -STOP "${pids[@]}" 2>/dev/null || true
     kill -KILL "${pids[@]}" 2>/dev/null || true
-    for p in "${pids[@]}"; do
-      wait_until -t 2 pid_gone "$p" || true
-    done
+    wait_until -t 2 pids_gone "${pids[@]}" || true
   done
   return 0
 }

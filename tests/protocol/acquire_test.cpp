@@ -179,6 +179,22 @@ TEST_F(AcquireTest, ExtendResetsTheLeaseOfItsHolderOnly) {
   EXPECT_FALSE(lock::extend(node, name, timing, a.token, Millis(20'000))) << "after the release";
 }
 
+// A lease the server shortened behind its holder's back (a step of the server's clock, or a
+// PEXPIRE): extend reports what was left of it on the server, which the renewal compares with
+// what it expects (tests/unit/renewal_test.cpp warns about the shortfall).
+TEST_F(AcquireTest, ExtendReportsTheLeaseLeftOnTheServerEvenWhenShortened) {
+  Contender a = contender("101", Mode::exclusive, 1, 20s);
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  ASSERT_EQ(call({"PEXPIRE", name.lock_key(), "5000"}).integer, 1);
+
+  std::optional<lock::Extension> e = lock::extend(node, name, timing, a.token, std::nullopt);
+  ASSERT_TRUE(e);
+  ASSERT_TRUE(e->ttl_left_before);
+  EXPECT_GT(e->ttl_left_before->count(), 4'000);
+  EXPECT_LE(e->ttl_left_before->count(), 5'000);
+  EXPECT_EQ(e->ttl, 20'000ms);
+}
+
 // A lease that recorded no TTL (its record lost the field) is extended by rlock's default TTL,
 // which extend passes to the script.
 TEST_F(AcquireTest, ExtendWithoutATtlOfALeaseThatRecordedNoneUsesTheDefault) {
