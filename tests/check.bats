@@ -98,7 +98,7 @@ scripted_history() {
   assert_equal "$status" 2
   assert_output --partial "held over 1ms"
   bg waiter rlock run nightly -w 30s -- true
-  wait_until test "$(rcli zcard "$(lock_key nightly):q")" = 1 || fail "the waiter did not queue"
+  wait_until eval '[[ $(rcli zcard "$(lock_key nightly):q") == 1 ]]' || fail "the waiter did not queue"
   run rlock check nightly --max-waiting 1
   assert_success
   run rlock check nightly --max-waiting 0
@@ -295,7 +295,7 @@ scripted_history() {
   rlock run job -- sh -c 'exit 3' || true
   hold job
   bg waiter rlock run job -w 30s -- true
-  wait_until test "$(rcli zcard "$(lock_key job)":q)" = 1 || fail "the waiter did not queue"
+  wait_until eval '[[ $(rcli zcard "$(lock_key job):q") == 1 ]]' || fail "the waiter did not queue"
   sleep 0.2
   rlock metrics job >"$T/metrics"
   promtool check metrics <"$T/metrics" || fail "promtool: $(promtool check metrics <"$T/metrics" 2>&1)"

@@ -510,7 +510,7 @@ commands_since_reset() {
   local k
   for k in $(seq 1 30); do rlock run "key-$k" -- true; done
   bg follow rlock log -f 'key-*'
-  wait_until -t 10 test "$(grep -c released "$T/follow.out")" -ge 30 || fail "--follow did not print the history: $(bg_err follow)"
+  wait_until -t 10 eval '(($(grep -c released "$T/follow.out") >= 30))' || fail "--follow did not print the history: $(bg_err follow)"
   sleep 0.5
   rcli config resetstat >/dev/null
   sleep 3
@@ -582,7 +582,7 @@ commands_since_reset() {
   assert_equal "$(rlock log k --json | jq -r .exit | xargs)" "null 0 null 2 null null null"
   # It is the master's stream, and the replica has it too.
   assert_equal "$(srv_cli "$MASTER_PORT" xlen "$(log_key k)" | tr -d '\r')" 7
-  wait_until -t 5 test "$(srv_cli "$REPLICA_PORT" xlen "$(log_key k)" | tr -d '\r')" = 7 ||
+  wait_until -t 5 eval '[[ $(srv_cli "$REPLICA_PORT" xlen "$(log_key k)" | tr -d "\r") == 7 ]]' ||
     fail "the replica does not have the log"
   assert_equal "$(rlock log k -u "redis://127.0.0.1:$MASTER_PORT")" "$(rlock log k)"
 }
@@ -623,7 +623,7 @@ commands_since_reset() {
   for k in alpha bravo charlie; do rlock run "$k" -- true; done
   bg all rlock log -f
   bg one rlock log -f bravo
-  wait_until -t 10 test "$(grep -c released "$T/all.out")" -ge 3 || fail "-f did not print the history: $(bg_err all)"
+  wait_until -t 10 eval '(($(grep -c released "$T/all.out") >= 3))' || fail "-f did not print the history: $(bg_err all)"
   wait_until -t 10 grep -q released "$T/one.out" || fail "-f bravo did not print the history: $(bg_err one)"
   # Idle: one XREAD BLOCK per slot, on the node that serves it, and a SCAN of each master every
   # 2s; no key read in turn (each key once a second made 9 XRANGE in 3s).

@@ -108,7 +108,7 @@ ms_of_free_run() {
   touch "$T/go"
   wait_all 30 holder w1 w3
   assert_equal "$(cs_order)" "holder w1 w3"
-  wait_until -t 2 test "$(zcard_q k)" = 0 || fail "the drained queue still has $(zcard_q k) entries"
+  wait_until -t 2 eval '[[ $(zcard_q k) == 0 ]]' || fail "the drained queue still has $(zcard_q k) entries"
   local gap
   gap=$(ms_between "$(cs_end_ns w1)" "$(cs_start_ns w3)")
   ((gap <= PROMPT_MS)) || fail "w3 started ${gap}ms after w1 ended"
