@@ -63,25 +63,27 @@ public:
     lock::cancel(m_node, name, timing(), token, timed_out);
   }
   Released release(const LockName& name, const std::string& token, const Ending& ending) override {
+    auto give_back = [&] {
+      return lock::release(m_node, name, timing(), token, ending) ? Released::released : Released::not_held;
+    };
+    // Released where the majority (of the sentinels, of a Cluster's masters) says the lock lives:
+    // a hold on a server they no longer name is not known to have been ours alone.
+    auto where_it_lives = [&](const std::string& why) {
+      log::verbose("{}: {}; releasing {} where the majority says it lives", display(), why, name.key);
+      m_client->forget_master();
+    };
     std::string why;
     if (first_request_may_ask_cluster(name)) {
       // (rlock release: its release is the first request, and the eviction check's cache read
-      // with it says whether this is a Cluster node, with no INFO and no round trip of its own.
-      // One that is, and is not where a majority of the masters says the lock lives, gave back a
-      // hold that is not known to have been ours alone: it is released again where they say.)
-      bool released = lock::release(m_node, name, timing(), token, ending);
-      if (confirmed_where_it_lives(name, why)) return released ? Released::released : Released::not_held;
-      log::verbose("{}: {}; releasing {} where the majority says it lives", display(), why, name.key);
-      m_client->forget_master();
-      return lock::release(m_node, name, timing(), token, ending) ? Released::released : Released::not_held;
+      // with it says whether this is a Cluster node, with no INFO and no round trip of its own;
+      // the check follows, and a release on the wrong node is sent again where the lock lives.)
+      Released released = give_back();
+      if (confirmed_where_it_lives(name, why)) return released;
+      where_it_lives(why);
+      return give_back();
     }
-    if (!confirmed_where_it_lives(name, why)) {
-      // Released where the majority (of the sentinels, of a Cluster's masters) says the lock
-      // lives: a hold on a server they no longer name is not known to have been ours alone.
-      log::verbose("{}: {}; releasing {} where the majority says it lives", display(), why, name.key);
-      m_client->forget_master();
-    }
-    return lock::release(m_node, name, timing(), token, ending) ? Released::released : Released::not_held;
+    if (!confirmed_where_it_lives(name, why)) where_it_lives(why);
+    return give_back();
   }
   std::optional<Extension> extend(const LockName& name, const std::string& token, std::optional<util::Millis> ttl,
                                   util::Millis, int64_t, const ExtendNote& note) override {
