@@ -1,9 +1,12 @@
-/* The floor of a lock held in Redis around a command (bench/overhead): the least any such lock
- * does, with nothing rlock adds (no guard, no scripts, no records, no options). `floor PORT KEY
- * COMMAND [ARG...]` connects to 127.0.0.1:PORT, sends SET KEY 1 NX PX 30000 (one round trip),
- * runs the command (fork, execvp, waitpid), sends DEL KEY (one round trip) and exits as the
- * command did; 75 when the key was held, 1 on any other failure. Plain sockets and hand-written RESP: no library to
- * load but libc. */
+/* The floor of a lock held in Redis around a command (bench/overhead, bench/redlock): the least
+ * any such lock does, with nothing rlock adds (no guard, no scripts, no records, no options).
+ * `floor PORTS KEY COMMAND [ARG...]`, PORTS one port or several, comma-separated: connects to
+ * 127.0.0.1 on each, sends SET KEY 1 NX PX 30000 to all of them at once and reads their replies
+ * (one round trip), runs the command when a majority said OK (fork, execvp, waitpid), then sends
+ * DEL KEY to all at once (one round trip) and exits as the command did; 75 when no majority took
+ * the key, 1 on any other failure. With several ports it is the least a Redlock quorum does:
+ * the same two round trips, the masters asked in parallel. Plain sockets and hand-written RESP:
+ * no library to load but libc. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -15,10 +18,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* Sends a request and reads its one-line reply into buf (NUL-terminated); 0 when it came. */
-static int round_trip(int fd, const char *request, char *buf, size_t size) {
-  size_t n = strlen(request);
-  if (write(fd, request, n) != (ssize_t)n) return -1;
+enum { k_max_masters = 16 };
+
+/* Reads one one-line reply into buf (NUL-terminated); 0 when it came. */
+static int read_reply(int fd, char *buf, size_t size) {
   size_t got = 0;
   while (got + 1 < size) {
     ssize_t r = read(fd, buf + got, size - 1 - got);
@@ -30,32 +33,56 @@ static int round_trip(int fd, const char *request, char *buf, size_t size) {
   return -1;
 }
 
+/* Sends the request to every master, then reads every reply; returns how many began with ok. */
+static int round_trip(const int *fds, int n, const char *request, const char *ok) {
+  size_t len = strlen(request);
+  for (int i = 0; i < n; ++i) {
+    if (write(fds[i], request, len) != (ssize_t)len) return -1;
+  }
+  int count = 0;
+  for (int i = 0; i < n; ++i) {
+    char reply[512];
+    if (read_reply(fds[i], reply, sizeof reply) != 0) return -1;
+    if (strncmp(reply, ok, strlen(ok)) == 0) ++count;
+  }
+  return count;
+}
+
 int main(int argc, char **argv) {
   if (argc < 4) return 1;
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  struct sockaddr_in addr;
-  memset(&addr, 0, sizeof addr);
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons((unsigned short)atoi(argv[1]));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) return 1;
-  char request[512], reply[512];
+  int fds[k_max_masters], n = 0;
+  for (char *port = strtok(argv[1], ","); port; port = strtok(NULL, ",")) {
+    if (n == k_max_masters) return 1;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    struct sockaddr_in addr;
+    memset(&addr, 0, sizeof addr);
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons((unsigned short)atoi(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) return 1;
+    fds[n++] = fd;
+  }
+  if (n == 0) return 1;
+  char request[512];
   size_t key = strlen(argv[2]);
   if (key > 400) return 1;
   snprintf(request, sizeof request, "*6\r\n$3\r\nSET\r\n$%zu\r\n%s\r\n$1\r\n1\r\n$2\r\nNX\r\n$2\r\nPX\r\n$5\r\n30000\r\n",
            key, argv[2]);
-  if (round_trip(fd, request, reply, sizeof reply) != 0) return 1;
-  if (strncmp(reply, "+OK", 3) != 0) return reply[0] == '$' ? 75 : 1;
-  pid_t child = fork();
-  if (child == 0) {
-    execvp(argv[3], argv + 3);
-    _exit(127);
-  }
+  int took = round_trip(fds, n, request, "+OK");
+  if (took < 0) return 1;
   int status = 0;
-  if (child < 0 || waitpid(child, &status, 0) != child) return 1;
+  if (took > n / 2) {
+    pid_t child = fork();
+    if (child == 0) {
+      execvp(argv[3], argv + 3);
+      _exit(127);
+    }
+    if (child < 0 || waitpid(child, &status, 0) != child) return 1;
+  }
   snprintf(request, sizeof request, "*2\r\n$3\r\nDEL\r\n$%zu\r\n%s\r\n", key, argv[2]);
-  if (round_trip(fd, request, reply, sizeof reply) != 0) return 1;
+  if (round_trip(fds, n, request, ":") < 0) return 1;
+  if (took <= n / 2) return 75;
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
