@@ -5,8 +5,12 @@
  * (one round trip), runs the command when a majority said OK (fork, execvp, waitpid), then sends
  * DEL KEY to all at once (one round trip) and exits as the command did; 75 when no majority took
  * the key, 1 on any other failure. With several ports it is the least a Redlock quorum does:
- * the same two round trips, the masters asked in parallel. Plain sockets and hand-written RESP:
- * no library to load but libc. */
+ * the same two round trips, the masters asked in parallel.
+ * `floor -w PORT KEY COMMAND [ARG...]` waits instead of exiting 75 (bench/handoff): when SET NX
+ * fails it blocks in BLPOP on KEY:wake (1s at most, then tries again), and its DEL comes with an
+ * LPUSH to KEY:wake (one round trip), which wakes the longest-blocked waiter, who tries SET NX
+ * again (a second round trip). The least a Redis lock whose waiters are woken on release does.
+ * Plain sockets and hand-written RESP: no library to load but libc. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -48,7 +52,70 @@ static int round_trip(const int *fds, int n, const char *request, const char *ok
   return count;
 }
 
+/* RESP for a command of up to 4 words into buf. */
+static void resp(char *buf, size_t size, int argc, const char *const *argv) {
+  size_t off = (size_t)snprintf(buf, size, "*%d\r\n", argc);
+  for (int i = 0; i < argc && off < size; ++i) {
+    off += (size_t)snprintf(buf + off, size - off, "$%zu\r\n%s\r\n", strlen(argv[i]), argv[i]);
+  }
+}
+
+/* floor -w PORT KEY COMMAND...: see the top. */
+static int wait_and_run(int fd, const char *key, char **command) {
+  char request[1024], reply[512], wake[450];
+  snprintf(wake, sizeof wake, "%s:wake", key);
+  const char *set[] = {"SET", key, "1", "NX", "PX", "30000"};
+  const char *blpop[] = {"BLPOP", wake, "1"};
+  for (;;) {
+    resp(request, sizeof request, 6, set);
+    if (round_trip(&fd, 1, request, "+OK") == 1) break;
+    /* Held: block until a release pushes a wake-up (or a second has passed). The reply is an
+     * array ("*2 ...", three lines) or a null ("*-1" / "_"): read until its last line. */
+    resp(request, sizeof request, 3, blpop);
+    size_t len = strlen(request);
+    if (write(fd, request, len) != (ssize_t)len) return 1;
+    size_t got = 0;
+    for (;;) {
+      ssize_t r = read(fd, reply + got, sizeof reply - 1 - got);
+      if (r <= 0) return 1;
+      got += (size_t)r;
+      reply[got] = '\0';
+      if (reply[0] != '*' || reply[1] == '-') {
+        if (strstr(reply, "\r\n")) break;
+      } else {
+        int lines = 0;
+        for (const char *p = reply; (p = strstr(p, "\r\n")); p += 2) ++lines;
+        if (lines >= 5) break;
+      }
+      if (got + 1 >= sizeof reply) return 1;
+    }
+  }
+  pid_t child = fork();
+  if (child == 0) {
+    execvp(command[0], command);
+    _exit(127);
+  }
+  int status = 0;
+  if (child < 0 || waitpid(child, &status, 0) != child) return 1;
+  /* DEL and the wake-up in one write, two replies. */
+  const char *del[] = {"DEL", key};
+  const char *push[] = {"LPUSH", wake, "1"};
+  resp(request, sizeof request, 2, del);
+  size_t off = strlen(request);
+  resp(request + off, sizeof request - off, 3, push);
+  size_t len = strlen(request);
+  if (write(fd, request, len) != (ssize_t)len) return 1;
+  for (int replies = 0; replies < 2;) {
+    if (read_reply(fd, reply, sizeof reply) != 0) return 1;
+    for (const char *p = reply; (p = strstr(p, "\r\n")); p += 2) ++replies;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
 int main(int argc, char **argv) {
+  int waiting = argc > 1 && strcmp(argv[1], "-w") == 0;
+  argc -= waiting;
+  argv += waiting;
   if (argc < 4) return 1;
   int fds[k_max_masters], n = 0;
   for (char *port = strtok(argv[1], ","); port; port = strtok(NULL, ",")) {
@@ -64,7 +131,9 @@ int main(int argc, char **argv) {
     if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) return 1;
     fds[n++] = fd;
   }
-  if (n == 0) return 1;
+  if (n == 0 || (waiting && n != 1)) return 1;
+  if (strlen(argv[2]) > 400) return 1;
+  if (waiting) return wait_and_run(fds[0], argv[2], argv + 3);
   char request[512];
   size_t key = strlen(argv[2]);
   if (key > 400) return 1;
