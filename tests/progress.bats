@@ -127,9 +127,11 @@ transcript: $(LC_ALL=C cat -v "$T/$name.tty" 2>/dev/null)"
   wait_until -t 15 queue_is ktty 1 || fail "the waiter on a terminal did not queue: $(status_json ktty)"
   local quiet_since
   quiet_since=$(now_ms)
-  bg holder rlock run k -- "$CS" "$WLOG" holder "until:$T/go"
+  # Each holder has a note: the lines of a dumb terminal show it, the line rewritten in place does
+  # not (it could grow longer than the terminal is wide).
+  bg holder rlock run k --note xterm-note -- "$CS" "$WLOG" holder "until:$T/go"
   wait_cs holder holder
-  bg holder2 rlock run k2 -- "$CS" "$WLOG" holder2 "until:$T/go"
+  bg holder2 rlock run k2 --note dumb-note -- "$CS" "$WLOG" holder2 "until:$T/go"
   wait_cs holder2 holder2
   printf '%s\n' "expect 30 $holder2_pid" 'wait_exit 60' >"$T/steps.dumb"
   pty_bg_as dumb "$T/steps.dumb" env TERM=dumb rlock run k2 -w 60 -- true
@@ -164,13 +166,14 @@ transcript: $(LC_ALL=C cat -v "$T/$name.tty" 2>/dev/null)"
   [[ $text == *"position 1 of 1"* ]] || fail "the line does not say 'position 1 of 1': $(LC_ALL=C cat -v "$PTY_OUT")"
   [[ $text == *"$(uname -n)"* ]] || fail "the line does not name the holder's host: $(LC_ALL=C cat -v "$PTY_OUT")"
   [[ $text == *cs* ]] || fail "the line does not name the holder's command: $(LC_ALL=C cat -v "$PTY_OUT")"
+  [[ $text != *xterm-note* ]] || fail "the line rewritten in place shows the note: $(LC_ALL=C cat -v "$PTY_OUT")"
   grep -qiE 'position|queue|in line|#[0-9]' <<<"$text" ||
     fail "the line does not show the queue position: $(LC_ALL=C cat -v "$PTY_OUT")"
   # TERM=dumb: lines of their own, no escape sequence.
   local dumb=$T/dumb.tty
   ! LC_ALL=C grep -q $'\e' "$dumb" || fail "an escape sequence on a dumb terminal: $(LC_ALL=C cat -v "$dumb")"
-  LC_ALL=C grep -q "^rlock: waiting for k2: held by .*pid $holder2_pid.*; position 1 of 1; waited [0-9]*s"$'\r'"\$" "$dumb" ||
-    fail "no line of its own names the holder: $(LC_ALL=C cat -v "$dumb")"
+  LC_ALL=C grep -q "^rlock: waiting for k2: held by .*pid $holder2_pid.*(.*cs.*): dumb-note; position 1 of 1; waited [0-9]*s"$'\r'"\$" "$dumb" ||
+    fail "no line of its own names the holder and its note: $(LC_ALL=C cat -v "$dumb")"
   LC_ALL=C grep -q "^rlock: got k2 after [0-9]*s"$'\r'"\$" "$dumb" ||
     fail "no line says the lock was got: $(LC_ALL=C cat -v "$dumb")"
   wait_all 10 holder holder2 holder_kci holder_ktty holder_kplain
@@ -276,14 +279,21 @@ lines_naming() { grep -c "pid $2[ ;)]" "$T/$1.err" || true; }
   bg_wait w1 10
 }
 
-@test "in a CI (GITHUB_ACTIONS), acquire shows the progress too; -q silences it" {
+@test "in a CI (GITHUB_ACTIONS), acquire shows the progress too, with the holder's CI job and note; so does -n's refusal; -q silences it" {
   # A 3s TTL: the holder's renewals (each second) make the waiters' steps full ones, from which
   # a line is printed; with the default 30s, the first full step after 2s may come 10s later.
-  bg holder rlock run k -t 3s -- "$CS" "$WLOG" holder "until:$T/go"
+  # The holder runs in a CI job of its own, its note with an escape sequence in it.
+  bg holder env GITHUB_RUN_ID=7 GITHUB_REPOSITORY=o/r rlock run k -t 3s --note $'release \e[2J4.2' -- \
+    "$CS" "$WLOG" holder "until:$T/go"
   wait_cs holder holder
+  local context='in CI job https://github.com/o/r/actions/runs/7: release \x1b[2J4.2'
+  run --separate-stderr rlock run k -n -- true
+  assert_failure 75
+  [[ $stderr == *"pid $holder_pid for "*") $context; "* ]] || fail "-n does not name the job and note: $stderr"
   GITHUB_ACTIONS=true enqueue loud k 1 rlock acquire k -w 60 --json
   GITHUB_ACTIONS=true enqueue quiet k 2 rlock acquire k -q -w 60 --json
   wait_until -t 15 grep -q "pid $holder_pid" "$T/loud.err" || fail "acquire shows no progress: $(bg_err loud)"
+  grep -qF ") $context; position" "$T/loud.err" || fail "the line does not name the job and note: $(LC_ALL=C cat -v "$T/loud.err")"
   sleep 1
   touch "$T/go"
   bg_wait loud 20

@@ -86,11 +86,17 @@ std::string ci_job_url() {
   return at_most_bytes(url, k_record_text_max);
 }
 
-std::string holder_text(const lock::Attempt& a) {
+// " by HOST pid PID for DURATION (CMD)", and with context the CI job it runs in and its --note
+// (each at most as long as rlock records them: the server's copy may be longer), so that whoever
+// waits sees who to ask, as status -v shows them.
+std::string holder_text(const lock::Attempt& a, bool context = true) {
   std::string who;
   if (!a.holder.host.empty()) who = fmt::format(" by {} pid {}", a.holder.host, a.holder.pid);
   if (a.held_for) who += fmt::format(" for {}", util::format_duration(*a.held_for));
   if (!a.holder.cmd.empty()) who += fmt::format(" ({})", a.holder.cmd);
+  if (!context) return who;
+  if (!a.holder.job.empty()) who += fmt::format(" in CI job {}", at_most_bytes(a.holder.job, k_record_text_max));
+  if (!a.holder.note.empty()) who += fmt::format(": {}", at_most_bytes(a.holder.note, k_record_text_max));
   return who;
 }
 
@@ -299,7 +305,10 @@ void WaitDisplay::operator()(const lock::Attempt& a, util::Millis waited) {
   if (m_mode == Progress::none || waited < k_progress_after) return;
   auto secs = std::chrono::duration_cast<std::chrono::seconds>(waited);
   std::string waited_text = secs.count() < 60 ? fmt::format("{}s", secs.count()) : util::format_duration(secs);
-  std::string text = fmt::format("waiting for {}: {}", m_name.key, a.lingering ? "lingering" : "held" + holder_text(a));
+  // (On a terminal, the one line rewritten in place leaves out the job and the note: a line longer
+  // than the terminal is wide could not be rewritten.)
+  std::string text = fmt::format("waiting for {}: {}", m_name.key,
+                                 a.lingering ? "lingering" : "held" + holder_text(a, m_mode != Progress::line));
   if (a.outcome == lock::Attempt::Outcome::queued) {
     text += fmt::format("; position {} of {}; waited {}", a.position, a.queue_length, waited_text);
   } else {
@@ -312,7 +321,8 @@ void WaitDisplay::operator()(const lock::Attempt& a, util::Millis waited) {
     return;
   }
   auto now = util::BootClock::now();
-  std::string holder = fmt::format("{}\n{}\n{}\n{}", a.lingering, a.holder.host, a.holder.pid, a.holder.cmd);
+  std::string holder = fmt::format("{}\n{}\n{}\n{}\n{}\n{}", a.lingering, a.holder.host, a.holder.pid, a.holder.cmd,
+                                   a.holder.job, a.holder.note);
   // (A light step's view is the last full step's: a line is printed from a full step's.)
   if (a.light ||
       (m_printed_at && now < *m_printed_at + k_progress_every && holder == m_holder && a.position == m_position)) {

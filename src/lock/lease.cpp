@@ -78,12 +78,15 @@ void finish_work(Node& node, const LockName& name, const Timing& timing, bool mo
   }
 }
 
-// The holder named in a reply of kind R (busy, waiting): host, pid, cmd, and since when it holds.
+// The holder named in a reply of kind R (busy, waiting): host, pid, cmd, its CI job and note, and
+// since when it holds.
 template <class R>
 void read_holder(const std::vector<Reply>& e, size_t since_at, int64_t now, Attempt& a) {
   a.holder.host = e[R::host].text();
   a.holder.pid = e[R::pid].text();
   a.holder.cmd = e[R::cmd].text();
+  a.holder.job = e[R::job].text();
+  a.holder.note = e[R::note].text();
   int64_t since = e[since_at].number();
   if (since > 0 && now >= since) a.held_for = util::Millis(now - since);
 }

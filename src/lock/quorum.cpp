@@ -224,7 +224,11 @@ void Quorum::refused(const std::vector<Reply>& e, Votes& votes, Attempt& attempt
   // holder's writes land in different milliseconds on different masters).
   ++votes.holders[e[R::host].text() + '\0' + e[R::pid].text() + '\0' + e[R::cmd].text()];
   if (!attempt.holder.host.empty()) return;
-  attempt.holder = {.host = e[R::host].text(), .pid = e[R::pid].text(), .cmd = e[R::cmd].text()};
+  attempt.holder = {.host = e[R::host].text(),
+                    .pid = e[R::pid].text(),
+                    .cmd = e[R::cmd].text(),
+                    .job = e[R::job].text(),
+                    .note = e[R::note].text()};
   attempt.ttl_left = e[R::pttl].type == Reply::Type::integer && e[R::pttl].integer >= 0
                          ? std::optional<util::Millis>(util::Millis(e[R::pttl].integer))
                          : std::nullopt;

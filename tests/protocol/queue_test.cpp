@@ -107,6 +107,42 @@ TEST_F(QueueTest, WaitersAreServedInArrivalOrder) {
   EXPECT_EQ(state().queue_length, 0);
 }
 
+// Whoever is refused or waits is told the holder's CI job and note with its host, pid and
+// command: the busy answer of -n (the fast path with nobody queued, and the full one), the
+// waiting answer of a place in the queue, and, behind shared holders, the first shared holder's.
+TEST_F(QueueTest, TheBusyAndWaitingAnswersNameTheHoldersJobAndNote) {
+  Contender a = contender("100");
+  a.holder.job = "https://ci.example/jobs/81";
+  a.holder.note = "release 4.2";
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  auto names_a = [&](const Attempt& got, const char* what) {
+    EXPECT_EQ(got.holder.pid, "100") << what;
+    EXPECT_EQ(got.holder.job, a.holder.job) << what;
+    EXPECT_EQ(got.holder.note, a.holder.note) << what;
+  };
+  Attempt fast = acquire(contender("101"), false);
+  ASSERT_EQ(fast.outcome, Outcome::busy);
+  names_a(fast, "busy, nobody queued");
+  Attempt queued = acquire(contender("102"));
+  ASSERT_EQ(queued.outcome, Outcome::queued);
+  names_a(queued, "waiting");
+  Attempt full = acquire(contender("103"), false);
+  ASSERT_EQ(full.outcome, Outcome::busy);
+  EXPECT_EQ(full.queue_length, 1);
+  names_a(full, "busy, one queued");
+
+  ASSERT_EQ(call({"FLUSHALL"}).str, "OK");
+  Contender s = contender("200", Mode::shared);
+  s.holder.job = "https://ci.example/jobs/82";
+  s.holder.note = "reading";
+  ASSERT_EQ(acquire(s).outcome, Outcome::acquired);
+  Attempt behind = acquire(contender("104"));
+  ASSERT_EQ(behind.outcome, Outcome::queued);
+  EXPECT_EQ(behind.holder.pid, "200");
+  EXPECT_EQ(behind.holder.job, s.holder.job);
+  EXPECT_EQ(behind.holder.note, s.holder.note);
+}
+
 TEST_F(QueueTest, ReleasePushesTheNextWaitersMailbox) {
   Contender a = contender("100");
   ASSERT_EQ(acquire(a).outcome, Outcome::acquired);

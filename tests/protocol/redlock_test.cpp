@@ -111,6 +111,8 @@ protected:
 TEST_F(RedlockTest, AcquiresOnEveryMasterWithOneFence) {
   auto q = quorum();
   Contender c = contender("100");
+  c.holder.job = "https://ci.example/jobs/81";
+  c.holder.note = "release 4.2";
   Attempt got = q->try_acquire(name, c, false, {});
   ASSERT_EQ(got.outcome, Outcome::acquired);
   EXPECT_GT(got.fence, 0);
@@ -126,7 +128,11 @@ TEST_F(RedlockTest, AcquiresOnEveryMasterWithOneFence) {
   EXPECT_EQ(s.holders.at(0).holder.pid, "100");
   EXPECT_EQ(s.holders.at(0).fence, got.fence);
 
-  EXPECT_EQ(q->try_acquire(name, contender("101"), false, {}).outcome, Outcome::busy);
+  Attempt busy = q->try_acquire(name, contender("101"), false, {});
+  EXPECT_EQ(busy.outcome, Outcome::busy);
+  EXPECT_EQ(busy.holder.pid, "100");
+  EXPECT_EQ(busy.holder.job, c.holder.job) << "the holder's CI job, as the masters answer it";
+  EXPECT_EQ(busy.holder.note, c.holder.note);
   EXPECT_EQ(q->release(name, c.token, lock::Ending{}), lock::Released::released);
   EXPECT_EQ(q->release(name, c.token, lock::Ending{}), lock::Released::not_held);
   EXPECT_FALSE(q->inspect(name, 100).held);

@@ -38,7 +38,7 @@ Reply answer(int64_t code, std::vector<Reply> payload = {}) {
 Reply granted(int64_t fence) { return answer(1, {integer(fence), text("")}); }
 Reply busy(const std::string& holder_pid) {
   return answer(0, {integer(20000), text("host"), text(holder_pid), text("cmd"), text("1000"), integer(2000),
-                    integer(0), integer(0), text("")});
+                    integer(0), integer(0), text(""), text("job"), text("note")});
 }
 
 // Canned answers: for each script name, one behaviour per node; "late" answers move the clock.
@@ -184,6 +184,8 @@ TEST(Quorum, AHolderOnAMajorityIsBusy) {
   EXPECT_FALSE(a.unavailable);
   EXPECT_TRUE(a.majority_busy);
   EXPECT_EQ(a.attempt.holder.pid, "7");
+  EXPECT_EQ(a.attempt.holder.job, "job");
+  EXPECT_EQ(a.attempt.holder.note, "note");
 }
 
 TEST(Quorum, LeftoversOnAMinorityAreNotBusy) {

@@ -56,7 +56,7 @@ if #ARGV == a.enclosing - 1 and arg(a.mode) == 'x' and arg(a.tick) == '' and (op
                                 {EV.id, id, EV.holder_host, holder.host, EV.holder_pid, holder.pid, EV.holder_cmd,
                                  holder.cmd, EV.lingering, lingering and '1' or '0'}))
     return reply(CODE.busy, view.pttl, holder.host, holder.pid, holder.cmd, view.info[INFO.since] or '', NOW, 0,
-                 lingering and 1 or 0, '')
+                 lingering and 1 or 0, '', holder.job or '', holder.note or '')
   end
 end
 
@@ -135,7 +135,7 @@ if queue then
   return waiting(id)
 end
 tidy_limit()
-local host, pid, cmd, since, lingering, left = holder_view(current_view())
+local host, pid, cmd, since, lingering, left, job, note = holder_view(current_view())
 local queued = quiet() and 0 or redis.call('ZCARD', K.q)
 -- (--once-per: a run of the tick before still holds the lock, and this tick is skipped.)
 local overrun = tick_overrun(d)
@@ -143,4 +143,4 @@ event(overrun == '' and EVENT.busy or EVENT.overrun,
       who_event(d.who, {EV.id, id, EV.holder_host, host, EV.holder_pid, pid, EV.holder_cmd, cmd, EV.lingering,
                         lingering, EV.tick, d.tick or false, EV.period, d.period or false}))
 set_expiries()
-return reply(CODE.busy, left, host, pid, cmd, since, NOW, queued, lingering, overrun)
+return reply(CODE.busy, left, host, pid, cmd, since, NOW, queued, lingering, overrun, job, note)

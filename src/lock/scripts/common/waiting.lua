@@ -10,24 +10,25 @@
 local function holder_view(view)
   local value = lock_value()
   if value and view and view.value == value then
-    local v = view.info
-    return view.who.host, view.who.pid, view.who.cmd, v[INFO.since] or '', v[INFO.lingering] == '1' and 1 or 0,
-           view.pttl
+    local v, who = view.info, view.who
+    return who.host, who.pid, who.cmd, v[INFO.since] or '', v[INFO.lingering] == '1' and 1 or 0, view.pttl,
+           who.job or '', who.note or ''
   end
   if value then
-    local v = hmget(K.info, INFO.host, INFO.pid, INFO.cmd, INFO.since, INFO.lingering)
+    local v = hmget(K.info, INFO.host, INFO.pid, INFO.cmd, INFO.since, INFO.lingering, INFO.job, INFO.note)
     return v[INFO.host] or '', v[INFO.pid] or '', v[INFO.cmd] or '', v[INFO.since] or '',
-           v[INFO.lingering] == '1' and 1 or 0, redis.call('PTTL', K.lock)
+           v[INFO.lingering] == '1' and 1 or 0, redis.call('PTTL', K.lock), v[INFO.job] or '', v[INFO.note] or ''
   end
   local first = redis.call('ZRANGE', K.h, 0, 0, 'WITHSCORES')
   if first[1] then
     local id = first[1]
-    local v = hmget_of(K.hi, id, {HOLDER.host, HOLDER.pid, HOLDER.cmd, HOLDER.since, HOLDER.lingering})
+    local v = hmget_of(K.hi, id, {HOLDER.host, HOLDER.pid, HOLDER.cmd, HOLDER.since, HOLDER.lingering, HOLDER.job,
+                                  HOLDER.note})
     return v[HOLDER.host] or '', v[HOLDER.pid] or '', v[HOLDER.cmd] or '', v[HOLDER.since] or '',
            v[HOLDER.lingering] == '1' and 1 or 0,
-           math.max(0, math.floor(tonumber(first[2]) - NOW))
+           math.max(0, math.floor(tonumber(first[2]) - NOW)), v[HOLDER.job] or '', v[HOLDER.note] or ''
   end
-  return '', '', '', '', 0, -1
+  return '', '', '', '', 0, -1, '', ''
 end
 
 -- The epoch the caller's view belongs to, as this full step leaves it (see epoch_due): a new one
@@ -48,15 +49,16 @@ end
 
 -- What a waiter needs to go on waiting: {3, more, push, position, queue length, since (server
 -- ms), now, holder host, pid, cmd, holder since, lingering, ms left of the holder's lease (-1:
--- none; the head waits no longer than that), the epoch (view_epoch), then the ids whose mailboxes
--- to watch}. The watched id is recorded, so that a grant after it was dropped pushes the waiter's
--- own mailbox. A preemptor does not watch a --preemptible exclusive holder that has not yet seen
--- its request, as its steps push that mailbox: its grant pushes its own.
+-- none; the head waits no longer than that), the epoch (view_epoch), the arrival, the holder's
+-- job and note, then the ids whose mailboxes to watch}. The watched id is recorded, so that a
+-- grant after it was dropped pushes the waiter's own mailbox. A preemptor does not watch a
+-- --preemptible exclusive holder that has not yet seen its request, as its steps push that
+-- mailbox: its grant pushes its own.
 local function waiting(id)
   local rank = redis.call('ZRANK', K.q, id)
   local watch = {}
   local view = current_view()
-  local host, pid, cmd, since, lingering, left = holder_view(view)
+  local host, pid, cmd, since, lingering, left, job, note = holder_view(view)
   if rank > 0 then
     watch[1] = redis.call('ZRANGE', K.q, rank - 1, rank - 1)[1]
     left = -1
@@ -79,6 +81,7 @@ local function waiting(id)
   out[at.lingering], out[at.left] = lingering, left
   out[at.epoch] = epoch
   out[at.arrival] = C.joined and string.format('%.0f', C.joined) or ''
+  out[at.job], out[at.note] = job, note
   for i, x in ipairs(watch) do out[at.watch + i - 1] = x end
   return out
 end
