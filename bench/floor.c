@@ -24,35 +24,49 @@
 
 enum { k_max_masters = 16 };
 
-/* Reads one one-line reply into buf (NUL-terminated); 0 when it came. */
-static int read_reply(int fd, char *buf, size_t size) {
-  size_t got = 0;
-  while (got + 1 < size) {
-    ssize_t r = read(fd, buf + got, size - 1 - got);
+/* Reads until buf (NUL-terminated, *got bytes in it already) holds `lines` lines: a read may end
+ * anywhere, even between a CR and its LF. 0 when they came. */
+static int read_more(int fd, char *buf, size_t size, size_t *got, int lines) {
+  for (;;) {
+    int seen = 0;
+    for (const char *p = buf; *got > 0 && (p = strstr(p, "\r\n")); p += 2) ++seen;
+    if (seen >= lines) return 0;
+    if (*got + 1 >= size) return -1;
+    ssize_t r = read(fd, buf + *got, size - 1 - *got);
     if (r <= 0) return -1;
-    got += (size_t)r;
-    buf[got] = '\0';
-    if (strstr(buf, "\r\n")) return 0;
+    *got += (size_t)r;
+    buf[*got] = '\0';
   }
-  return -1;
 }
 
-/* Sends the request to every master, then reads every reply; returns how many began with ok. */
-static int round_trip(const int *fds, int n, const char *request, const char *ok) {
+/* Reads `lines` one-line replies into buf; 0 when they came. */
+static int read_lines(int fd, char *buf, size_t size, int lines) {
+  size_t got = 0;
+  buf[0] = '\0';
+  return read_more(fd, buf, size, &got, lines);
+}
+
+/* Sends the request to the masters whose `which` is set (all when which is NULL), then reads
+ * their replies; sets ok[i] for those that began with `want`. Returns how many did, or -1 when a
+ * master failed or answered with an error (a Redis error is never a refusal). */
+static int round_trip(const int *fds, int n, const int *which, const char *request, const char *want, int *ok) {
   size_t len = strlen(request);
   for (int i = 0; i < n; ++i) {
+    if (which && !which[i]) continue;
     if (write(fds[i], request, len) != (ssize_t)len) return -1;
   }
   int count = 0;
   for (int i = 0; i < n; ++i) {
+    if (which && !which[i]) continue;
     char reply[512];
-    if (read_reply(fds[i], reply, sizeof reply) != 0) return -1;
-    if (strncmp(reply, ok, strlen(ok)) == 0) ++count;
+    if (read_lines(fds[i], reply, sizeof reply, 1) != 0 || reply[0] == '-') return -1;
+    ok[i] = strncmp(reply, want, strlen(want)) == 0;
+    count += ok[i];
   }
   return count;
 }
 
-/* RESP for a command of up to 4 words into buf. */
+/* RESP for a command of up to 6 words into buf. */
 static void resp(char *buf, size_t size, int argc, const char *const *argv) {
   size_t off = (size_t)snprintf(buf, size, "*%d\r\n", argc);
   for (int i = 0; i < argc && off < size; ++i) {
@@ -68,27 +82,20 @@ static int wait_and_run(int fd, const char *key, char **command) {
   const char *blpop[] = {"BLPOP", wake, "1"};
   for (;;) {
     resp(request, sizeof request, 6, set);
-    if (round_trip(&fd, 1, request, "+OK") == 1) break;
+    int ok = 0;
+    int took = round_trip(&fd, 1, NULL, request, "+OK", &ok);
+    if (took < 0) return 1;
+    if (took == 1) break;
     /* Held: block until a release pushes a wake-up (or a second has passed). The reply is an
      * array ("*2 ...", three lines) or a null ("*-1" / "_"): read until its last line. */
     resp(request, sizeof request, 3, blpop);
     size_t len = strlen(request);
     if (write(fd, request, len) != (ssize_t)len) return 1;
     size_t got = 0;
-    for (;;) {
-      ssize_t r = read(fd, reply + got, sizeof reply - 1 - got);
-      if (r <= 0) return 1;
-      got += (size_t)r;
-      reply[got] = '\0';
-      if (reply[0] != '*' || reply[1] == '-') {
-        if (strstr(reply, "\r\n")) break;
-      } else {
-        int lines = 0;
-        for (const char *p = reply; (p = strstr(p, "\r\n")); p += 2) ++lines;
-        if (lines >= 5) break;
-      }
-      if (got + 1 >= sizeof reply) return 1;
-    }
+    reply[0] = '\0';
+    if (read_more(fd, reply, sizeof reply, &got, 1) != 0 || reply[0] == '-') return 1;
+    /* A wake-up is an array of two bulk strings (5 lines); a timeout, one line. */
+    if (strncmp(reply, "*2", 2) == 0 && read_more(fd, reply, sizeof reply, &got, 5) != 0) return 1;
   }
   pid_t child = fork();
   if (child == 0) {
@@ -105,10 +112,7 @@ static int wait_and_run(int fd, const char *key, char **command) {
   resp(request + off, sizeof request - off, 3, push);
   size_t len = strlen(request);
   if (write(fd, request, len) != (ssize_t)len) return 1;
-  for (int replies = 0; replies < 2;) {
-    if (read_reply(fd, reply, sizeof reply) != 0) return 1;
-    for (const char *p = reply; (p = strstr(p, "\r\n")); p += 2) ++replies;
-  }
+  if (read_lines(fd, reply, sizeof reply, 2) != 0 || reply[0] == '-') return 1;
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
@@ -139,7 +143,8 @@ int main(int argc, char **argv) {
   if (key > 400) return 1;
   snprintf(request, sizeof request, "*6\r\n$3\r\nSET\r\n$%zu\r\n%s\r\n$1\r\n1\r\n$2\r\nNX\r\n$2\r\nPX\r\n$5\r\n30000\r\n",
            key, argv[2]);
-  int took = round_trip(fds, n, request, "+OK");
+  int took_on[k_max_masters] = {0}, gone[k_max_masters] = {0};
+  int took = round_trip(fds, n, NULL, request, "+OK", took_on);
   if (took < 0) return 1;
   int status = 0;
   if (took > n / 2) {
@@ -150,8 +155,9 @@ int main(int argc, char **argv) {
     }
     if (child < 0 || waitpid(child, &status, 0) != child) return 1;
   }
+  /* DEL only where SET took it: elsewhere the key is another client's. */
   snprintf(request, sizeof request, "*2\r\n$3\r\nDEL\r\n$%zu\r\n%s\r\n", key, argv[2]);
-  if (round_trip(fds, n, request, ":") < 0) return 1;
+  if (took > 0 && round_trip(fds, n, took_on, request, ":", gone) < 0) return 1;
   if (took <= n / 2) return 75;
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
