@@ -161,15 +161,16 @@ sleep_until() {
 @test "once-per: a host that fires while the tick's first taker has not started waits, and runs the tick when that taker gives up" {
   redis_start
   # A takes the lock for the tick with --wait-replicas 1 on a server without replicas: it waits
-  # 2s for them, then gives the lock back (69). B fires meanwhile, for the same tick, willing to
+  # 4s for them, then gives the lock back (69). B fires meanwhile, for the same tick, willing to
   # wait: it queues while A still holds the tick pending, and runs the tick.
-  bg a rlock run k -n --once-per 1d --wait-replicas 1 --wait-timeout 2s -- "$T/job.sh" a 0
+  bg a rlock run k -n --once-per 1d --wait-replicas 1 --wait-timeout 4s -- "$T/job.sh" a 0
   wait_until lock_held k || fail "A did not take the lock: $(bg_err a)"
   run rlock status k --json
   assert_equal "$(jq -r '.holders[0].tick_state' <<<"$output")" pending
   bg b rlock run k -w 30s --once-per 1d -- "$T/job.sh" b 0
-  wait_until eval '[[ $(rcli zcard "$(lock_key k):q") == 1 ]] || bg_done a'
-  bg_done a && fail "B did not queue while A held the tick pending: $(bg_err b)"
+  local queued=0
+  wait_until -t 4 eval '{ [[ $(rcli zcard "$(lock_key k):q") == 1 ]] && queued=1; } || bg_done a'
+  ((queued)) || fail "B did not queue while A held the tick pending: $(bg_err b)"
   bg_wait a 20
   assert_equal "$BG_STATUS" 69
   bg_wait b 20
