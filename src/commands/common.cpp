@@ -176,11 +176,11 @@ std::string busy_message(const lock::LockName& name, const lock::Attempt& attemp
       until = fmt::format(" until {} ({} left)", text, util::format_duration(*attempt.ttl_left));
     }
     return fmt::format("{} is lingering: taken{} and released, it stays taken (--min-hold){}{}", name.key,
-                       holder_text(attempt), until, queue);
+                       holder_text(attempt, false), until, queue);
   }
   if (attempt.overrun) {
     return fmt::format("{} is still held by the run of the tick of {}{}: this tick is skipped (overrun){}", name.key,
-                       tick_time(*attempt.overrun), holder_text(attempt), queue);
+                       tick_time(*attempt.overrun), holder_text(attempt, false), queue);
   }
   if (attempt.holder.host.empty() && attempt.queue_length > 0) {
     return fmt::format("{} has {} waiting before this request", name.key, attempt.queue_length);

@@ -3,7 +3,7 @@
 -- contender()), then the tokens of enclosing holds.
 -- Returns {1, more, push, fence, slot} when taken; {2, more, push, fence, pttl, i} when the
 -- enclosing hold i (1 for the first given) owns it (re-entry); {0, more, push, pttl, host, pid,
--- cmd, since, now, queue length, lingering, overrun} when busy (not queued); {4, more, push} when
+-- cmd, since, now, queue length, lingering, overrun, job, note} when busy (not queued); {4, more, push} when
 -- dead entries were removed and the budget ran out before a decision (call again); {6, more,
 -- push, tick, host, at, now, own} when its --once-per tick ran (see tick_refusal); or the waiting
 -- reply.

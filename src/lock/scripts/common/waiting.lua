@@ -3,7 +3,7 @@
 -- ---- What waiters see.
 
 -- The holder as the others see it: host, pid, cmd, since, lingering (0/1), ms until its lease
--- (or the earliest of the shared ones) ends, or -1.
+-- (or the earliest of the shared ones) ends, or -1, its CI job and its note.
 --
 -- view: what check_types read (current_view), when nothing the holder's view shows has been
 -- written since.
