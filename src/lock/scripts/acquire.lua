@@ -3,10 +3,10 @@
 -- contender()), then the tokens of enclosing holds.
 -- Returns {1, more, push, fence, slot} when taken; {2, more, push, fence, pttl, i} when the
 -- enclosing hold i (1 for the first given) owns it (re-entry); {0, more, push, pttl, host, pid,
--- cmd, since, now, queue length, lingering, overrun, job, note} when busy (not queued); {4, more, push} when
--- dead entries were removed and the budget ran out before a decision (call again); {6, more,
--- push, tick, host, at, now, own} when its --once-per tick ran (see tick_refusal); or the waiting
--- reply.
+-- cmd, since, now, queue length, lingering, overrun, job, note} when busy (not queued); {4, more,
+-- push} when dead entries were removed and the budget ran out before a decision (call again);
+-- {6, more, push, tick, host, at, now, own} when its --once-per tick ran (see tick_refusal); or
+-- the waiting reply.
 local a = A.acquire
 
 -- The common cases first, in the fewest commands: an exclusive contender (no enclosing holds, no
@@ -56,7 +56,7 @@ if #ARGV == a.enclosing - 1 and arg(a.mode) == 'x' and arg(a.tick) == '' and (op
                                 {EV.id, id, EV.holder_host, holder.host, EV.holder_pid, holder.pid, EV.holder_cmd,
                                  holder.cmd, EV.lingering, lingering and '1' or '0'}))
     return reply(CODE.busy, view.pttl, holder.host, holder.pid, holder.cmd, view.info[INFO.since] or '', NOW, 0,
-                 lingering and 1 or 0, '', holder.job or '', holder.note or '')
+                 lingering and 1 or 0, '', holder.job, holder.note)
   end
 end
 
@@ -135,12 +135,12 @@ if queue then
   return waiting(id)
 end
 tidy_limit()
-local host, pid, cmd, since, lingering, left, job, note = holder_view(current_view())
+local who, since, lingering, left = holder_view(current_view())
 local queued = quiet() and 0 or redis.call('ZCARD', K.q)
 -- (--once-per: a run of the tick before still holds the lock, and this tick is skipped.)
 local overrun = tick_overrun(d)
 event(overrun == '' and EVENT.busy or EVENT.overrun,
-      who_event(d.who, {EV.id, id, EV.holder_host, host, EV.holder_pid, pid, EV.holder_cmd, cmd, EV.lingering,
-                        lingering, EV.tick, d.tick or false, EV.period, d.period or false}))
+      who_event(d.who, {EV.id, id, EV.holder_host, who.host, EV.holder_pid, who.pid, EV.holder_cmd, who.cmd,
+                        EV.lingering, lingering, EV.tick, d.tick or false, EV.period, d.period or false}))
 set_expiries()
-return reply(CODE.busy, left, host, pid, cmd, since, NOW, queued, lingering, overrun, job, note)
+return reply(CODE.busy, left, who.host, who.pid, who.cmd, since, NOW, queued, lingering, overrun, who.job, who.note)

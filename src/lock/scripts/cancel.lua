@@ -11,9 +11,9 @@ C.caller = id
 if redis.call('ZSCORE', K.q, id) then
   if arg(a.reason) == 't' then
     local d = load_waiter(id)
-    local host, pid, cmd, _, lingering = holder_view(nil)
+    local who, _, lingering = holder_view(nil)
     event(EVENT.busy, who_event(d.who, {EV.waited, d.joined and tostring(NOW - tonumber(d.joined)) or '', EV.id, id,
-                                        EV.holder_host, host, EV.holder_pid, pid, EV.holder_cmd, cmd,
+                                        EV.holder_host, who.host, EV.holder_pid, who.pid, EV.holder_cmd, who.cmd,
                                         EV.lingering, lingering}))
   end
   remove_waiter(id)

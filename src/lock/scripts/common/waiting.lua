@@ -2,33 +2,30 @@
 
 -- ---- What waiters see.
 
--- The holder as the others see it: host, pid, cmd, since, lingering (0/1), ms until its lease
--- (or the earliest of the shared ones) ends, or -1, its CI job and its note.
+-- The holder as the others see it: its who (record who: host, pid, user, cmd, job, note; all
+-- empty when nobody holds it), since, lingering (0/1), ms until its lease (or the earliest of the
+-- shared ones) ends, or -1.
 --
 -- view: what check_types read (current_view), when nothing the holder's view shows has been
 -- written since.
 local function holder_view(view)
   local value = lock_value()
   if value and view and view.value == value then
-    local v, who = view.info, view.who
-    return who.host, who.pid, who.cmd, v[INFO.since] or '', v[INFO.lingering] == '1' and 1 or 0, view.pttl,
-           who.job or '', who.note or ''
+    local v = view.info
+    return view.who, v[INFO.since] or '', v[INFO.lingering] == '1' and 1 or 0, view.pttl
   end
   if value then
-    local v = hmget(K.info, INFO.host, INFO.pid, INFO.cmd, INFO.since, INFO.lingering, INFO.job, INFO.note)
-    return v[INFO.host] or '', v[INFO.pid] or '', v[INFO.cmd] or '', v[INFO.since] or '',
-           v[INFO.lingering] == '1' and 1 or 0, redis.call('PTTL', K.lock), v[INFO.job] or '', v[INFO.note] or ''
+    local v = hmget_list(K.info, with_record(RECORD.who, 'info', INFO.since, INFO.lingering))
+    return record_from(RECORD.who, 'info', v), v[INFO.since] or '', v[INFO.lingering] == '1' and 1 or 0,
+           redis.call('PTTL', K.lock)
   end
   local first = redis.call('ZRANGE', K.h, 0, 0, 'WITHSCORES')
   if first[1] then
-    local id = first[1]
-    local v = hmget_of(K.hi, id, {HOLDER.host, HOLDER.pid, HOLDER.cmd, HOLDER.since, HOLDER.lingering, HOLDER.job,
-                                  HOLDER.note})
-    return v[HOLDER.host] or '', v[HOLDER.pid] or '', v[HOLDER.cmd] or '', v[HOLDER.since] or '',
-           v[HOLDER.lingering] == '1' and 1 or 0,
-           math.max(0, math.floor(tonumber(first[2]) - NOW)), v[HOLDER.job] or '', v[HOLDER.note] or ''
+    local v = hmget_of(K.hi, first[1], with_record(RECORD.who, 'holder', HOLDER.since, HOLDER.lingering))
+    return record_from(RECORD.who, 'holder', v), v[HOLDER.since] or '', v[HOLDER.lingering] == '1' and 1 or 0,
+           math.max(0, math.floor(tonumber(first[2]) - NOW))
   end
-  return '', '', '', '', 0, -1, '', ''
+  return record_from(RECORD.who, 'info', {}), '', 0, -1
 end
 
 -- The epoch the caller's view belongs to, as this full step leaves it (see epoch_due): a new one
@@ -58,7 +55,7 @@ local function waiting(id)
   local rank = redis.call('ZRANK', K.q, id)
   local watch = {}
   local view = current_view()
-  local host, pid, cmd, since, lingering, left, job, note = holder_view(view)
+  local who, since, lingering, left = holder_view(view)
   if rank > 0 then
     watch[1] = redis.call('ZRANGE', K.q, rank - 1, rank - 1)[1]
     left = -1
@@ -77,11 +74,11 @@ local function waiting(id)
   local at = AT.waiting
   out[at.position], out[at.queued] = rank + 1, redis.call('ZCARD', K.q)
   out[at.since], out[at.now] = redis.call('HGET', K.w, id .. '.' .. WAITER.since) or '', NOW
-  out[at.host], out[at.pid], out[at.cmd], out[at.held_since] = host, pid, cmd, since
+  out[at.host], out[at.pid], out[at.cmd], out[at.held_since] = who.host, who.pid, who.cmd, since
   out[at.lingering], out[at.left] = lingering, left
   out[at.epoch] = epoch
   out[at.arrival] = C.joined and string.format('%.0f', C.joined) or ''
-  out[at.job], out[at.note] = job, note
+  out[at.job], out[at.note] = who.job, who.note
   for i, x in ipairs(watch) do out[at.watch + i - 1] = x end
   return out
 end
