@@ -206,7 +206,7 @@ Quorum::Votes Quorum::count(const std::vector<NodeAnswer>& answers,
           votes.reentered_index = static_cast<size_t>(e[reply::reentered::enclosing].number() - 1);
         }
         break;
-      case Answer::busy: refused(e, votes, out.attempt); break;
+      case Answer::busy: refused(*reply, name, votes, out.attempt); break;
       case Answer::tick_done:
         if (++votes.done == 1) votes.tick = read_attempt(*reply, name, 0);
         break;
@@ -217,23 +217,19 @@ Quorum::Votes Quorum::count(const std::vector<NodeAnswer>& answers,
   return votes;
 }
 
-void Quorum::refused(const std::vector<Reply>& e, Votes& votes, Attempt& attempt) {
-  using R = reply::busy;
-  if (e.size() < R::size) return;
+void Quorum::refused(const ScriptReply& reply, const LockName& name, Votes& votes, Attempt& attempt) {
+  if (reply.payload.size() < reply::busy::size) return;
+  // Read as one server's refusal is (lease.cpp), of which the first master's holder is kept.
+  Attempt busy = read_attempt(reply, name, 0);
+  const Holder& h = busy.holder;
   // One holder is its host, pid and command: not its since, which is each master's own clock (one
   // holder's writes land in different milliseconds on different masters).
-  ++votes.holders[e[R::host].text() + '\0' + e[R::pid].text() + '\0' + e[R::cmd].text()];
+  ++votes.holders[h.host + '\0' + h.pid + '\0' + h.cmd];
   if (!attempt.holder.host.empty()) return;
-  attempt.holder = {.host = e[R::host].text(),
-                    .pid = e[R::pid].text(),
-                    .cmd = e[R::cmd].text(),
-                    .job = e[R::job].text(),
-                    .note = e[R::note].text()};
-  attempt.ttl_left = e[R::pttl].type == Reply::Type::integer && e[R::pttl].integer >= 0
-                         ? std::optional<util::Millis>(util::Millis(e[R::pttl].integer))
-                         : std::nullopt;
-  attempt.lingering = e[R::lingering].number() == 1;
-  if (int64_t tick = e[R::overrun].number(); tick > 0) attempt.overrun = tick;
+  attempt.holder = busy.holder;
+  attempt.ttl_left = busy.ttl_left;
+  attempt.lingering = busy.lingering;
+  attempt.overrun = busy.overrun;
 }
 
 bool Quorum::merge_fence(const LockName& name, const std::vector<std::string>& keys, const Contender& contender,

@@ -171,7 +171,7 @@ private:
                                  const std::vector<std::string>& enclosing, const std::vector<std::string>& keys);
   Votes count(const std::vector<NodeAnswer>& answers, const std::vector<std::optional<MasterIdentity>>& ids,
               const LockName& name, util::Millis ttl, Acquisition& out) const;
-  static void refused(const std::vector<redis::Reply>& e, Votes& votes, Attempt& attempt);
+  static void refused(const ScriptReply& reply, const LockName& name, Votes& votes, Attempt& attempt);
   // Phase 2; `unanimous`: every granting master handed out `highest` itself.
   bool merge_fence(const LockName& name, const std::vector<std::string>& keys, const Contender& contender,
                    int64_t highest, bool unanimous, util::BootClock::time_point sent_at, Acquisition& out);
