@@ -378,3 +378,31 @@ END
   assert lock_free k
   assert_equal "$(rcli exists 'rlock:{k}:log')" 0
 }
+
+@test "the witness (helpers/cs): a section still running is an overlap; one that ended, or whose pid another process took, is not" {
+  "$CS" "$T/w1" first "until:$T/go" &
+  local first=$!
+  wait_until cs_started first "$T/w1" || fail "the first section did not start"
+  "$CS" "$T/w1" second 0
+  touch "$T/go"
+  wait "$first"
+  run "$CS" check "$T/w1"
+  assert_failure
+  assert_output --partial "second started while pid $first (first) was still alive"
+
+  "$CS" "$T/w2" first 0
+  "$CS" "$T/w2" second 0
+  run "$CS" check "$T/w2"
+  assert_success
+
+  # The log names a live process, which started at another time than the section recorded:
+  # its pid was reused (the suites beside this one start thousands of processes).
+  sleep 30 &
+  local other=$!
+  echo "start 1 $other first" >"$T/w3"
+  echo "$other 1" >"$T/w3.st"
+  "$CS" "$T/w3" second 0
+  kill "$other"
+  run "$CS" check "$T/w3"
+  assert_success
+}
