@@ -26,8 +26,10 @@ unset _rlock_lib
 # stack each time, about 0.2 ms a command, which made bash half of the suites' CPU. Only the
 # stack of a command in the test file itself is recorded here, as bats records it; a command
 # of a helper or a library returns at once. A failure inside a helper is then reported at the
-# test file's line that called it. (bats 1.5-1.8's handler, less its Windows path handling.)
-if declare -F bats_capture_stack_trace >/dev/null && declare -F bats_emit_trace >/dev/null; then
+# test file's line that called it. (The handler of bats 1.8, Debian 12's, less its Windows path
+# handling; another version keeps its own.)
+if [[ ${BATS_VERSION-} == 1.8.* ]] && declare -F bats_capture_stack_trace >/dev/null &&
+  declare -F bats_emit_trace >/dev/null; then
   bats_debug_trap() {
     [[ $1 == "${BATS_TEST_SOURCE-}" ]] || return 0
     [[ ${BATS_INTERRUPTED-NOTSET} == NOTSET && ${BATS_TIMED_OUT-NOTSET} == NOTSET ]] || return 0
