@@ -74,6 +74,18 @@ static void resp(char *buf, size_t size, int argc, const char *const *argv) {
   }
 }
 
+/* Runs the command (fork, execvp, waitpid) and returns how it exited, as the floor exits. */
+static int run_command(char **command) {
+  pid_t child = fork();
+  if (child == 0) {
+    execvp(command[0], command);
+    _exit(127);
+  }
+  int status = 0;
+  if (child < 0 || waitpid(child, &status, 0) != child) return 1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
 /* floor -w PORT KEY COMMAND...: see the top. */
 static int wait_and_run(int fd, const char *key, char **command) {
   char request[1024], reply[512], wake[450];
@@ -97,13 +109,7 @@ static int wait_and_run(int fd, const char *key, char **command) {
     /* A wake-up is an array of two bulk strings (5 lines); a timeout, one line. */
     if (strncmp(reply, "*2", 2) == 0 && read_more(fd, reply, sizeof reply, &got, 5) != 0) return 1;
   }
-  pid_t child = fork();
-  if (child == 0) {
-    execvp(command[0], command);
-    _exit(127);
-  }
-  int status = 0;
-  if (child < 0 || waitpid(child, &status, 0) != child) return 1;
+  int status = run_command(command);
   /* DEL and the wake-up in one write, two replies. */
   const char *del[] = {"DEL", key};
   const char *push[] = {"LPUSH", wake, "1"};
@@ -113,7 +119,7 @@ static int wait_and_run(int fd, const char *key, char **command) {
   size_t len = strlen(request);
   if (write(fd, request, len) != (ssize_t)len) return 1;
   if (read_lines(fd, reply, sizeof reply, 2) != 0 || reply[0] == '-') return 1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  return status;
 }
 
 int main(int argc, char **argv) {
@@ -139,25 +145,15 @@ int main(int argc, char **argv) {
   if (strlen(argv[2]) > 400) return 1;
   if (waiting) return wait_and_run(fds[0], argv[2], argv + 3);
   char request[512];
-  size_t key = strlen(argv[2]);
-  if (key > 400) return 1;
-  snprintf(request, sizeof request, "*6\r\n$3\r\nSET\r\n$%zu\r\n%s\r\n$1\r\n1\r\n$2\r\nNX\r\n$2\r\nPX\r\n$5\r\n30000\r\n",
-           key, argv[2]);
+  const char *set[] = {"SET", argv[2], "1", "NX", "PX", "30000"};
+  const char *del[] = {"DEL", argv[2]};
+  resp(request, sizeof request, 6, set);
   int took_on[k_max_masters] = {0}, gone[k_max_masters] = {0};
   int took = round_trip(fds, n, NULL, request, "+OK", took_on);
   if (took < 0) return 1;
-  int status = 0;
-  if (took > n / 2) {
-    pid_t child = fork();
-    if (child == 0) {
-      execvp(argv[3], argv + 3);
-      _exit(127);
-    }
-    if (child < 0 || waitpid(child, &status, 0) != child) return 1;
-  }
+  int status = took > n / 2 ? run_command(argv + 3) : 75;
   /* DEL only where SET took it: elsewhere the key is another client's. */
-  snprintf(request, sizeof request, "*2\r\n$3\r\nDEL\r\n$%zu\r\n%s\r\n", key, argv[2]);
+  resp(request, sizeof request, 2, del);
   if (took > 0 && round_trip(fds, n, took_on, request, ":", gone) < 0) return 1;
-  if (took <= n / 2) return 75;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  return status;
 }
