@@ -90,14 +90,18 @@ load_scripts() {
   ((n >= 8)) || fail "only $n lock scripts in $dir"
 }
 
-# slowlog_start: SLOWLOG records every command over 5ms from now on. SLOWLOG counts wall time,
-# and what is measured is the scripts' own work, not the other suites' load on a 2-core machine:
-# the server runs under a real-time policy meanwhile (as root; else at the highest priority).
+# slowlog_start: SLOWLOG records every command over 20ms from now on. The bound tells bounded
+# work from unbounded: bench/queue's slowest lock script took 1.6ms on a quiet 2-core machine;
+# one that reaped 10000 dead waiters at once (a ZREM of each, an HDEL of its fields) takes about
+# 110ms; under CI's load bounded calls took up to 6.4ms, which a 5ms bound failed. SLOWLOG counts
+# wall time, and what is measured is the scripts' own work, not the other suites' load on a
+# 2-core machine: the server runs under a real-time policy meanwhile (as root; else at the
+# highest priority).
 # The scripts are loaded (compiled) before the window opens.
 slowlog_start() {
   load_scripts
   chrt -f -p 50 "$REDIS_PID" >/dev/null 2>&1 || renice -n -20 -p "$REDIS_PID" >/dev/null 2>&1 || true
-  rcli config set slowlog-log-slower-than 5000 >/dev/null
+  rcli config set slowlog-log-slower-than 20000 >/dev/null
   rcli slowlog reset >/dev/null
   SCRIPTS_CACHED=$(cached_scripts)
 }
@@ -106,9 +110,9 @@ cached_scripts() {
   rcli info memory | awk -F: '$1 == "number_of_cached_scripts" { print $2 + 0 }'
 }
 
-# assert_slowlog_empty: no command over 5ms since slowlog_start, and no script compiled since.
+# assert_slowlog_empty: no command over 20ms since slowlog_start, and no script compiled since.
 assert_slowlog_empty() {
-  assert_equal "$(rcli slowlog len)" 0 || fail "scripts over 5ms: $(rcli slowlog get 128)"
+  assert_equal "$(rcli slowlog len)" 0 || fail "scripts over 20ms: $(rcli slowlog get 128)"
   assert_equal "$(cached_scripts)" "$SCRIPTS_CACHED" || fail "a script was compiled while SLOWLOG counted"
 }
 
@@ -134,7 +138,7 @@ fake_shared_waiters() {
   done
 }
 
-@test "10k dead shared waiters: every script stays under 5ms (SLOWLOG), and a writer behind them is served" {
+@test "10k dead shared waiters: every script stays under 20ms (SLOWLOG), and a writer behind them is served" {
   local n tok
   n=$(scaled 10000)
   acquire_token k
@@ -155,7 +159,7 @@ fake_shared_waiters() {
   assert_no_overlap
 }
 
-@test "--limit 1000 with 10k dead waiters: every script stays under 5ms, and a live waiter is served" {
+@test "--limit 1000 with 10k dead waiters: every script stays under 20ms, and a live waiter is served" {
   local n tok
   n=$(scaled 10000)
   tok=$(rlock acquire k --limit 1000) || fail "could not take a slot"
