@@ -4,6 +4,9 @@ pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis)
 find_package(CLI11 CONFIG QUIET)
 find_path(CLI11_INCLUDE_DIR CLI/CLI.hpp REQUIRED)
 find_path(FMT_INCLUDE_DIR fmt/format.h REQUIRED)
+if(RLOCK_FMT_SHARED)
+  find_package(fmt CONFIG REQUIRED)
+endif()
 
 # Link hiredis statically: it is small, and a static link avoids loading it.
 find_library(HIREDIS_STATIC libhiredis.a PATHS ${HIREDIS_LIBRARY_DIRS})
