@@ -160,16 +160,16 @@ leaves_at_once() {
 @test "--wait running out leaves the queue at once; the next in line is not delayed" {
   redis_start
   hold_k
-  # 3s rather than 1s: w2 must have joined the queue behind w1 before w1 gives up (that takes
+  # 2s rather than 1s: w2 must have joined the queue behind w1 before w1 gives up (that takes
   # a start of rlock and one call, a few hundred ms), also on a loaded machine.
   local t0 took
   t0=$(now_ms)
-  enqueue w1 k 1 rlock run k -w 3s -- "$CS" "$WLOG" w1 0
+  enqueue w1 k 1 rlock run k -w 2s -- "$CS" "$WLOG" w1 0
   enqueue w2 k 2 rlock run k -w 100 -- "$CS" "$WLOG" w2 0
   bg_wait w1 15
   took=$(elapsed_ms "$t0")
   assert_equal "$BG_STATUS" 75
-  ((took >= 2900 && took <= 3000 + SLACK_MS)) || fail "-w 3s gave up after ${took}ms"
+  ((took >= 1900 && took <= 2000 + SLACK_MS)) || fail "-w 2s gave up after ${took}ms"
   leaves_at_once w1
 }
 
