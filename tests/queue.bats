@@ -1,8 +1,10 @@
 #!/usr/bin/env bats
 # Waiting in a FIFO queue: waiters get the lock in the order they queued, once each; newcomers
 # (even -n) never jump ahead (with a lapsed lease too: tests/protocol, QueueTest); a waiter that
-# dies, gives up or is interrupted stops delaying the others within the documented bounds; a crashed holder, a Redis restart and a Sentinel failover
-# do not lose or duplicate anyone; status shows the queue; the same on a Redis Cluster.
+# gives up or is interrupted stops delaying the others within the documented bounds (one that dies,
+# or a head that never claims its grant: tests/protocol, TakeQueueTest); a crashed holder, a Redis
+# restart and a Sentinel failover do not lose or duplicate anyone; status shows the queue; the
+# same on a Redis Cluster.
 #
 # Bounds (see helpers/queue.bash): heartbeat H = 1s, queue lease L = 3s (4.5s behind others), claim window 2s, plus
 # SLACK_MS for a loaded machine. Critical sections are witnessed by tests/faults/helpers/cs.
@@ -90,54 +92,14 @@ ms_of_free_run() {
   assert_no_overlap
 }
 
-@test "a queued waiter killed with SIGKILL leaves the queue within L + H; the others go on in order" {
-  redis_start
-  hold_k
-  queue_waiters 3
-  local t0 took
-  t0=$(now_ms)
-  kill -KILL "$w2_pid"
-  wait_until -t $(((FAR_LEASE_MS + HEARTBEAT_MS + SLACK_MS) / 1000)) queue_is k 2 ||
-    fail "the queue still has $(queue_length k) waiters $(elapsed_ms "$t0")ms after w2 was killed: $(status_json k)"
-  took=$(elapsed_ms "$t0")
-  ((took <= FAR_LEASE_MS + HEARTBEAT_MS + SLACK_MS)) || fail "w2 left the queue after ${took}ms"
-  assert_equal "$(status_json k | jq -c '[.waiters[].pid]')" "[$w1_pid,$w3_pid]"
-  # The queue ZSET may keep the dead entry a while (removed when its lease is found out, or
-  # when the queue drains); status must not count it, and the drained queue must not keep it.
-  echo "# ZCARD of the queue when status said 2: $(zcard_q k)" >&3
-  touch "$T/go"
-  wait_all 30 holder w1 w3
-  assert_equal "$(cs_order)" "holder w1 w3"
-  wait_until -t 2 eval '[[ $(zcard_q k) == 0 ]]' || fail "the drained queue still has $(zcard_q k) entries"
-  local gap
-  gap=$(ms_between "$(cs_end_ns w1)" "$(cs_start_ns w3)")
-  ((gap <= PROMPT_MS)) || fail "w3 started ${gap}ms after w1 ended"
-  assert_no_overlap
-  echo "# w2 left the queue ${took}ms after SIGKILL" >&3
-}
-
-# A grant that its waiter (dead or stopped) does not claim goes to the next once the claim window
-# has passed: the protocol suite checks it in milliseconds (tests/protocol/queue_test.cpp,
-# AGrantNotClaimedWithinTheClaimWindowGoesToTheNext); here is its real-time witness.
-@test "the head waiter stopped when the lock is handed to it: after the claim window the next gets it, stopped or not" {
-  redis_start
-  hold_k
-  queue_waiters 2
-  # w1 cannot claim the grant it gets at the release (stopped): the grant must go on to w2 once
-  # the claim window has passed, although w1 is still there (stopped, not dead).
-  kill -STOP "$w1_pid"
-  touch "$T/go"
-  wait_until -t $(((CLAIM_MS + HEARTBEAT_MS + SLACK_MS) / 1000 + 5)) cs_started w2 ||
-    fail "w2 did not start while w1 was stopped; order: $(cs_order); status: $(status_json k)"
-  local gap
-  gap=$(ms_between "$(cs_end_ns holder)" "$(cs_start_ns w2)")
-  ((gap <= CLAIM_MS + HEARTBEAT_MS + SLACK_MS)) || fail "w2 started ${gap}ms after the holder released"
-  kill -KILL "$w1_pid"
-  wait_all 30 holder w2
-  assert_equal "$(cs_order)" "holder w2"
-  assert_no_overlap
-  echo "# w2 started ${gap}ms after the release" >&3
-}
+# A waiter SIGKILLed in the queue leaves it within its lease and a heartbeat, the others are
+# served in order, each at once, and the drained queue keeps nothing; a grant that the head
+# (stopped when the lock is handed to it) never claims goes to the next once the claim window has
+# passed: tests/protocol/queue_test.cpp (TakeQueueTest, waiters stepping as rlock run does,
+# AWaiterKilledInTheQueueIsDroppedAndTheLiveOnesAreServedInOrder and
+# AGrantTheStoppedHeadNeverClaimsGoesToTheWaiterBehindAfterTheClaimWindow;
+# QueueTest.AGrantNotClaimedWithinTheClaimWindowGoesToTheNext), with the documented L, H and claim
+# window pinned in tests/unit/take_test.cpp (QueueTiming.TheStandardTimingIsTheDocumentedOne).
 
 # --- waiters that give up ---------------------------------------------------------------------
 

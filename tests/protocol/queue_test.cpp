@@ -3,6 +3,7 @@
 #include "protocol.hpp"
 
 #include "lock/scripts.hpp"
+#include "lock/take.hpp"
 
 #include <atomic>
 #include <future>
@@ -699,6 +700,97 @@ TEST_F(QueueTest, ACarriedArrivalIsNeverAheadOfTheWaitersStartNorLaterThanNow) {
   ASSERT_EQ(f.outcome, Outcome::queued);
   EXPECT_LE(std::stoll(f.arrival), server_us(call({"TIME"}))) << "not later than now";
   EXPECT_EQ(f.position, 2);
+}
+
+// Waiters that take the lock as rlock run does (take_lock: their own steps at their heartbeat, the
+// far one behind others), each on its own connection, in a thread.
+class TakeQueueTest : public ProtocolTest {
+protected:
+  using Taken = std::pair<Attempt, std::chrono::steady_clock::time_point>;
+  std::future<Taken> take_in_thread(const Contender& who) {
+    return std::async(std::launch::async, [b = backend(), n = name, who] {
+      lock::WaitLimits wait{Millis(20'000), 0, Millis(1'000)};
+      lock::WaitHooks hooks{[](Millis d) {
+                              std::this_thread::sleep_for(d);
+                              return true;
+                            },
+                            [] { return false; },
+                            {}};
+      Attempt got = lock::take_lock(*b, n, wait, who, {}, hooks);
+      return std::make_pair(got, std::chrono::steady_clock::now());
+    });
+  }
+  std::vector<std::string> waiting_pids() {
+    std::vector<std::string> out;
+    for (const auto& w : state().waiters) out.push_back(w.holder.pid);
+    return out;
+  }
+  int64_t zcard_queue() { return call({"ZCARD", name.key_of(lock::Part::queue)}).integer; }
+};
+
+// A waiter killed in the middle of the queue (it never steps again, nor leaves): once its lease
+// has run out, the waiting ones behind it drop it, and the queue shows the live ones in order;
+// they are served in that order, each at once at the release of the one before, and the drained
+// queue keeps nothing.
+TEST_F(TakeQueueTest, AWaiterKilledInTheQueueIsDroppedAndTheLiveOnesAreServedInOrder) {
+  Timing dying = timing;
+  dying.lease = 300ms;
+  Contender a = contender("100");
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  Contender w1 = contender("101"), w2 = contender("102"), w3 = contender("103");
+  auto t1 = take_in_thread(w1);
+  ASSERT_TRUE(eventually([&] { return state().queue_length == 1; }));
+  ASSERT_EQ(acquire(w2, true, &dying).outcome, Outcome::queued);  // then killed: it never steps again
+  auto t3 = take_in_thread(w3);
+  ASSERT_TRUE(eventually([&] { return state().queue_length == 3 || waiting_pids().size() == 2; }));
+
+  auto killed = std::chrono::steady_clock::now();
+  ASSERT_TRUE(eventually([&] {
+    return waiting_pids() == std::vector<std::string>{"101", "103"};
+  })) << "w2 is still shown waiting";
+  EXPECT_LT(since(killed), dying.lease + timing.far_heartbeat() + 2s) << "within its lease and a heartbeat";
+  EXPECT_EQ(state().queue_length, 2);
+
+  ASSERT_TRUE(release(a));
+  ASSERT_EQ(t1.wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(t1.get().first.outcome, Outcome::acquired);
+  EXPECT_EQ(t3.wait_for(100ms), std::future_status::timeout) << "w3 is served after w1 only";
+  auto released = std::chrono::steady_clock::now();
+  ASSERT_TRUE(release(w1));
+  ASSERT_EQ(t3.wait_for(5s), std::future_status::ready);
+  auto [got, woke] = t3.get();
+  EXPECT_EQ(got.outcome, Outcome::acquired);
+  EXPECT_LT(woke - released, 1s) << "woken by the release, not at a heartbeat";
+  EXPECT_EQ(state().holders.at(0).holder.pid, "103");
+  EXPECT_EQ(state().queue_length, 0);
+  EXPECT_EQ(zcard_queue(), 0) << "the drained queue keeps no dead entry";
+}
+
+// The head of the queue stopped (SIGSTOP) when the lock is handed to it: it never claims the grant.
+// The waiter behind it, stepping as rlock run does, gets the lock once the claim window has
+// passed, and not long after; the stopped one, continued, finds its grant gone and waits again.
+TEST_F(TakeQueueTest, AGrantTheStoppedHeadNeverClaimsGoesToTheWaiterBehindAfterTheClaimWindow) {
+  timing.claim = 300ms;
+  Contender a = contender("100");
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  Contender w1 = contender("101"), w2 = contender("102");
+  Attempt stopped = acquire(w1);
+  ASSERT_EQ(stopped.outcome, Outcome::queued);
+  auto t2 = take_in_thread(w2);
+  ASSERT_TRUE(eventually([&] { return state().queue_length == 2; }));
+
+  auto released = std::chrono::steady_clock::now();
+  ASSERT_TRUE(release(a));
+  ASSERT_EQ(t2.wait_for(5s), std::future_status::ready) << "w2 never got the lock";
+  auto [got, when] = t2.get();
+  EXPECT_EQ(got.outcome, Outcome::acquired);
+  EXPECT_GE(when - released, timing.claim - 20ms) << "not before the claim window passed";
+  EXPECT_LT(when - released, timing.claim + timing.heartbeat + 2s) << "within the window and a step";
+  EXPECT_EQ(state().holders.at(0).holder.pid, "102");
+
+  Attempt late = step(w1, stopped);
+  EXPECT_EQ(late.outcome, Outcome::queued);
+  EXPECT_EQ(late.position, 1);
 }
 
 }  // namespace

@@ -493,4 +493,20 @@ TEST(TakeLock, ASignalDuringAQuorumsPauseEndsTheRetries) {
   EXPECT_EQ(h.progress, 1);
 }
 
+// The bounds of the queue that rlock(7) documents (Waiting) and that the protocol tests take as
+// given, scaled down: a heartbeat of 1s (2.5s behind others), a waiter's lease of 3s (4.5s behind
+// others) and a claim window of 2s, sent to every script.
+TEST(QueueTiming, TheStandardTimingIsTheDocumentedOne) {
+  Timing t = Timing::standard(1'000);
+  EXPECT_EQ(t.heartbeat, 1'000ms);
+  EXPECT_EQ(t.far_heartbeat(), 2'500ms);
+  EXPECT_EQ(t.lease, 3'000ms);
+  EXPECT_EQ(t.far_lease(), 4'500ms);
+  EXPECT_EQ(t.claim, 2'000ms);
+  std::vector<std::string> args = t.script_args({});
+  ASSERT_GE(args.size(), 2u);
+  EXPECT_EQ(args[0], "3000") << "the lease";
+  EXPECT_EQ(args[1], "2000") << "the claim window";
+}
+
 }  // namespace take_test
