@@ -150,7 +150,10 @@ proxy_start() {
     bg "proxy_$name" setsid socat "TCP-LISTEN:$port,bind=127.0.0.1,fork,reuseaddr" "TCP:127.0.0.1:$target"
     local pid
     pid=$(cat "$T/proxy_$name.pid")
-    if wait_until -t 5 _proxy_listening "$port" "$pid"; then
+    # (A socat that could not bind its port, taken since free_port chose it, exits at once: the
+    # next port is tried then, not after the 5s.)
+    wait_until -t 5 _proxy_listening_or_gone "$port" "$pid" || true
+    if _proxy_listening "$port" "$pid"; then
       echo "$pid" >"$T/proxy_$name.pgid"
       printf -v "${name}_PORT" '%s' "$port"
       export "${name}_PORT"
@@ -165,6 +168,7 @@ proxy_start() {
 _proxy_listening() {
   pid_alive "$2" && ss -ltnH "sport = :$1" 2>/dev/null | grep -q .
 }
+_proxy_listening_or_gone() { pid_gone "$2" || _proxy_listening "$1" "$2"; }
 
 # proxy_pause NAME / proxy_resume NAME: SIGSTOP / SIGCONT to the proxy's process group: new
 # connections are still accepted by the kernel but nothing flows, in either direction.
