@@ -1,6 +1,10 @@
 #!/usr/bin/env bats
 # rlock run: the child's status, environment and stdin, holding and releasing, conflicts and
 # waiting, signals, renewals and --max-hold.
+#
+# The tests tagged "scripts" run again with the scripts run by EVALSHA (bats.run.evalsha): each
+# step of a run that calls a script (taking, busy, waiting and woken, renewing, releasing, the
+# release after a stop). The others check the run loop and the child, the same either way.
 
 load helpers/common
 
@@ -20,6 +24,7 @@ wait_for_go() {
 
 # --- the child's status ------------------------------------------------------------------------
 
+# bats test_tags=scripts
 @test "the child's exit status passes through" {
   run rlock run k -- sh -c 'redis-cli -p "$REDIS_PORT" exists "rlock:{k}"'
   assert_success
@@ -67,6 +72,7 @@ wait_for_go() {
 
 # --- the child's environment and the data in Redis ------------------------------------------------
 
+# bats test_tags=scripts
 @test "RLOCK_KEY, RLOCK_TOKEN and RLOCK_FENCE are set and the token is the lock's value" {
   run rlock run my-key -- sh -c \
     'echo "key=$RLOCK_KEY"; echo "token=$RLOCK_TOKEN"; echo "fence=$RLOCK_FENCE"; echo "held=$(redis-cli -p "$REDIS_PORT" get "rlock:{my-key}")"'
@@ -82,6 +88,7 @@ wait_for_go() {
   assert_equal "$(rcli get "$(lock_key my-key):fence")" "$fence"
 }
 
+# bats test_tags=scripts
 @test "the holder info is recorded while the child runs and goes with the lock's release" {
   run rlock run k -- sh -c 'redis-cli -p "$REDIS_PORT" hgetall "rlock:{k}:info"; redis-cli -p "$REDIS_PORT" pttl "rlock:{k}:info"'
   assert_success
@@ -127,6 +134,7 @@ wait_for_go() {
   assert_not_equal "$first" "$output"
 }
 
+# bats test_tags=scripts
 @test "the lock is held with the TTL while the child runs and released when it exits" {
   bg holder rlock run k -t 20s -- sh -c "$(wait_for_go)"
   wait_until test -e "$T/started" || fail "the child did not start: $(bg_err holder)"
@@ -155,6 +163,7 @@ wait_for_go() {
 
 # --- conflicts and waiting --------------------------------------------------------------------
 
+# bats test_tags=scripts
 @test "-n on a held lock exits 75 without running the command, -E changes the code" {
   acquire_token k
   local token=$TOKEN
@@ -205,6 +214,7 @@ wait_for_go() {
   ((took >= 900 && took <= 3000)) || fail "-w 1 gave up after ${took}ms"
 }
 
+# bats test_tags=scripts
 @test "-v says acquired once, with how long it waited" {
   run --separate-stderr rlock -v run k -- true
   assert_success
@@ -223,6 +233,7 @@ wait_for_go() {
     fail "no acquired line: $(bg_err waiter)"
 }
 
+# bats test_tags=scripts
 @test "a waiter gets the lock when the holder finishes" {
   bg holder rlock run k -- sh -c "$(wait_for_go)"
   wait_until test -e "$T/started" || fail "the child did not start: $(bg_err holder)"
@@ -309,6 +320,7 @@ EOF
 
 # --- renewals and --max-hold ---------------------------------------------------------------------
 
+# bats test_tags=scripts
 @test "renewals keep a short-TTL lock held past its TTL" {
   # The child holds the lock until the test says stop, so every intruder below runs while the
   # lock must still be held: two TTLs of attempts (six renewals), then the child reads the
@@ -337,6 +349,7 @@ EOF
   assert lock_free k
 }
 
+# bats test_tags=scripts
 @test "--max-hold stops the child and exits 76, or the --lost-exit-code" {
   local t0 took
   t0=$(now_ms)
