@@ -66,15 +66,15 @@ check_loops() {
   assert_success
 }
 
-# 8 loops of 15 runs (fewer runs when scaled down).
+# 8 loops of 10 runs (fewer runs when scaled down): 80 runs, 60 of them after the kill.
 contention_size() {
   LOOPS=8
-  RUNS=$(redlock_scaled 15)
+  RUNS=$(redlock_scaled 10)
   TOTAL=$((LOOPS * RUNS))
 }
 
 # The loops run on all 5 masters for a quarter of their runs, then with 2 of them killed.
-@test "5 masters, 8 concurrent loops of 15 runs, 2 of the masters killed midway: every run succeeds, the counter is exact, no overlap, fences strictly increase" {
+@test "5 masters, 8 concurrent loops of 10 runs, 2 of the masters killed midway: every run succeeds, the counter is exact, no overlap, fences strictly increase" {
   contention_size
   masters_start 5
   write_section
@@ -199,13 +199,12 @@ acquire_release_times() {
   ((MAX_ACQ < limit)) || fail "an acquire took ${MAX_ACQ}ms with m3 stopped (200ms per node, limit ${limit}ms)"
   ((MAX_REL < limit)) || fail "a release took ${MAX_REL}ms with m3 stopped (200ms per node, limit ${limit}ms)"
 
-  # run, with the default per-node timeout (2% of the TTL: 200ms), and one that renews past its
-  # TTL (three renewals, each waiting the per-node timeout for m3).
+  # run, with the default per-node timeout (2% of the TTL: 200ms). (A renewal with m3 stopped
+  # waits for it the per-node timeout and succeeds: tests/protocol/redlock_test.cpp,
+  # ARenewalWithAMasterStoppedWaitsForItThePerNodeTimeoutAndSucceeds.)
   run --separate-stderr rlock run k -t 10s "${U[@]}" -- sh -c 'echo "fence $RLOCK_FENCE"'
   assert_success
   assert_output --regexp '^fence [0-9]+$'
-  run --separate-stderr rlock run k -t 1s --node-timeout 150ms "${U[@]}" -- sleep 1.1
-  assert_success
   wait_until -t 5 free_everywhere k || fail "the lock is still on m$(held_on k)"
   # status has no TTL: each master gets the --io-timeout.
   local tok t0 took

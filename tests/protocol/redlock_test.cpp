@@ -343,6 +343,35 @@ TEST_F(RedlockTest, AMasterThatLostTheKeyGetsItBackWithTheFenceAtRenewal) {
   EXPECT_EQ(q->inspect(name, 100).agreeing, 3);
 }
 
+// A stopped master (SIGSTOP: it accepts, it never answers) costs a renewal the per-node timeout,
+// not the command timeout (2s) nor the lease: the two others renew it.
+TEST_F(RedlockTest, ARenewalWithAMasterStoppedWaitsForItThePerNodeTimeoutAndSucceeds) {
+  auto q = lock::quorum_backend(servers_of(urls()), timing, 200ms);
+  Contender c = contender("100");
+  Attempt got = q->try_acquire(name, c, false, {});
+  ASSERT_EQ(got.outcome, Outcome::acquired);
+  // Phase 2's write-back has run on master 2 before it stops.
+  ASSERT_TRUE(eventually([&] { return master(2).call({"XLEN", name.log_key()}).integer > 0; }));
+  master(0).call({"PEXPIRE", name.lock_key(), "1000"});
+  master(1).call({"PEXPIRE", name.lock_key(), "1000"});
+  ASSERT_EQ(::kill(quorum_server(2).pid(), SIGSTOP), 0);
+  struct Resume {
+    ~Resume() { ::kill(quorum_server(2).pid(), SIGCONT); }
+  } resume;
+  auto t0 = std::chrono::steady_clock::now();
+  std::optional<lock::Extension> e = q->extend(name, c.token, std::nullopt, c.ttl, got.fence);
+  Millis took = since(t0);
+  ASSERT_TRUE(e) << "the two masters that answer are a majority";
+  EXPECT_EQ(e->ttl, 5s);
+  EXPECT_LT(took, 1000ms) << "the stopped master was waited for longer than its 200ms";
+  for (int i : {0, 1}) {
+    EXPECT_GT(master(i).call({"PTTL", name.lock_key()}).integer, 3'000) << "master " << i << ": renewed";
+  }
+  ::kill(quorum_server(2).pid(), SIGCONT);
+  EXPECT_EQ(q->release(name, c.token, lock::Ending{}), lock::Released::released);
+  expect_released_everywhere();
+}
+
 TEST_F(RedlockTest, AHolderOnAMajorityMakesTheLockBusyAndTheAttemptLeavesNothing) {
   Contender other = contender("200");
   for (int i : {1, 2}) {
