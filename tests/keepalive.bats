@@ -32,13 +32,14 @@ no_keeper() { [[ -z $(keepers) ]]; }
 state_files() { find "$XDG_RUNTIME_DIR/rlock" -name '*.keeper' 2>/dev/null | wc -l; }
 
 @test "a script holds its lock across steps with a 2s TTL, never loses it, and releases it; no keeper is left" {
-  # 5 steps of 0.7s: the last check 2.8s in, past the TTL; over five renewals.
+  # 4 steps of 0.6s, each checked at its end: the last check 2.4s in, past the TTL; over three
+  # renewals.
   cat >"$T/script.sh" <<'SCRIPT'
 set -e
 tok=$(rlock acquire k --keepalive -t 2s)
-for i in 1 2 3 4 5; do
+for i in 1 2 3 4; do
+  sleep 0.6
   [ "$(redis-cli -p "$REDIS_PORT" get 'rlock:{k}')" = "$tok" ] || { echo "lost at step $i"; exit 9; }
-  sleep 0.7
 done
 RLOCK_TOKEN=$tok rlock release k
 echo released
@@ -153,7 +154,7 @@ SCRIPT
 }
 
 @test "Redis unavailable longer than the TTL: the keeper stops, and the next release reports the loss (1)" {
-  bg script bash -c 'tok=$(rlock acquire k --keepalive -t 2s); echo "$tok" > "$0"; sleep 1000' "$T/tok"
+  bg script bash -c 'tok=$(rlock acquire k --keepalive -t 1s --io-timeout 500ms); echo "$tok" > "$0"; sleep 1000' "$T/tok"
   wait_until test -s "$T/tok" || fail "the script did not get the lock: $(bg_err script)"
   local tok
   tok=$(cat "$T/tok")
@@ -273,8 +274,8 @@ SCRIPT
   cp "$(readlink -f "$RLOCK_BIN")" "$other/rlock"
   chmod 755 "$other/rlock"
   run bash -c 'cd / && setpriv --reuid=nobody --regid=nogroup --clear-groups env -u XDG_RUNTIME_DIR HOME="$1" \
-    RLOCK_URL="$RLOCK_URL" RLOCKTEST_MARK="$RLOCKTEST_MARK" sh -c '"'"'tok=$("$0" acquire k --keepalive -t 2s) &&
-    ls "$HOME/.rlock" && sleep 2.5 && RLOCK_TOKEN=$tok "$0" release k && echo released'"'"' "$2/rlock"' _ "$home" "$other"
+    RLOCK_URL="$RLOCK_URL" RLOCKTEST_MARK="$RLOCKTEST_MARK" sh -c '"'"'tok=$("$0" acquire k --keepalive -t 1500ms) &&
+    ls "$HOME/.rlock" && sleep 1.8 && RLOCK_TOKEN=$tok "$0" release k && echo released'"'"' "$2/rlock"' _ "$home" "$other"
   local squatted
   squatted=$(ls -A "$squat")
   rm -rf "$squat" "$other"
@@ -308,7 +309,7 @@ SCRIPT
   cat >"$T/inner.sh" <<'INNER'
 tok=$(rlock acquire k --keepalive <&-)
 echo "$tok" > "$TOKFILE"
-sleep 1.5
+sleep 0.5
 redis-cli -p "$REDIS_PORT" exists 'rlock:{k}' > "$TOKFILE.held"
 INNER
   # A shell started with the same command line as its parent (bash < inner.sh under bash <

@@ -305,13 +305,13 @@ lines_naming() { grep -c "pid $2[ ;)]" "$T/$1.err" || true; }
   [[ ! -s $T/quiet.err ]] || fail "-q printed: $(LC_ALL=C cat -v "$T/quiet.err")"
 }
 
-# write_leaver: $T/leave.sh, a command that leaves 7 processes running for 4s (the first with an
+# write_leaver: $T/leave.sh, a command that leaves 7 processes running for 3s (the first with an
 # escape sequence in its name) and exits 3: the line about them is due 2s after the exit.
 write_leaver() {
   cat >"$T/leave.sh" <<'LEAVE'
 #!/bin/bash
-(exec -a $'\e[2Jevil' sleep 4) &
-for i in 1 2 3 4 5 6; do sleep 4 & done
+(exec -a $'\e[2Jevil' sleep 3) &
+for i in 1 2 3 4 5 6; do sleep 3 & done
 exit 3
 LEAVE
   chmod +x "$T/leave.sh"
@@ -319,7 +319,7 @@ LEAVE
 
 @test "leftovers that keep the lock: in a CI said once, naming them (bounded) and pointing at --leftovers kill; not without a terminal or a CI, nor with -q" {
   write_leaver
-  # All three at once, on three keys: each waits for its leftovers (4s), past the 2s the line is
+  # All three at once, on three keys: each waits for its leftovers (3s), past the 2s the line is
   # due at.
   bg plain rlock run lk -- "$T/leave.sh"
   CI=true bg quiet rlock run lk2 -q -- "$T/leave.sh"
@@ -329,8 +329,8 @@ LEAVE
   [[ $stderr == "rlock: lk3: the command exited (3), but 7 processes it left running keep the lock: pid "* ]] ||
     fail "not the leftovers line: $stderr"
   [[ $stderr == *" and 2 more; waiting for them (--leftovers kill ends them)" ]] || fail "not bounded: $stderr"
-  [[ $stderr == *'(\x1b[2Jevil 4)'* ]] || fail "the leftover's name is not escaped: $(cat -v <<<"$stderr")"
-  [[ $(grep -o "pid [0-9]* (sleep 4)" <<<"$stderr" | wc -l) == 4 ]] || fail "not 5 named: $stderr"
+  [[ $stderr == *'(\x1b[2Jevil 3)'* ]] || fail "the leftover's name is not escaped: $(cat -v <<<"$stderr")"
+  [[ $(grep -o "pid [0-9]* (sleep 3)" <<<"$stderr" | wc -l) == 4 ]] || fail "not 5 named: $stderr"
   local name
   for name in plain quiet; do
     bg_wait "$name" 20
