@@ -369,23 +369,12 @@ pttl_below() {
   run rlock acquire k --json
   (($(jq -r .fence <<<"$output") > last + 1)) || fail "fence did not increase over an expiry: $output"
   # The counter expires only after 31 days without use (it resumes above its old values from the
-  # server's clock: see the next test).
+  # server's clock: see below).
   local pttl
   pttl=$(rcli pttl "$(lock_key k):fence")
   ((pttl > 30 * 86400000 && pttl <= 31 * 86400000)) || fail "fence PTTL $pttl"
 }
 
-@test "a fence counter lost to its idle expiry or a restart resumes above every value it gave out" {
-  local first second
-  first=$(rlock run k -- sh -c 'echo "$RLOCK_FENCE"')
-  rcli del "$(lock_key k):fence" >/dev/null
-  second=$(rlock run k -- sh -c 'echo "$RLOCK_FENCE"')
-  ((second > first)) || fail "fence $second after $first"
-}
-
-@test "the fence counter is shared by all holders and survives a released lock" {
-  require_jq
-  rcli set "$(lock_key k):fence" 41000 >/dev/null
-  run rlock acquire k --json
-  assert_equal "$(jq -r .fence <<<"$output")" 41001
-}
+# The fence counter resumes above every value it gave out once lost, and is shared by every holder
+# and outlives a release: tests/protocol/acquire_test.cpp (AFenceCounterLostResumesAboveEveryValueItGaveOut,
+# TheFenceCounterIsSharedByEveryHolderAndOutlivesARelease).

@@ -59,6 +59,32 @@ TEST_F(AcquireTest, ReleaseFreesTheLockOnceAndTheNextFenceIsHigher) {
   EXPECT_EQ(state().holders.at(0).holder.pid, "102");
 }
 
+// The fence counter is the lock's, not a holder's: a release leaves it, and the next holder's fence
+// comes from it, whatever value another holder (or a Redlock merge) left there.
+TEST_F(AcquireTest, TheFenceCounterIsSharedByEveryHolderAndOutlivesARelease) {
+  ASSERT_EQ(call({"SET", name.fence_key(), "41000"}).str, "OK");
+  Contender a = contender("101");
+  Attempt got = acquire(a);
+  ASSERT_EQ(got.outcome, Outcome::acquired);
+  EXPECT_EQ(got.fence, 41001);
+  EXPECT_TRUE(release(a));
+  EXPECT_EQ(call({"GET", name.fence_key()}).str, "41001");
+  EXPECT_EQ(acquire(contender("102")).fence, 41002);
+}
+
+// A counter lost (to its idle expiry, or a restart without persistence) starts again from the
+// server's clock, above every value it gave out.
+TEST_F(AcquireTest, AFenceCounterLostResumesAboveEveryValueItGaveOut) {
+  Contender a = contender("101");
+  Attempt first = acquire(a);
+  ASSERT_EQ(first.outcome, Outcome::acquired);
+  EXPECT_TRUE(release(a));
+  ASSERT_EQ(call({"DEL", name.fence_key()}).integer, 1);
+  Attempt second = acquire(contender("102"));
+  ASSERT_EQ(second.outcome, Outcome::acquired);
+  EXPECT_GT(second.fence, first.fence);
+}
+
 TEST_F(AcquireTest, AnAttemptRepeatedWithTheSameTokenIsOurs) {
   // An earlier attempt whose answer was lost took the lock: the retry finds it held by its token.
   Contender a = contender("101");
