@@ -221,7 +221,7 @@ SCRIPT
   bg two bash -c 'tok=$(rlock acquire s --limit 2 --keepalive -t 2s); echo "$tok" > "$0"; sleep 1000' "$T/two"
   wait_until test -s "$T/one" && wait_until test -s "$T/two" || fail "two holders did not get slots"
   bg three bash -c 'tok=$(rlock acquire s --limit 2 --keepalive -t 2s -w 20); echo "$tok" > "$0"; sleep 1000' "$T/three"
-  sleep 2.5  # beyond the TTL: the keepers renew the two slots meanwhile
+  sleep 2.2  # beyond the TTL: the keepers renew the two slots meanwhile
   [[ ! -s $T/three ]] || fail "a third holder got in beside two kept slots"
   kill -KILL "$one_pid"
   wait_until -t 5 test -s "$T/three" || fail "the waiter did not get the slot freed by the dead script"

@@ -351,9 +351,9 @@ CONTEND
 
 @test "a run whose masters go down (2 of 3) just before the child ends is not told it lost the lock: as with one Redis, a warning and the child's status" {
   masters_start 3
-  # The child kills two masters and exits 7 long before the first renewal (TTL 2s: at 667ms). The
+  # The child kills two masters and exits 7 long before the first renewal (TTL 1.5s: at 500ms). The
   # release is then retried until the lock's validity ends: a TTL, not the default 30s.
-  run --separate-stderr rlock run k -t 2s "${U[@]}" -- sh -c 'kill -KILL "$0" "$1"; while kill -0 "$0" 2>/dev/null || kill -0 "$1" 2>/dev/null; do sleep 0.05; done; exit 7' \
+  run --separate-stderr rlock run k -t 1500ms "${U[@]}" -- sh -c 'kill -KILL "$0" "$1"; while kill -0 "$0" 2>/dev/null || kill -0 "$1" 2>/dev/null; do sleep 0.05; done; exit 7' \
     "${M_PID[2]}" "${M_PID[3]}"
   M_PID[2]= M_PID[3]=
   [[ $stderr != *"no longer owned"* ]] || fail "rlock says the token no longer owned the lock, which it cannot know: '$stderr'"
@@ -596,7 +596,7 @@ min_pttl() {
 @test "acquire --keepalive on a quorum: the keeper renews past the TTL on every master, and release gives it back" {
   masters_start 3
   cat >"$T/script.sh" <<'SCRIPT'
-tok=$(rlock acquire k --keepalive -t 2s --node-timeout 300ms "$@") || exit 9
+tok=$(rlock acquire k --keepalive -t 1500ms --node-timeout 300ms "$@") || exit 9
 echo "$tok" >"$T/tok"
 while [ ! -e "$T/go" ]; do sleep 0.05; done
 RLOCK_TOKEN=$tok rlock release k "$@" || exit 8
@@ -606,10 +606,10 @@ SCRIPT
   bg script bash "$T/script.sh" "${U[@]}"
   wait_until test -s "$T/tok" || fail "no lock: $(bg_err script)"
   assert held_everywhere k
-  # Held past its TTL (2.4s, three renewals): the keeper renewed it on every master.
+  # Held past its TTL (1.8s, three renewals): the keeper renewed it on every master.
   local t0
   t0=$(now_ms)
-  while (($(elapsed_ms "$t0") < 2400)); do
+  while (($(elapsed_ms "$t0") < 1800)); do
     held_everywhere k || fail "the lock lapsed $(elapsed_ms "$t0")ms after acquire: on '$(held_on k)'"
     sleep 0.1
   done
