@@ -140,7 +140,7 @@ _deleted_and_stubborn_gone() {
 }
 
 @test "Redis unreachable: the loss is recorded once it answers, with how long the hold lasted and why" {
-  start_family holder k -t 2s --kill-after 500ms
+  start_family holder k -t 3s --kill-after 1s
   local t0
   t0=$(now_ms)
   sleep 0.5
@@ -159,11 +159,11 @@ _deleted_and_stubborn_gone() {
   assert_success
   jq -e -s '[.[].event] == ["acquired", "lost"] and .[1].outcome == "renewals_failed" and .[1].exit == 143' \
     <<<"$output" >/dev/null || fail "history: $output"
-  # How long it ran: from the acquisition until the tree was gone, under the 2s TTL, not the time
-  # until Redis answered.
+  # How long it ran: from the acquisition until the tree was gone, under 3s, not the TTL or the
+  # time until Redis answered.
   local held
   held=$(jq -s '.[1].held_ms' <<<"$output")
-  ((held >= 500 && held < 2000 && held < took)) || fail "held ${held}ms (the run took ${took}ms)"
+  ((held >= 1000 && held < 3000 && held < took)) || fail "held ${held}ms (the run took ${took}ms)"
   run rlock check k --max-lost 0
   assert_equal "$status" 2
   assert_output --partial "1 lost since the last success"
