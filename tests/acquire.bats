@@ -314,17 +314,8 @@ pttl_below() {
   refute_output --partial "$token"
 }
 
-@test "release --force keeps the fencing counter" {
-  require_jq
-  run rlock acquire k --json
-  local fence
-  fence=$(jq -r .fence <<<"$output")
-  run rlock release k --force
-  assert_success
-  assert_equal "$(rcli get "$(lock_key k):fence")" "$fence"
-  run rlock acquire k --json
-  (($(jq -r .fence <<<"$output") > fence)) || fail "fence did not increase after --force"
-}
+# release --force keeps the fencing counter: tests/protocol/acquire_test.cpp
+# (AForcedReleaseKeepsTheFenceCounter).
 
 # --- --json and fencing -----------------------------------------------------------------------------
 

@@ -85,6 +85,16 @@ TEST_F(AcquireTest, AFenceCounterLostResumesAboveEveryValueItGaveOut) {
   EXPECT_GT(second.fence, first.fence);
 }
 
+// release --force removes the holder, not the counter: the next holder's fence is still higher.
+TEST_F(AcquireTest, AForcedReleaseKeepsTheFenceCounter) {
+  Attempt got = acquire(contender("101"));
+  ASSERT_EQ(got.outcome, Outcome::acquired);
+  EXPECT_TRUE(lock::force_release(node, name, timing).was_held);
+  EXPECT_FALSE(state().held);
+  EXPECT_EQ(call({"GET", name.fence_key()}).str, std::to_string(got.fence));
+  EXPECT_GT(acquire(contender("102")).fence, got.fence);
+}
+
 TEST_F(AcquireTest, AnAttemptRepeatedWithTheSameTokenIsOurs) {
   // An earlier attempt whose answer was lost took the lock: the retry finds it held by its token.
   Contender a = contender("101");
