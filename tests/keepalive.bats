@@ -183,7 +183,7 @@ SCRIPT
 }
 
 @test "--max-hold bounds the keeper's life" {
-  bg script bash -c 'tok=$(rlock acquire k --keepalive -t 2s --max-hold 1s); echo "$tok" > "$0"; sleep 1000' "$T/tok"
+  bg script bash -c 'tok=$(rlock acquire k --keepalive -t 2s --max-hold 500ms); echo "$tok" > "$0"; sleep 1000' "$T/tok"
   wait_until test -s "$T/tok" || fail "the script did not get the lock: $(bg_err script)"
   wait_until -t 4 lock_free k || fail "the lock outlived --max-hold"
   wait_until no_keeper || fail "the keeper is still running"
