@@ -167,6 +167,12 @@ TEST_F(AcquireTest, APlaceWhoseAnswerWasLostIsLeftByTheUndo) {
   redis::Client slow_client(redis::parse_url(shared_server().url()), redis::Timeouts{1000ms, 100ms},
                             redis::TlsOptions{});
   lock::ClientNode slow(slow_client);
+  // The scripts are known to the server, as in the test above: the undo's release and leave go by
+  // FCALL or EVALSHA, and a server that never ran them (EVALSHA) would answer NOSCRIPT.
+  Contender first = contender("99");
+  ASSERT_EQ(acquire(first).outcome, Outcome::acquired);
+  ASSERT_TRUE(release(first));
+  lock::cancel(node, name, timing, first.token, false);
   Contender holder = contender("100");
   ASSERT_EQ(acquire(holder).outcome, Outcome::acquired);
   Contender w = contender("101");
