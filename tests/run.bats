@@ -308,6 +308,7 @@ EOF
 @test "the signal goes to the child's whole process group" {
   bg holder rlock run k -- sh -c 'sleep 1000 & echo $! > "$0.gc"; echo $$ > "$0"; wait' "$T/pids"
   wait_until test -s "$T/pids.gc" || fail "the child did not start: $(bg_err holder)"
+  wait_until test -s "$T/pids" || fail "the child did not write its pid: $(bg_err holder)"
   local child grandchild
   child=$(cat "$T/pids")
   grandchild=$(cat "$T/pids.gc")

@@ -119,6 +119,8 @@ scaled() {
 # Whether process $1 is alive (exists and is not a zombie).
 pid_alive() {
   local stat
+  # Not a pid (an empty one: /proc//stat is /proc/stat) is no live process.
+  [[ $1 =~ ^[1-9][0-9]*$ ]] || return 1
   [[ -r /proc/$1/stat ]] || return 1
   read -r stat 2>/dev/null </proc/"$1"/stat || return 1
   stat=${stat##*) }
@@ -126,6 +128,7 @@ pid_alive() {
 }
 
 pid_gone() {
+  [[ $1 =~ ^[1-9][0-9]*$ ]] || { echo "pid_gone: not a pid: '$1'" >&2; return 1; }
   ! pid_alive "$1"
 }
 
