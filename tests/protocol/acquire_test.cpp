@@ -4,7 +4,18 @@
 namespace rlock::test {
 namespace {
 
-using AcquireTest = ProtocolTest;
+class AcquireTest : public ProtocolTest {
+protected:
+  // Runs the scripts of an undo (the release and the leave) once, so that the server knows them
+  // (the library, or the script cache), as on any server rlock has run on: by EVALSHA, one it
+  // never ran would answer NOSCRIPT.
+  void run_the_undo_scripts() {
+    Contender first = contender("98");
+    ASSERT_EQ(acquire(first).outcome, Outcome::acquired);
+    ASSERT_TRUE(release(first));
+    lock::cancel(node, name, timing, first.token, false);
+  }
+};
 
 TEST_F(AcquireTest, FreeLockIsTakenAndInspectShowsTheHolder) {
   Contender a = contender("101", Mode::exclusive, 1, 20s);
@@ -139,12 +150,7 @@ TEST_F(AcquireTest, AHoldWhoseAnswerWasLostIsGivenBackByTheUndoAsReturned) {
   redis::Client slow_client(redis::parse_url(shared_server().url()), redis::Timeouts{1000ms, 100ms},
                             redis::TlsOptions{});
   lock::ClientNode slow(slow_client);
-  // The scripts are known to the server (the library, or the script cache), as on any server
-  // rlock has run on.
-  Contender first = contender("100");
-  ASSERT_EQ(acquire(first).outcome, Outcome::acquired);
-  ASSERT_TRUE(release(first));
-  lock::cancel(node, name, timing, first.token, false);
+  ASSERT_NO_FATAL_FAILURE(run_the_undo_scripts());
   ASSERT_EQ(lock::try_acquire(slow, name, timing, contender("99"), false, {}).outcome, Outcome::acquired);
   call({"DEL", name.lock_key(), name.key_of(lock::Part::info), name.log_key()});
   int64_t evals = calls_of(slow_client, "eval");
@@ -167,12 +173,7 @@ TEST_F(AcquireTest, APlaceWhoseAnswerWasLostIsLeftByTheUndo) {
   redis::Client slow_client(redis::parse_url(shared_server().url()), redis::Timeouts{1000ms, 100ms},
                             redis::TlsOptions{});
   lock::ClientNode slow(slow_client);
-  // The scripts are known to the server, as in the test above: the undo's release and leave go by
-  // FCALL or EVALSHA, and a server that never ran them (EVALSHA) would answer NOSCRIPT.
-  Contender first = contender("99");
-  ASSERT_EQ(acquire(first).outcome, Outcome::acquired);
-  ASSERT_TRUE(release(first));
-  lock::cancel(node, name, timing, first.token, false);
+  ASSERT_NO_FATAL_FAILURE(run_the_undo_scripts());
   Contender holder = contender("100");
   ASSERT_EQ(acquire(holder).outcome, Outcome::acquired);
   Contender w = contender("101");
