@@ -116,11 +116,13 @@ scaled() {
 # ---------------------------------------------------------------------------------------------
 # Processes
 
-# Whether process $1 is alive (exists and is not a zombie).
+# Whether $1 is a pid (an empty one would read /proc//stat, which is /proc/stat).
+is_pid() { [[ $1 =~ ^[1-9][0-9]*$ ]]; }
+
+# Whether process $1 is alive (exists and is not a zombie); a non-pid is no live process.
 pid_alive() {
   local stat
-  # Not a pid (an empty one: /proc//stat is /proc/stat) is no live process.
-  [[ $1 =~ ^[1-9][0-9]*$ ]] || return 1
+  is_pid "$1" || return 1
   [[ -r /proc/$1/stat ]] || return 1
   read -r stat 2>/dev/null </proc/"$1"/stat || return 1
   stat=${stat##*) }
@@ -128,7 +130,7 @@ pid_alive() {
 }
 
 pid_gone() {
-  [[ $1 =~ ^[1-9][0-9]*$ ]] || { echo "pid_gone: not a pid: '$1'" >&2; return 1; }
+  is_pid "$1" || { echo "pid_gone: not a pid: '$1'" >&2; return 1; }
   ! pid_alive "$1"
 }
 
