@@ -149,18 +149,18 @@ contend_while_jobs_run() {
   done
 }
 
-# Two leftovers at once (the same 4s wait): a background job in the command's process group
-# (lock k), and a daemonised one in a session of its own (lock d).
+# Two leftovers at once (the same 3s wait, twice the lease): a background job in the command's
+# process group (lock k), and a daemonised one in a session of its own (lock d).
 @test "a background job, or a daemonised leftover (setsid -f), left by the command keeps the lock (renewed) until it exits" {
-  WLOG=$T/k.log bg holder rlock run k -t 2s -c "\"\$CS\" \"\$WLOG\" job 4 & $JOB_UP; exit 0"
-  WLOG=$T/d.log bg daemon rlock run d -t 2s -c "setsid -f \"\$CS\" \"\$WLOG\" job 4; $JOB_UP; exit 0"
+  WLOG=$T/k.log bg holder rlock run k -t 1.5s -c "\"\$CS\" \"\$WLOG\" job 3 & $JOB_UP; exit 0"
+  WLOG=$T/d.log bg daemon rlock run d -t 1.5s -c "setsid -f \"\$CS\" \"\$WLOG\" job 3; $JOB_UP; exit 0"
   WLOG=$T/k.log wait_cs job holder
   WLOG=$T/d.log wait_cs job daemon
   contend_while_jobs_run k d
   assert_no_overlap "$T/k.log"
   assert_no_overlap "$T/d.log"
-  ((BUSY_SEEN[k] >= 3)) || fail "only ${BUSY_SEEN[k]} contenders were refused while the 4s background job ran"
-  ((BUSY_SEEN[d] >= 3)) || fail "only ${BUSY_SEEN[d]} contenders were refused while the 4s daemonised job ran"
+  ((BUSY_SEEN[k] >= 3)) || fail "only ${BUSY_SEEN[k]} contenders were refused while the 3s background job ran"
+  ((BUSY_SEEN[d] >= 3)) || fail "only ${BUSY_SEEN[d]} contenders were refused while the 3s daemonised job ran"
   bg_wait holder 10
   assert_equal "$BG_STATUS" 0
   assert lock_free k
@@ -184,7 +184,7 @@ contend_while_jobs_run() {
 }
 
 @test "--leftovers kill: a leftover that ignores SIGTERM gets SIGKILL after --kill-after" {
-  bg holder env CS_IGNORE_TERM=1 rlock run k -t 3s --leftovers kill --kill-after 1s -c "\"\$CS\" \"\$WLOG\" job 30 & $JOB_UP; exit 0"
+  bg holder env CS_IGNORE_TERM=1 rlock run k -t 3s --leftovers kill --kill-after 0.5s -c "\"\$CS\" \"\$WLOG\" job 30 & $JOB_UP; exit 0"
   wait_cs job holder
   local job
   job=$(cs_pid job)
@@ -309,7 +309,7 @@ contend_while_jobs_run() {
 # reaped (here one held by a tracer that never waits for it; as one in an uninterruptible sleep
 # would be). rlock says so, and exits 71 within its lease, not when the process is gone.
 @test "the guard killed, a process of the tree that cannot be reaped keeps rlock no longer than its lease: 71" {
-  bg holder rlock run k -t 4s -- sh -c 'sleep 120 & echo $! >"$0"; exec sleep 120' "$T/leftover"
+  bg holder rlock run k -t 2s -- sh -c 'sleep 120 & echo $! >"$0"; exec sleep 120' "$T/leftover"
   wait_until test -s "$T/leftover" || fail "the command did not start: $(bg_err holder)"
   local leftover guard
   leftover=$(cat "$T/leftover")
@@ -325,7 +325,7 @@ contend_while_jobs_run() {
   echo "# rlock exited ${took}ms after its guard was killed" >&3
   assert_equal "$BG_STATUS" 71
   bg_done tracer && fail "the tracer ended first: $(bg_err tracer)"
-  ((took < 8000)) || fail "rlock waited ${took}ms for the tree, more than its lease (4s) and a margin"
+  ((took < 6000)) || fail "rlock waited ${took}ms for the tree, more than its lease (2s) and a margin"
   [[ $(bg_err holder) == *"guard process that watched the command was killed"* &&
     $(bg_err holder) == *"were not gone by the kill deadline"* ]] ||
     fail "rlock did not say a process of the tree was left: $(bg_err holder)"
