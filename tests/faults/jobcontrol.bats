@@ -56,7 +56,7 @@ EOF
 # --- ^Z and fg ---------------------------------------------------------------------------------
 
 @test "^Z gives the prompt back within 3s; fg within 1s resumes the child, which finishes; exit 0" {
-  make_ticker 2
+  make_ticker 1.2
   cat >"$T/steps" <<EOF
 expect 20 $PROMPT_RE
 sendline rlock run -t 3s k -- $T/ticker
@@ -78,17 +78,17 @@ EOF
   assert_no_overlap
 }
 
-# The lease (3s) ends at most 3s after the last renewal, which was before ^Z; the shell is told
-# fg 3.6s after it showed that the job stopped, which is after ^Z: the lease has run out by then.
+# The lease (2s) ends at most 2s after the last renewal, which was before ^Z; the shell is told
+# fg 2.6s after it showed that the job stopped, which is after ^Z: the lease has run out by then.
 @test "^Z for longer than the TTL, then fg: the child does not run on past the lease; exit 76" {
   make_ticker 6
   cat >"$T/steps" <<EOF
 expect 20 $PROMPT_RE
-sendline rlock run -t 3s --kill-after 1s k -- $T/ticker
+sendline rlock run -t 2s --kill-after 0.8s k -- $T/ticker
 expect 20 TICK-2
 send \\x1a
 expect 3 Stopped.*$PROMPT_RE
-sleep 3.6
+sleep 2.6
 sendline fg
 expect 20 $PROMPT_RE
 sendline echo "rc=\$?"
@@ -102,9 +102,9 @@ EOF
   zed=$(pty_mark_ns 'send \x1a')
   pid=$(cs_pid ticker)
   last=$(cs_last_tick_ns "$pid")
-  # The last renewal was before ^Z, so the lease ended at most 3s after it.
-  ((last <= zed + 3000000000)) ||
-    fail "the child ticked $(((last - zed) / 1000000))ms after ^Z, past the 3s lease: $(cat "$WLOG")"
+  # The last renewal was before ^Z, so the lease ended at most 2s after it.
+  ((last <= zed + 2000000000)) ||
+    fail "the child ticked $(((last - zed) / 1000000))ms after ^Z, past the 2s lease: $(cat "$WLOG")"
   ! cs_ended ticker || fail "the child ran to its end: $(cat "$WLOG")"
   wait_until -t 2 pid_gone "$pid" || fail "the child $pid is still there"
   wait_until -t 5 lock_free k || fail "the lock is still held"
