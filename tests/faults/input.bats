@@ -53,10 +53,14 @@ assert_not_pwned() {
 }
 
 @test "run -v with stderr closed, waiting on a holder whose command is an inline command" {
-  bg holder rlock run k -t 3s -- sh -c 'touch "$0"; sleep 1' "$T/started" "$INJECT"
+  bg holder rlock run k -t 3s -- sh -c 'touch "$0"; while [ ! -e "$0.go" ]; do sleep 0.02; done' "$T/started" "$INJECT"
   wait_until test -e "$T/started" || fail "the holder did not start: $(bg_err holder)"
-  USER=$INJECT LOGNAME=$INJECT run bash -c 'rlock run -v k -w 20 -- true 2>&-'
-  assert_success
+  USER=$INJECT LOGNAME=$INJECT bg waiter bash -c 'rlock run -v k -w 20 -- true 2>&-'
+  # The holder ends once the waiter waits (queued).
+  wait_until eval '[[ $(rcli zcard "$(lock_key k):q") == 1 ]]' || fail "the waiter did not queue: $(bg_err waiter)"
+  touch "$T/started.go"
+  bg_wait waiter 20
+  assert_equal "$BG_STATUS" 0
   assert_not_pwned "run -v 2>&-"
 }
 

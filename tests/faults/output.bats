@@ -32,7 +32,8 @@ pause_redis_past_ttl() {
 
 # --- a stalled stderr ----------------------------------------------------------------------------
 
-# Two holders whose stderr stalls, cut off from Redis by one pause (3s, past their 2s lease):
+# Two holders whose stderr stalls, cut off from Redis by one pause (2.3s: their 2s leases, renewed
+# before it at the latest, have ended by its end):
 #   full:   stderr a full pipe from the start (lock k): the child still runs;
 #   stalls: stderr that fills up while the child runs (lock j).
 # Each child is stopped before its lease ends: a second holder sees no overlap.
@@ -47,8 +48,8 @@ pause_redis_past_ttl() {
   local n
   n=$(fifo_fill stalls)
   ((n > 0)) || fail "the FIFO was already full"
-  # The leases are 2s; Redis answers nothing for 3s, so they cannot be renewed.
-  pause_redis_past_ttl 3
+  # The leases are 2s; Redis answers nothing for 2.3s, so they cannot be renewed.
+  pause_redis_past_ttl 2.3
   wait_until -t 10 second_holder k "$T/k.log" second || fail "a second holder of k never got the lock: $(cat "$T/second.err")"
   wait_until -t 10 second_holder j "$T/j.log" second || fail "a second holder of j never got the lock: $(cat "$T/second.err")"
   assert_no_overlap "$T/k.log"
