@@ -19,9 +19,10 @@ load helpers/queue
 BATS_TEST_TIMEOUT=120
 
 setup_file() {
+  # Created while the rest is set up and the tests before the Cluster ones run.
+  cluster_start_bg 3
   repl_start
   sentinels_start 3
-  cluster_start 3
   local i urls=()
   for i in 1 2 3; do
     # appendonly: a master younger than the TTL without it does not count (rlock(7), Redlock masters).
@@ -579,7 +580,7 @@ jobs_trio() {
 }
 
 @test "Cluster: min-hold, supersede and preempt" {
-  cluster_ready || fail "the cluster is not ok"
+  cluster_wait
   cluster_flush
   export RLOCK_URL=$CLUSTER_URL
   jobs_trio clu

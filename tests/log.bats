@@ -16,9 +16,10 @@ BATS_TEST_TIMEOUT=120
 SPEC_FIELDS=(cmd event exit fence held_ms host pid time user waited_ms)
 
 setup_file() {
+  # Created while the rest is set up and the tests before the Cluster ones run.
+  cluster_start_bg 3
   repl_start
   sentinels_start 3
-  cluster_start 3
 }
 
 teardown_file() {
@@ -588,7 +589,7 @@ commands_since_reset() {
 }
 
 @test "Cluster: the same log through any node, and merged over the masters" {
-  cluster_ready || fail "the cluster is not ok"
+  cluster_wait
   cluster_flush
   read -r P1 P2 P3 <<<"$CLUSTER_PORTS"
   local k
@@ -615,7 +616,7 @@ commands_since_reset() {
 }
 
 @test "Cluster: log --follow over keys in several slots, and over one key" {
-  cluster_ready || fail "the cluster is not ok"
+  cluster_wait
   cluster_flush
   read -r P1 P2 P3 <<<"$CLUSTER_PORTS"
   export RLOCK_URL="redis://127.0.0.1:$P1"
