@@ -105,20 +105,20 @@ assert_bg_status() {
 
 # --- min-hold ---------------------------------------------------------------------------------
 
-@test "min-hold: four hosts whose cron fires 0.6s apart run the job once in the tick" {
+@test "min-hold: four hosts whose cron fires 0.3s apart run the job once in the tick" {
   can_unshare || fail "unshare -u does not work here: the test needs distinct host names"
   redis_start
   write_on_host
   local t0 i
   t0=$(now_ms)
-  bg h0 "$T/on_host" h0 rlock run nightly -n --min-hold 4s -- "$T/job.sh" tick1-h0 0.3
-  # The job (0.3s) is over, and h0 has let go, before the next host fires: the others find the
+  bg h0 "$T/on_host" h0 rlock run nightly -n --min-hold 4s -- "$T/job.sh" tick1-h0 0.1
+  # The job (0.1s) is over, and h0 has let go, before the next host fires: the others find the
   # hold lingering.
   wait_until -t 10 ended tick1-h0 || fail "h0's job did not run: $(bg_err h0)"
   wait_until -t 10 is_lingering nightly || fail "h0's hold does not linger: $(status_json nightly); $(bg_err h0)"
   for i in 1 2 3; do
-    sleep_until $((t0 + 600 * i))
-    bg "h$i" "$T/on_host" "h$i" rlock run nightly -n --min-hold 4s -- "$T/job.sh" "tick1-h$i" 0.3
+    sleep_until $((t0 + 300 * i))
+    bg "h$i" "$T/on_host" "h$i" rlock run nightly -n --min-hold 4s -- "$T/job.sh" "tick1-h$i" 0.1
   done
   local fired
   fired=$(elapsed_ms "$t0")
