@@ -1120,7 +1120,7 @@ migrate_stubs() {
   redis_up
   acquire_token db-migrate -t 60s
   cd "$T/work"
-  MIGRATE_LOCK_WAIT=1s run bash "$RLOCK_SOURCE_DIR/examples/migrate.sh"
+  MIGRATE_LOCK_WAIT=200ms run bash "$RLOCK_SOURCE_DIR/examples/migrate.sh"
   assert_failure 75
   assert_equal "$(cat "$EXAMPLES_STUB_LOG")" ""
   assert_equal "$(rcli get "$(lock_key db-migrate)")" "$TOKEN"
