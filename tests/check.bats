@@ -8,6 +8,15 @@ load helpers/common
 load helpers/servers
 load helpers/redlock
 
+setup_file() {
+  # For the Cluster test, created while the tests before it run.
+  cluster_start_bg 3
+}
+
+teardown_file() {
+  servers_teardown_file
+}
+
 setup() {
   common_setup
   redis_start
@@ -416,7 +425,7 @@ scripted_history() {
 
 @test "Cluster: metrics shows the locks of every master; check reads each on its own" {
   require_promtool
-  cluster_start 3
+  cluster_wait
   export RLOCK_URL=$CLUSTER_URL
   local k
   for k in a b c d e f g h; do

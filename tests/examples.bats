@@ -754,7 +754,7 @@ minutes_of() {
   esac
 }
 
-@test "README.md's cron line, its period scaled to 4s, on 3 hosts firing apart: one run per tick for 2 ticks" {
+@test "README.md's cron line, its period scaled to 3s, on 3 hosts firing apart: one run per tick for 2 ticks" {
   local line period opt value scaled
   line=$(grep -E '^ +\*/[0-9]+ \* \* \* \* rlock run ' "$RLOCK_SOURCE_DIR/README.md")
   [[ -n $line && $line != *$'\n'* ]] || fail "README.md has not one '*/N * * * * rlock run' line: $line"
@@ -762,21 +762,21 @@ minutes_of() {
     fail "README.md's cron line has neither --once-per nor --min-hold: $line"
   period=${BASH_REMATCH[1]} opt=${BASH_REMATCH[3]} value=${BASH_REMATCH[4]}
   local cmd=${BASH_REMATCH[2]}
-  # A minute becomes 1s/period*4: the period 4s, the --once-per or --min-hold in proportion (the
-  # hosts fire within 0.6s, well inside half of it).
-  scaled=$(($(minutes_of "$value") * 4000 / period))ms
+  # A minute becomes 1s/period*3: the period 3s, the --once-per or --min-hold in proportion (the
+  # hosts fire within 0.4s, well inside half of it).
+  scaled=$(($(minutes_of "$value") * 3000 / period))ms
   cmd=${cmd/$opt $value/$opt $scaled}
   redis_up
   local tick h t0 rc pids=()
   # The first tick a little ahead, the second a period later (--once-per counts ticks from the
   # one that last ran, not from the epoch).
-  t0=$(($(now_ms) + 500))
+  t0=$(($(now_ms) + 100))
   for tick in 1 2; do
-    # Each tick at its time; the hosts' crons fire 300ms apart.
-    sleep "$(awk -v ms=$((t0 + (tick - 1) * 4000 - $(now_ms))) 'BEGIN { print (ms > 0 ? ms / 1000 : 0) }')"
+    # Each tick at its time; the hosts' crons fire 200ms apart.
+    sleep "$(awk -v ms=$((t0 + (tick - 1) * 3000 - $(now_ms))) 'BEGIN { print (ms > 0 ? ms / 1000 : 0) }')"
     for h in 1 2 3; do
       (
-        sleep "0.$((3 * (h - 1)))"
+        sleep "0.$((2 * (h - 1)))"
         rc=0
         cd "$T/work" && EXAMPLES_ID=tick$tick bash -c "$cmd" >"$T/runs/$tick.$h.out" 2>&1 || rc=$?
         echo "$rc" >"$T/runs/$tick.$h.rc"
@@ -788,7 +788,7 @@ minutes_of() {
   # The job's own lines: one per tick (exit 0), the other hosts skipped it (75).
   for tick in 1 2; do
     assert_equal "$(grep -c "^tick$tick " "$EXAMPLES_STUB_LOG")" 1 ||
-      fail "tick $tick ran the job $(grep -c "^tick$tick " "$EXAMPLES_STUB_LOG") times ($opt $scaled every 4s): $(cat "$EXAMPLES_STUB_LOG")"
+      fail "tick $tick ran the job $(grep -c "^tick$tick " "$EXAMPLES_STUB_LOG") times ($opt $scaled every 3s): $(cat "$EXAMPLES_STUB_LOG")"
     assert_equal "$(cat "$T/runs/$tick".*.rc | sort | tr '\n' ' ')" "0 75 75 "
   done
 }
@@ -1120,7 +1120,7 @@ migrate_stubs() {
   redis_up
   acquire_token db-migrate -t 60s
   cd "$T/work"
-  MIGRATE_LOCK_WAIT=1s run bash "$RLOCK_SOURCE_DIR/examples/migrate.sh"
+  MIGRATE_LOCK_WAIT=200ms run bash "$RLOCK_SOURCE_DIR/examples/migrate.sh"
   assert_failure 75
   assert_equal "$(cat "$EXAMPLES_STUB_LOG")" ""
   assert_equal "$(rcli get "$(lock_key db-migrate)")" "$TOKEN"

@@ -16,8 +16,11 @@ teardown() {
   common_teardown
 }
 
-@test "8 concurrent loops of 50 runs: a non-atomic counter ends at exactly 400, fences strictly increase" {
-  local loops=8 per_loop=50
+# 200 runs, each waiting behind up to 7 others: every hand-over of the lock is contended. (More
+# runs add time, not other hand-overs; RLOCK_TEST_SCALE=4 makes it 800.)
+@test "8 concurrent loops of 25 runs: a non-atomic counter ends at exactly 200, fences strictly increase" {
+  local loops=8 per_loop
+  per_loop=$(scaled 25)
   write_section
   local w t0
   t0=$(now_ms)

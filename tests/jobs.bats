@@ -19,9 +19,10 @@ load helpers/queue
 BATS_TEST_TIMEOUT=120
 
 setup_file() {
+  # Created while the rest is set up and the tests before the Cluster ones run.
+  cluster_start_bg 3
   repl_start
   sentinels_start 3
-  cluster_start 3
   local i urls=()
   for i in 1 2 3; do
     # appendonly: a master younger than the TTL without it does not count (rlock(7), Redlock masters).
@@ -104,20 +105,20 @@ assert_bg_status() {
 
 # --- min-hold ---------------------------------------------------------------------------------
 
-@test "min-hold: four hosts whose cron fires 0.6s apart run the job once in the tick" {
+@test "min-hold: four hosts whose cron fires 0.3s apart run the job once in the tick" {
   can_unshare || fail "unshare -u does not work here: the test needs distinct host names"
   redis_start
   write_on_host
   local t0 i
   t0=$(now_ms)
-  bg h0 "$T/on_host" h0 rlock run nightly -n --min-hold 4s -- "$T/job.sh" tick1-h0 0.3
-  # The job (0.3s) is over, and h0 has let go, before the next host fires: the others find the
+  bg h0 "$T/on_host" h0 rlock run nightly -n --min-hold 4s -- "$T/job.sh" tick1-h0 0.1
+  # The job (0.1s) is over, and h0 has let go, before the next host fires: the others find the
   # hold lingering.
   wait_until -t 10 ended tick1-h0 || fail "h0's job did not run: $(bg_err h0)"
   wait_until -t 10 is_lingering nightly || fail "h0's hold does not linger: $(status_json nightly); $(bg_err h0)"
   for i in 1 2 3; do
-    sleep_until $((t0 + 600 * i))
-    bg "h$i" "$T/on_host" "h$i" rlock run nightly -n --min-hold 4s -- "$T/job.sh" "tick1-h$i" 0.3
+    sleep_until $((t0 + 300 * i))
+    bg "h$i" "$T/on_host" "h$i" rlock run nightly -n --min-hold 4s -- "$T/job.sh" "tick1-h$i" 0.1
   done
   local fired
   fired=$(elapsed_ms "$t0")
@@ -579,7 +580,7 @@ jobs_trio() {
 }
 
 @test "Cluster: min-hold, supersede and preempt" {
-  cluster_ready || fail "the cluster is not ok"
+  cluster_wait
   cluster_flush
   export RLOCK_URL=$CLUSTER_URL
   jobs_trio clu

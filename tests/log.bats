@@ -16,9 +16,10 @@ BATS_TEST_TIMEOUT=120
 SPEC_FIELDS=(cmd event exit fence held_ms host pid time user waited_ms)
 
 setup_file() {
+  # Created while the rest is set up and the tests before the Cluster ones run.
+  cluster_start_bg 3
   repl_start
   sentinels_start 3
-  cluster_start 3
 }
 
 teardown_file() {
@@ -141,15 +142,17 @@ EVERY_EVENT="acquired busy released acquired released acquired lost acquired sup
   run --separate-stderr rlock log k --json
   assert_success
   assert_equal "${#lines[@]}" 20
-  local line
-  for line in "${lines[@]}"; do
-    jq -e 'type == "object"' <<<"$line" >/dev/null || fail "not one JSON object: $line"
-    # The contract's fields, and more that the code adds: time_ms (the time as a number), key
-    # (which lock, for the merged log of every key), by (who superseded or preempted), holder
-    # (who held the lock when a request was busy), outcome (how a hold ended), tick and
-    # period_ms, job and note (the CI job and --note of the holder's record).
-    assert_equal "$(jq -r 'keys | join(" ")' <<<"$line")" "$(printf '%s\n' "${SPEC_FIELDS[@]}" by holder job key note outcome period_ms tick time_ms | sort | xargs)"
-  done
+  # Each line one JSON object (read a line at a time) with the contract's fields, and more that
+  # the code adds: time_ms (the time as a number), key (which lock, for the merged log of every
+  # key), by (who superseded or preempted), holder (who held the lock when a request was busy),
+  # outcome (how a hold ended), tick and period_ms, job and note (the CI job and --note of the
+  # holder's record). The lines that are not print.
+  local fields bad
+  fields=$(printf '%s\n' "${SPEC_FIELDS[@]}" by holder job key note outcome period_ms tick time_ms | sort | xargs)
+  bad=$(printf '%s\n' "${lines[@]}" | jq -R -r --arg fields "$fields" '
+    . as $line | try (fromjson | if type == "object" and (keys | join(" ")) == $fields then empty else $line end)
+      catch $line') || fail "jq failed on: $output"
+  [[ -z $bad ]] || fail "not one JSON object with the fields $fields: $bad"
   # Types and values.
   run jq -e -s '
     all(.[]; (.time | test("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+Z$")) and (.pid | type == "number") and
@@ -498,11 +501,24 @@ follow_test() {
   assert_equal "$(rlock status unused --json | jq -c .last)" null
 }
 
-# commands_since_reset: the calls the test server counted since CONFIG RESETSTAT, by command
-# ("xread=3 scan=2"), without the test's own CONFIG and INFO.
+# commands_since_reset [PORT...]: the calls the servers on PORT... (default: the test server)
+# counted since CONFIG RESETSTAT, by command ("xread=3 scan=2"), without the test's own CONFIG,
+# INFO and CLIENT.
 commands_since_reset() {
-  rcli info commandstats | tr -d '\r' |
-    awk -F'[:=,]' '/^cmdstat_/ && $1 != "cmdstat_config" && $1 != "cmdstat_info" { sub("cmdstat_", "", $1); printf "%s=%s ", $1, $3 }'
+  local p
+  for p in "${@:-$REDIS_PORT}"; do
+    srv_cli "$p" info commandstats | tr -d '\r'
+  done | awk -F'[:=,]' '/^cmdstat_/ && $1 !~ /^cmdstat_(config|info|client)([|]|$)/ { sub("cmdstat_", "", $1); n[$1] += $3 }
+    END { for (c in n) printf "%s=%s ", c, n[c] }'
+}
+
+# xreads_blocked N [PORT...]: whether N clients of the servers on PORT... (default: the test
+# server) wait in a blocking XREAD, no more, no less.
+xreads_blocked() {
+  local want=$1 p
+  shift
+  [[ $(for p in "${@:-$REDIS_PORT}"; do srv_cli "$p" client list; done |
+    awk '/ flags=[A-Za-z]*b[A-Za-z]* / && / cmd=xread / { n++ } END { print n + 0 }') == "$want" ]]
 }
 
 @test "log --follow blocks on the server (XREAD BLOCK) instead of polling each key" {
@@ -511,17 +527,19 @@ commands_since_reset() {
   for k in $(seq 1 12); do rlock run "key-$k" -- true; done
   bg follow rlock log -f 'key-*'
   wait_until -t 10 eval '(($(grep -c released "$T/follow.out") >= 12))' || fail "--follow did not print the history: $(bg_err follow)"
-  sleep 0.5
+  # One XREAD BLOCK over the 12 keys, on the server.
+  wait_until -t 10 xreads_blocked 1 || fail "the follower does not block in XREAD: $(rcli client list)"
   rcli config resetstat >/dev/null
-  sleep 3
+  # Idle for 1.5s, more than a poll of each key once a second would leave out.
+  sleep 1.5
   local counted total
   counted=$(commands_since_reset)
   total=$(tr ' ' '\n' <<<"$counted" | awk -F= '{ s += $2 } END { print s + 0 }')
-  # Idle for 3 s: a few XREADs (one per rescan of the pattern, every 2 s) and the SCANs, never a
-  # read of each key (12 keys polled 4 times a second would make 144 commands).
-  ((total <= 20)) || fail "an idle follower of 12 keys ran $total commands in 3 s: $counted"
+  # A few: an XREAD again and a SCAN at each rescan of the pattern (every 2s), never a read of
+  # each key (12 keys polled 4 times a second would make 72 commands).
+  ((total <= 10)) || fail "an idle follower of 12 keys ran $total commands in 1.5s: $counted"
   [[ $counted != *xrange* && $counted != *xrevrange* ]] || fail "the follower polls: $counted"
-  [[ $counted == *xread=* ]] || fail "the follower does not block in XREAD: $counted"
+  wait_until -t 10 xreads_blocked 1 || fail "the follower no longer blocks in XREAD: $(rcli client list)"
   # An event is shown at once, and a history created after -f started within the rescan time.
   rlock run key-7 -- echo seven
   wait_until -t 5 grep -q 'echo seven' "$T/follow.out" || fail "the new event of key-7 was not shown"
@@ -588,7 +606,7 @@ commands_since_reset() {
 }
 
 @test "Cluster: the same log through any node, and merged over the masters" {
-  cluster_ready || fail "the cluster is not ok"
+  cluster_wait
   cluster_flush
   read -r P1 P2 P3 <<<"$CLUSTER_PORTS"
   local k
@@ -615,7 +633,7 @@ commands_since_reset() {
 }
 
 @test "Cluster: log --follow over keys in several slots, and over one key" {
-  cluster_ready || fail "the cluster is not ok"
+  cluster_wait
   cluster_flush
   read -r P1 P2 P3 <<<"$CLUSTER_PORTS"
   export RLOCK_URL="redis://127.0.0.1:$P1"
@@ -625,18 +643,19 @@ commands_since_reset() {
   bg one rlock log -f bravo
   wait_until -t 10 eval '(($(grep -c released "$T/all.out") >= 3))' || fail "-f did not print the history: $(bg_err all)"
   wait_until -t 10 grep -q released "$T/one.out" || fail "-f bravo did not print the history: $(bg_err one)"
-  # Idle: one XREAD BLOCK per slot, on the node that serves it, and a SCAN of each master every
-  # 2s; no key read in turn (each key once a second made 9 XRANGE in 3s).
-  sleep 0.5
-  local p counted=""
+  # Idle: one XREAD BLOCK per slot, on the node that serves it (alpha, bravo and charlie for -f,
+  # bravo for -f bravo), and a SCAN of each master every 2s; no key read in turn (each key once
+  # a second made 3 XRANGE in 1.5s).
+  local slots
+  slots=$(for k in alpha bravo charlie; do ccli cluster keyslot "$k"; done | sort -u | wc -l)
+  assert_equal "$slots" 3
+  wait_until -t 10 xreads_blocked 4 $P1 $P2 $P3 || fail "not one blocking XREAD per slot: $(for k in $P1 $P2 $P3; do srv_cli "$k" client list; done)"
+  local p counted
   for p in $P1 $P2 $P3; do srv_cli "$p" config resetstat >/dev/null; done
-  sleep 3
-  for p in $P1 $P2 $P3; do
-    counted+=$(srv_cli "$p" info commandstats | tr -d '\r' |
-      awk -F'[:=,]' '/^cmdstat_/ && $1 != "cmdstat_config" && $1 != "cmdstat_info" { sub("cmdstat_", "", $1); printf "%s=%s ", $1, $3 }')
-  done
+  sleep 1.5
+  counted=$(commands_since_reset $P1 $P2 $P3)
   [[ $counted != *xrange* ]] || fail "the follower reads each key in turn: $counted"
-  [[ $counted == *xread=* ]] || fail "the follower does not block in XREAD: $counted"
+  wait_until -t 10 xreads_blocked 4 $P1 $P2 $P3 || fail "the followers no longer block in XREAD"
   for k in alpha bravo charlie delta; do rlock run "$k" -- echo "new $k"; done
   for k in alpha bravo charlie delta; do
     wait_until -t 10 grep -q "new $k" "$T/all.out" || fail "-f did not show the new event of $k: $(bg_out all) $(bg_err all)"

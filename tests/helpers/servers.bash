@@ -411,6 +411,16 @@ role_is() {
 # slot map. With SRV_PASS set, every node requires it. Exports CLUSTER_PORTS ("P1 P2 P3"),
 # CLUSTER_PIDS and CLUSTER_URL (node 1).
 cluster_start() {
+  cluster_start_bg "$@"
+  cluster_wait
+}
+
+# cluster_start_bg [N]: cluster_start without the wait: starts the nodes, then creates the
+# cluster in the background while the caller goes on. A new master says cluster_state:ok no
+# sooner than 2s after it started (Redis's own delay, whatever its options), time that a
+# setup_file can leave to the tests that do not use the cluster. cluster_wait (in the tests that
+# do) waits for it.
+cluster_start_bg() {
   local n=${1:-3} i ports=() pids=() addrs=() auth=() cli_auth=()
   if [[ -n ${SRV_PASS:-} ]]; then
     auth=(--requirepass "$SRV_PASS" --masterauth "$SRV_PASS")
@@ -425,11 +435,27 @@ cluster_start() {
   done
   export CLUSTER_PORTS="${ports[*]}" CLUSTER_PIDS="${pids[*]}"
   export CLUSTER_URL="redis://127.0.0.1:${ports[0]}"
-  local log
-  log=$(_srv_root)/cluster-create.log
-  "${cli_auth[@]}" redis-cli --cluster create "${addrs[@]}" --cluster-replicas 0 --cluster-yes >"$log" 2>&1 ||
-    fail "redis-cli --cluster create failed: $(tail -n 5 "$log")"
-  wait_until -t 20 cluster_ready || fail "the cluster did not reach cluster_state:ok"
+  export CLUSTER_LOG
+  CLUSTER_LOG=$(_srv_root)/cluster-create.log
+  rm -f "$CLUSTER_LOG.status"
+  # The status file is written last: "0" once the cluster is ready, else why not in the log.
+  (
+    rc=0
+    "${cli_auth[@]}" redis-cli --cluster create "${addrs[@]}" --cluster-replicas 0 --cluster-yes || rc=$?
+    if ((rc == 0)) && ! wait_until -t 20 cluster_ready; then
+      echo "the cluster did not reach cluster_state:ok"
+      rc=1
+    fi
+    echo "$rc" >"$CLUSTER_LOG.status"
+  ) </dev/null >"$CLUSTER_LOG" 2>&1 3>&- &
+  disown $! 2>/dev/null || true
+}
+
+# cluster_wait: waits until the cluster of cluster_start_bg is ready; fails the test if it is not.
+cluster_wait() {
+  wait_until -t 30 test -s "$CLUSTER_LOG.status" || fail "the cluster was not created within 30s: $(tail -n 5 "$CLUSTER_LOG")"
+  [[ $(cat "$CLUSTER_LOG.status") == 0 ]] || fail "the cluster was not created: $(tail -n 5 "$CLUSTER_LOG")"
+  cluster_ready || fail "the cluster is not ok"
 }
 
 # Whether every node says cluster_state:ok, knows all nodes, and all 16384 slots are covered.
