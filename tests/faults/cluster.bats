@@ -85,12 +85,13 @@ key_on() {
 }
 
 # cluster_with_replicas: 3 masters and 3 replicas (cluster-node-timeout 1s, so a dead master's
-# replica is promoted within a few seconds). Sets CLUSTER_PORTS, CLUSTER_PIDS.
+# replica is promoted within a few seconds; no delay before a replica's full sync, which would
+# otherwise wait 5s). Sets CLUSTER_PORTS, CLUSTER_PIDS.
 cluster_with_replicas() {
   local i ports=() pids=() addrs=()
   for i in 1 2 3 4 5 6; do
     srv_start "node$i" --bus --cluster-enabled yes --cluster-config-file nodes.conf \
-      --cluster-node-timeout 1000 || fail "could not start cluster node $i"
+      --cluster-node-timeout 1000 --repl-diskless-sync-delay 0 || fail "could not start cluster node $i"
     ports+=("$SRV_PORT")
     pids+=("$SRV_PID")
     addrs+=("127.0.0.1:$SRV_PORT")
