@@ -87,7 +87,8 @@ key_on() {
 
 # cluster_with_replicas: 3 masters and 3 replicas (cluster-node-timeout 1s, so a dead master's
 # replica is promoted within a few seconds; no delay before a replica's full sync, which would
-# otherwise wait 5s). Sets CLUSTER_PORTS, CLUSTER_PIDS.
+# otherwise wait 5s). Waits until every node knows the 3 replicas. Sets CLUSTER_PORTS,
+# CLUSTER_PIDS.
 cluster_with_replicas() {
   local i ports=() pids=() addrs=()
   for i in 1 2 3 4 5 6; do
@@ -101,6 +102,15 @@ cluster_with_replicas() {
   redis-cli --cluster create "${addrs[@]}" --cluster-replicas 1 --cluster-yes >"$T/create.log" 2>&1 ||
     fail "redis-cli --cluster create failed: $(tail -n 5 "$T/create.log")"
   wait_until -t 30 cluster_ready || fail "the cluster did not reach cluster_state:ok"
+  wait_until -t 10 replicas_known || fail "the nodes do not all know the 3 replicas"
+}
+
+# Whether every node of CLUSTER_PORTS lists 3 replicas.
+replicas_known() {
+  local p
+  for p in $CLUSTER_PORTS; do
+    [[ $(srv_cli "$p" cluster nodes 2>/dev/null | awk '$3 ~ /slave/' | wc -l) == 3 ]] || return 1
+  done
 }
 
 # replica_port_of MASTER_PORT OTHER_PORT: the port of the replica of the master on MASTER_PORT, as
