@@ -36,8 +36,9 @@ key_on() {
 @test "cluster, one master dead: its URL is 69, a live node serves live slots, its slots are 69" {
   cluster_start 3
   local p
+  # (A node timeout of 1s: the live masters mark the dead one failed a second sooner.)
   for p in $CLUSTER_PORTS; do
-    srv_cli "$p" config set cluster-require-full-coverage no >/dev/null
+    srv_cli "$p" config set cluster-require-full-coverage no cluster-node-timeout 1000 >/dev/null
   done
   local ports=($CLUSTER_PORTS) pids=($CLUSTER_PIDS)
   local live_port=${ports[0]} dead_port=${ports[2]} dead_pid=${pids[2]}
@@ -85,12 +86,14 @@ key_on() {
 }
 
 # cluster_with_replicas: 3 masters and 3 replicas (cluster-node-timeout 1s, so a dead master's
-# replica is promoted within a few seconds). Sets CLUSTER_PORTS, CLUSTER_PIDS.
+# replica is promoted within a few seconds; no delay before a replica's full sync, which would
+# otherwise wait 5s). Waits until every node knows the 3 replicas. Sets CLUSTER_PORTS,
+# CLUSTER_PIDS.
 cluster_with_replicas() {
   local i ports=() pids=() addrs=()
   for i in 1 2 3 4 5 6; do
     srv_start "node$i" --bus --cluster-enabled yes --cluster-config-file nodes.conf \
-      --cluster-node-timeout 1000 || fail "could not start cluster node $i"
+      --cluster-node-timeout 1000 --repl-diskless-sync-delay 0 || fail "could not start cluster node $i"
     ports+=("$SRV_PORT")
     pids+=("$SRV_PID")
     addrs+=("127.0.0.1:$SRV_PORT")
@@ -99,6 +102,15 @@ cluster_with_replicas() {
   redis-cli --cluster create "${addrs[@]}" --cluster-replicas 1 --cluster-yes >"$T/create.log" 2>&1 ||
     fail "redis-cli --cluster create failed: $(tail -n 5 "$T/create.log")"
   wait_until -t 30 cluster_ready || fail "the cluster did not reach cluster_state:ok"
+  wait_until -t 10 replicas_known || fail "the nodes do not all know the 3 replicas"
+}
+
+# Whether every node of CLUSTER_PORTS lists 3 replicas.
+replicas_known() {
+  local p
+  for p in $CLUSTER_PORTS; do
+    [[ $(srv_cli "$p" cluster nodes 2>/dev/null | awk '$3 ~ /slave/' | wc -l) == 3 ]] || return 1
+  done
 }
 
 # replica_port_of MASTER_PORT OTHER_PORT: the port of the replica of the master on MASTER_PORT, as
@@ -123,15 +135,12 @@ replicated() {
   [[ $acked =~ ^[0-9]+$ ]] && ((acked >= 1))
 }
 
-# promote_replica_of MASTER_PORT OTHER_PORT: after the master on MASTER_PORT died, waits a few
-# seconds for its replica to be promoted by the cluster's own failover; on a loaded machine the
-# election can miss its window and retry after seconds, longer than the lease the tests hold, so
-# the replica is then made master (CLUSTER FAILOVER TAKEOVER). What is tested is rlock following
-# the slot to the promoted replica, not the cluster's election.
+# promote_replica_of REPLICA_PORT: after its master died, makes the replica on REPLICA_PORT master
+# at once (CLUSTER FAILOVER TAKEOVER) rather than wait seconds for the cluster's own election,
+# which on a loaded machine can miss its window and retry after seconds more. What is tested is
+# rlock following the slot to the promoted replica, not the cluster's election.
 promote_replica_of() {
-  local dead=$1 other=$2 replica
-  replica=$(replica_port_of "$dead" "$other") || fail "no replica of the master on port $dead"
-  wait_until -t 5 eval '[[ $(srv_cli "$replica" role 2>/dev/null | head -n 1) == master ]]' && return 0
+  local replica=$1
   srv_cli "$replica" cluster failover takeover >/dev/null || fail "CLUSTER FAILOVER TAKEOVER failed on $replica"
   wait_until -t 10 eval '[[ $(srv_cli "$replica" role 2>/dev/null | head -n 1) == master ]]' ||
     fail "the replica on port $replica was not promoted"
@@ -149,19 +158,22 @@ holder_renewed_after_failover() {
 
 # One failover, two holders of locks on the master that dies: a run (lock k) and a keeper (a lock
 # whose slot is on the same master), each through the master's own URL, so that after it dies
-# they know the others only from the slot map they read at their first renewal.
+# they know the others only from the slot map they read at their first renewal. Their 6s leases
+# are renewed every 2s; the replica is promoted at once, and the run's --kill-after of 1s leaves
+# it nearly 3s of retries after its first renewal on the dead master.
 @test "a Cluster master fails over under a run and a keeper: their renewals follow the slot, no lock is lost" {
   cluster_with_replicas
-  local ports=($CLUSTER_PORTS) pids=($CLUSTER_PIDS) master="" pid="" other="" i
+  local ports=($CLUSTER_PORTS) pids=($CLUSTER_PIDS) master="" pid="" other="" replica="" i
   master=$(cluster_port_of "$(lock_key k)") || fail "no node owns the slot of k"
   for i in "${!ports[@]}"; do
     if [[ ${ports[$i]} == "$master" ]]; then pid=${pids[$i]}; else other=${ports[$i]}; fi
   done
+  replica=$(replica_port_of "$master" "$other") || fail "no replica of the master on port $master"
   KEEPER_KEY=$(key_on "$master") || fail "no other key on the master of k"
-  bg holder rlock run k -v -t 15s -u "redis://127.0.0.1:$master" -- "$CS" "$WLOG" holder "until:$T/holder-go"
+  bg holder rlock run k -v -t 6s --kill-after 1s -u "redis://127.0.0.1:$master" -- "$CS" "$WLOG" holder "until:$T/holder-go"
   # The keeper holds its lock for the shell that called acquire, which then sleeps (a script's
   # long step).
-  bg script sh -c "rlock acquire $KEEPER_KEY --keepalive -t 15s -u redis://127.0.0.1:$master \
+  bg script sh -c "rlock acquire $KEEPER_KEY --keepalive -t 6s -u redis://127.0.0.1:$master \
     --keeper-log '$T/keeper.log' >'$T/token' && exec sleep 60"
   wait_cs holder holder
   wait_until -t 10 grep -q "renewed k" "$T/holder.err" || fail "no renewal: $(bg_err holder)"
@@ -169,7 +181,7 @@ holder_renewed_after_failover() {
   replicated "$master" k || fail "no replica of $master acknowledged the lock"
   replicated "$master" "$KEEPER_KEY" || fail "no replica of $master acknowledged the keeper's lock"
   srv_kill "$pid"
-  promote_replica_of "$master" "$other"
+  promote_replica_of "$replica"
   # The run holds on until its renewal went to the promoted replica; it then ends cleanly.
   wait_until -t 40 holder_renewed_after_failover || fail "no renewal on the promoted replica: $(bg_err holder)"
   touch "$T/holder-go"

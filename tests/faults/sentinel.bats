@@ -44,9 +44,10 @@ second_holder() {
 }
 
 # holder_start NAME KEY URL SECONDS: a run of KEY with a 3s lease through URL, whose child is a
-# critical section of SECONDS (label NAME, witnessed in $T/NAME.log); waits until it runs.
+# critical section of SECONDS (label NAME, witnessed in $T/NAME.log); waits until it runs. Its
+# renewals show in $T/NAME.err (-v).
 holder_start() {
-  bg "$1" rlock run "$2" -t 3s --kill-after 1s --connect-timeout 500ms --io-timeout 500ms -u "$3" -- \
+  bg "$1" rlock run -v "$2" -t 3s --kill-after 1s --connect-timeout 500ms --io-timeout 500ms -u "$3" -- \
     "$CS" "$T/$1.log" "$1" "$4"
   WLOG=$T/$1.log wait_cs "$1" "$1"
 }
@@ -80,9 +81,11 @@ holder_cut_off_check() {
   holder_start one k1 "$one_URL" 5
   holder_start two k2 "$two_URL" 30
   holder_start all k3 "$all_URL" 30
-  # Let a renewal or two go through the proxies first.
-  sleep 1.2
+  # Let a renewal go through each holder's proxies first.
   local name t0
+  for name in one two all; do
+    wait_until -t 5 grep -q "renewed" "$T/$name.err" || fail "$name did not renew through its proxies: $(bg_err "$name")"
+  done
   for name in one two all; do
     pid_alive "$(cs_pid "$name" "$T/$name.log")" || fail "the child of $name stopped before the fault: $(bg_err "$name")"
   done
