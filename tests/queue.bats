@@ -16,6 +16,15 @@ load helpers/queue
 
 BATS_TEST_TIMEOUT=150
 
+setup_file() {
+  # For the Cluster test, created while the tests before it run.
+  cluster_start_bg 3
+}
+
+teardown_file() {
+  servers_teardown_file
+}
+
 setup() {
   queue_setup
 }
@@ -323,7 +332,7 @@ _replica_has_queue() {
 # --- Redis Cluster ----------------------------------------------------------------------------
 
 @test "Cluster of 3 masters: 4 waiters queued in order get the lock in that order; the queue shares the lock's slot" {
-  cluster_start 3
+  cluster_wait
   export RLOCK_URL=$CLUSTER_URL
   bg holder rlock run k -- "$CS" "$WLOG" holder "until:$T/go"
   wait_cs holder holder

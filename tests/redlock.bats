@@ -23,6 +23,15 @@ redlock_scaled() {
   awk -v n="$1" -v s="$REDLOCK_SCALE" 'BEGIN { v = int(n * s); print (v < 1 ? 1 : v) }'
 }
 
+setup_file() {
+  # For the Cluster test, created while the tests before it run.
+  cluster_start_bg 3
+}
+
+teardown_file() {
+  servers_teardown_file
+}
+
 setup() {
   faults_setup
   export T
@@ -731,7 +740,7 @@ SCRIPT
 }
 
 @test "a Redis Cluster node as a member is refused (78, naming it), whichever node owns the key" {
-  cluster_start 3
+  cluster_wait
   masters_start 2
   local first=${CLUSTER_PORTS%% *} node_url key mine="" other="" i
   node_url=redis://127.0.0.1:$first
