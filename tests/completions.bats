@@ -11,8 +11,12 @@ load helpers/servers
 load helpers/completion
 
 setup_file() {
-  # zsh's compinit dump, made by the first zsh test and reused by the others.
+  # zsh's compinit dump, made here and reused by every zsh run (some run at once: none may
+  # find it half written).
   export ZC_DUMP=$BATS_FILE_TMPDIR/zcompdump
+  if command -v zsh >/dev/null; then
+    comp_zsh || return 1
+  fi
   # A server holding alpha and deploy:prod (prefix rlock:) and beta (prefix other:), and one
   # that accepts connections but never answers, for all the tests.
   local -a rlock=(env -i "PATH=$PATH" "XDG_CONFIG_HOME=$BATS_FILE_TMPDIR/xdg" "$RLOCK_BIN")
@@ -110,6 +114,29 @@ complete_ahead() {
     AHEAD[$l]=${RESULT[$l]}
   done
   AHEAD_SH=$1
+}
+
+# complete_bg NAME SHELL LINE...: complete_in in the background, while the test checks other
+# lines (for the checks that wait on a timeout); complete_wait NAME then sets RESULT, ELAPSED_MS
+# and SH as complete_in would have, or fails as it would have.
+complete_bg() {
+  local name=$1
+  shift
+  (
+    complete_in "$@"
+    local state
+    state=$(declare -p RESULT ELAPSED_MS SH)
+    state=${state//declare -A /declare -gA }
+    echo "${state//declare -- /declare -g }" >"$T/$name.comp"
+  ) </dev/null >/dev/null 2>"$T/$name.comp-err" 3>&- &
+  printf -v "COMP_BG_$name" %s "$!"
+}
+
+complete_wait() {
+  local pid=COMP_BG_$1
+  wait "${!pid}" || fail "$(cat "$T/$1.comp-err")"
+  # shellcheck disable=SC1090
+  source "$T/$1.comp"
 }
 
 # Whether the lines $@ were all completed ahead in the shell $SH.
@@ -265,27 +292,35 @@ EOF
   assert_equal "$(cat "$T/args")" "$(printf '%s\n' "${expected[@]}")"
 }
 
-check_down_server() {
+# start_down_checks SHELL [hang]: starts, in the background, the completions of check_down_server
+# (and with hang, check_hanging_rlock's): they wait on rlock's timeouts while the test goes on.
+start_down_checks() {
   local sh=$1
   # Nothing listens.
-  complete_in "$sh" "rlock -u $DOWN_URL status "
+  complete_bg down "$sh" "rlock -u $DOWN_URL status "
+  # A server that accepts connections but does not answer.
+  complete_bg paused "$sh" "rlock -u $PAUSED_URL run "
+  [[ ${2-} == hang ]] || return 0
+  # An rlock that never ends: the completion gives up on it after 1s.
+  mkdir -p "$T/hang"
+  printf '#!/bin/sh\nexec sleep 30\n' >"$T/hang/rlock"
+  chmod +x "$T/hang/rlock"
+  PATH="$T/hang:$PATH" complete_bg hang "$sh" "rlock status "
+}
+
+check_down_server() {
+  complete_wait down
   pick "rlock -u $DOWN_URL status "
   offers_nothing
   quick
-  # A server that accepts connections but does not answer.
-  complete_in "$sh" "rlock -u $PAUSED_URL run "
+  complete_wait paused
   pick "rlock -u $PAUSED_URL run "
   offers_nothing
   quick
 }
 
 check_hanging_rlock() {
-  local sh=$1
-  # An rlock that never ends: the completion gives up on it after 1s.
-  mkdir -p "$T/hang"
-  printf '#!/bin/sh\nexec sleep 30\n' >"$T/hang/rlock"
-  chmod +x "$T/hang/rlock"
-  PATH="$T/hang:$PATH" complete_in "$sh" "rlock status "
+  complete_wait hang
   pick "rlock status "
   offers_nothing
   quick
@@ -373,8 +408,9 @@ check_options() {
 # ---------------------------------------------------------------------------------------------
 # bash, with the bash-completion package's helpers
 
-@test "bash: lock names from the server that the options on the line select" {
+@test "bash: lock names from the server that the options on the line select; none, silently and quickly, when it is down or does not answer, or rlock hangs" {
   require_bash_completion
+  start_down_checks bash hang
   check_lock_names bash
   check_server_options bash
   # A partial name; after ":" (a word break) only the rest of the name.
@@ -383,12 +419,8 @@ check_options() {
   offers_only deploy:prod
   pick "rlock -u $URL status deploy:"
   offers_only prod
-}
-
-@test "bash: silent and quick when the server is down or does not answer, or rlock hangs" {
-  require_bash_completion
-  check_down_server bash
-  check_hanging_rlock bash
+  check_down_server
+  check_hanging_rlock
 }
 
 @test "bash: subcommands after global options only; run's command; take options" {
@@ -406,13 +438,11 @@ check_options() {
 # ---------------------------------------------------------------------------------------------
 # bash without the bash-completion package
 
-@test "bash without bash-completion: lock names from the server that the line selects" {
+@test "bash without bash-completion: lock names from the server that the line selects; none, silently and quickly, when it is down or does not answer" {
+  start_down_checks bash-n
   check_lock_names bash-n
   check_server_options bash-n
-}
-
-@test "bash without bash-completion: silent and quick when the server is down or does not answer" {
-  check_down_server bash-n
+  check_down_server
 }
 
 @test "bash without bash-completion: subcommands after global options only; run's command" {
@@ -424,16 +454,13 @@ check_options() {
 # ---------------------------------------------------------------------------------------------
 # zsh
 
-@test "zsh: lock names from the server that the options on the line select" {
+@test "zsh: lock names from the server that the options on the line select; none, silently and quickly, when it is down or does not answer, or rlock hangs" {
   require_shell zsh
+  start_down_checks zsh hang
   check_lock_names zsh
   check_server_options zsh
-}
-
-@test "zsh: silent and quick when the server is down or does not answer, or rlock hangs" {
-  require_shell zsh
-  check_down_server zsh
-  check_hanging_rlock zsh
+  check_down_server
+  check_hanging_rlock
 }
 
 @test "zsh: subcommands after global options only; run's command; take options" {
@@ -447,16 +474,13 @@ check_options() {
 # ---------------------------------------------------------------------------------------------
 # fish
 
-@test "fish: lock names from the server that the options on the line select" {
+@test "fish: lock names from the server that the options on the line select; none, silently and quickly, when it is down or does not answer, or rlock hangs" {
   require_shell fish
+  start_down_checks fish hang
   check_lock_names fish
   check_server_options fish
-}
-
-@test "fish: silent and quick when the server is down or does not answer, or rlock hangs" {
-  require_shell fish
-  check_down_server fish
-  check_hanging_rlock fish
+  check_down_server
+  check_hanging_rlock
 }
 
 @test "fish: subcommands after global options only; run's command; take options" {
