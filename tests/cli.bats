@@ -1,12 +1,27 @@
 #!/usr/bin/env bats
 # The command line: usage errors, help and version, URLs, connection failures, exit codes of
 # the child's exec, foreign data at a lock's name, and where settings come from.
+#
+# The tests share one redis-server (setup_file), emptied before each; a test that stops its
+# server, or needs a password or a unix socket, starts its own.
 
 load helpers/common
+load helpers/servers
+
+setup_file() {
+  srv_start shared || return 1
+  export SHARED_PORT=$SRV_PORT
+}
+
+teardown_file() {
+  servers_teardown_file
+}
 
 setup() {
   common_setup
-  redis_start
+  export REDIS_PORT=$SHARED_PORT
+  export RLOCK_URL="redis://127.0.0.1:$REDIS_PORT"
+  rcli flushall >/dev/null || fail "the shared redis-server does not answer"
 }
 
 teardown() {
@@ -295,7 +310,6 @@ teardown() {
 }
 
 @test "a unix socket URL works" {
-  redis_stop
   redis_start_unix
   run rlock run k -- sh -c 'echo "$RLOCK_TOKEN"'
   assert_success
@@ -339,6 +353,7 @@ teardown() {
 }
 
 @test "a server that does not answer is exit 69 after --io-timeout" {
+  redis_start
   kill -STOP "$REDIS_PID"
   local t0
   t0=$(now_ms)
@@ -351,7 +366,6 @@ teardown() {
 }
 
 @test "a wrong password is exit 77" {
-  redis_stop
   redis_start_auth s3cret-right
   run --separate-stderr rlock acquire k
   assert_error_line 77
@@ -366,7 +380,6 @@ teardown() {
 }
 
 @test "the right password from RLOCK_PASSWORD, REDISCLI_AUTH or the URL works" {
-  redis_stop
   redis_start_auth s3cret-right
   RLOCK_PASSWORD=s3cret-right run rlock acquire k1
   assert_success
