@@ -5,13 +5,35 @@
 # (A lease the server shortened is reported at the next renewal: tests/protocol/acquire_test.cpp
 # shows extend reports what was left of it, tests/unit/renewal_test.cpp the warning.)
 #
-# Each test starts its own redis-server with the options it needs.
+# A test that restarts, stops or puts its server to sleep starts its own; the eviction tests
+# share one (setup_file), emptied and given their maxmemory settings each (shared_redis).
 
 load ../helpers/common
+load ../helpers/servers
 load helpers/faults
+
+setup_file() {
+  srv_start shared || return 1
+  export SHARED_PORT=$SRV_PORT
+}
+
+teardown_file() {
+  servers_teardown_file
+}
 
 setup() {
   faults_setup
+}
+
+# shared_redis [MAXMEMORY POLICY]: the file's server, emptied, with that maxmemory and
+# maxmemory-policy (default: none, noeviction), and its statistics reset.
+shared_redis() {
+  export REDIS_PORT=$SHARED_PORT
+  export RLOCK_URL="redis://127.0.0.1:$REDIS_PORT"
+  local out
+  out=$(printf '%s\n' flushall "config set maxmemory ${1:-0}" "config set maxmemory-policy ${2:-noeviction}" \
+    "config resetstat" | rcli)
+  [[ $out == $'OK\nOK\nOK\nOK' ]] || fail "could not set up the shared redis-server: $out"
 }
 
 teardown() {
@@ -59,6 +81,8 @@ fence_of_a_run() {
   redis_pause
   sleep 1.5
   redis_resume
+  # (The holder gives the lock back: the waiter need not wait for its lease.)
+  RLOCK_TOKEN=$TOKEN rlock release k || fail "the holder's release failed"
   bg_wait waiter 25
   [[ $BG_STATUS == 0 ]] || fail "the waiter exited $BG_STATUS after a Redis pause: $(bg_err waiter)"
   assert cs_started waiter
@@ -119,12 +143,13 @@ queue_length_is() { [[ $(rcli zcard "$(lock_key "$1"):q" 2>/dev/null) == "$2" ]]
 
 @test "run whose command ends while Redis is down releases once it is back: the next waiter starts within seconds" {
   redis_start --appendonly yes --appendfsync always
-  bg holder rlock run k -t 60s -- sh -c "touch '$T/started'; while [ ! -e '$T/go' ]; do sleep 0.05; done; date +%s%3N >'$T/holder-end'"
+  bg holder rlock run -v k -t 60s -- sh -c "touch '$T/started'; while [ ! -e '$T/go' ]; do sleep 0.05; done; date +%s%3N >'$T/holder-end'"
   wait_until test -e "$T/started" || fail "the holder did not start: $(bg_err holder)"
   aof_stop
   touch "$T/go"
   wait_until test -e "$T/holder-end" || fail "the holder's command did not end"
-  sleep 1
+  # Its release failed (Redis is down) and it waits to try again: then Redis comes back.
+  wait_until grep -q 'again in' "$T/holder.err" || fail "no retry of the release under way: $(bg_err holder)"
   aof_start_again
   bg waiter rlock run k -w 50s -- sh -c "date +%s%3N >'$T/waiter-start'"
   bg_wait holder 15
@@ -132,7 +157,7 @@ queue_length_is() { [[ $(rcli zcard "$(lock_key "$1"):q" 2>/dev/null) == "$2" ]]
   bg_wait waiter 20
   [[ $BG_STATUS == 0 ]] || fail "the waiter exited $BG_STATUS: $(bg_err waiter)"
   local gap=$(($(cat "$T/waiter-start") - $(cat "$T/holder-end")))
-  echo "# the waiter started ${gap}ms after the holder's command ended (Redis was down for 1s of it)" >&3
+  echo "# the waiter started ${gap}ms after the holder's command ended (Redis was down for part of it)" >&3
   ((gap < 10000)) || fail "the waiter started ${gap}ms after the holder's command ended"
 }
 
@@ -192,7 +217,7 @@ warnings_about() {
 }
 
 @test "volatile-lru with a maxmemory: run warns about maxmemory-policy and works" {
-  redis_start --maxmemory 100mb --maxmemory-policy volatile-lru
+  shared_redis 100mb volatile-lru
   run --separate-stderr rlock run k -- echo ran
   assert_success
   assert_output ran
@@ -201,14 +226,14 @@ warnings_about() {
 }
 
 @test "allkeys-lru with a maxmemory: run warns too" {
-  redis_start --maxmemory 100mb --maxmemory-policy allkeys-lru
+  shared_redis 100mb allkeys-lru
   run --separate-stderr rlock run k -- echo ran
   assert_success
   warnings_about maxmemory-policy >/dev/null || fail "no 'rlock: warning:' naming maxmemory-policy: '$stderr'"
 }
 
 @test "--strict refuses an evicting policy with 78 and leaves no lock" {
-  redis_start --maxmemory 100mb --maxmemory-policy volatile-lru
+  shared_redis 100mb volatile-lru
   run --separate-stderr rlock run k --strict -- touch "$T/ran"
   [[ $status == 78 ]] || fail "expected 78 with --strict, got $status: '$stderr'"
   (($(count_error_lines "$stderr") == 1)) || fail "expected one 'rlock: error:' line: '$stderr'"
@@ -220,14 +245,13 @@ warnings_about() {
 }
 
 @test "noeviction, or no maxmemory: no warning" {
-  redis_start --maxmemory 100mb --maxmemory-policy noeviction
+  shared_redis 100mb noeviction
   run --separate-stderr rlock run k -- true
   assert_success
   assert_equal "$stderr" ""
   run --separate-stderr rlock run k --strict -- true
   assert_success
-  redis_stop
-  redis_start --maxmemory 0 --maxmemory-policy volatile-lru
+  shared_redis 0 volatile-lru
   run --separate-stderr rlock run k -- true
   assert_success
   assert_equal "$stderr" ""
@@ -240,7 +264,7 @@ info_calls() {
 }
 
 @test "the eviction check reads INFO once, then the policy kept in Redis: the next runs warn without INFO" {
-  redis_start --maxmemory 100mb --maxmemory-policy volatile-lru
+  shared_redis 100mb volatile-lru
   run --separate-stderr rlock run k -- true
   assert_success
   warnings_about maxmemory-policy >/dev/null || fail "no warning at the first run: '$stderr'"
@@ -268,7 +292,7 @@ info_calls() {
 }
 
 @test "with noeviction, a run sends no INFO once the policy is kept" {
-  redis_start --maxmemory 100mb --maxmemory-policy noeviction
+  shared_redis 100mb noeviction
   rlock run k -- true
   assert_equal "$(rcli get "$(lock_key k):policy")" server
   rcli config resetstat >/dev/null
@@ -279,7 +303,7 @@ info_calls() {
 }
 
 @test "status -v names the eviction policy" {
-  redis_start --maxmemory 100mb --maxmemory-policy volatile-lru
+  shared_redis 100mb volatile-lru
   acquire_token k 2>/dev/null
   run --separate-stderr rlock status -v k
   assert_success
@@ -334,7 +358,7 @@ no_orphan_once_awake() {
 # --- an --io-timeout longer than the lease ------------------------------------------------------------
 
 @test "--io-timeout longer than the TTL: clamped (the child runs to its end) or refused with 64" {
-  redis_start
+  shared_redis
   local t0 took
   t0=$(now_ms)
   run --separate-stderr timeout 30 rlock run k -t 1s --io-timeout 1500ms -- sh -c 'sleep 1.3; touch "$0"' "$T/done"
@@ -350,17 +374,17 @@ no_orphan_once_awake() {
   assert lock_free k
 }
 
-@test "a server whose answer never ends: --io-timeout 500ms gives 69 within 3s" {
+@test "a server whose answer never ends: --io-timeout 250ms gives 69 within 3s" {
   fake_redis_stream
   local t0 took
   t0=$(now_ms)
-  run --separate-stderr timeout 20 rlock run -u "redis://127.0.0.1:$FAKE_PORT" --io-timeout 500ms k -- touch "$T/ran"
+  run --separate-stderr timeout 20 rlock run -u "redis://127.0.0.1:$FAKE_PORT" --io-timeout 250ms k -- touch "$T/ran"
   took=$(elapsed_ms "$t0")
   [[ $status == 69 ]] || fail "expected 69, got $status after ${took}ms: '$stderr'"
   ((took < 3000)) || fail "took ${took}ms"
   assert_file_not_exists "$T/ran"
   t0=$(now_ms)
-  run --separate-stderr timeout 20 rlock status -u "redis://127.0.0.1:$FAKE_PORT" --io-timeout 500ms k
+  run --separate-stderr timeout 20 rlock status -u "redis://127.0.0.1:$FAKE_PORT" --io-timeout 250ms k
   took=$(elapsed_ms "$t0")
   [[ $status == 69 ]] || fail "status: expected 69, got $status after ${took}ms: '$stderr'"
   ((took < 3000)) || fail "status took ${took}ms"
