@@ -2,8 +2,10 @@
 # TLS: rediss:// URLs, certificate verification (CA, host name, validity), --insecure, client
 # certificates, and where the TLS options come from (argv, environment, config file).
 #
-# The certificates are made once for the file (setup_file); every test starts its own TLS-only
-# redis-server (--port 0 --tls-port P).
+# The certificates and the TLS-only redis-servers (--port 0 --tls-port P) are made once for the
+# file (setup_file): one for each server certificate, and one that requires a client
+# certificate; the tests leave no lock held on them. A test whose server needs a password
+# starts its own (tls_start).
 
 load helpers/common
 load helpers/servers
@@ -14,11 +16,34 @@ setup_file() {
     echo "could not make the test certificates" >&2
     return 1
   }
+  tls_start server || return 1
+  export TLS_PORT_server=$TLS_PORT
+  tls_start wronghost || return 1
+  export TLS_PORT_wronghost=$TLS_PORT
+  tls_start expired || return 1
+  export TLS_PORT_expired=$TLS_PORT
+  TLS_NAME=tls-clientauth tls_start server --tls-auth-clients yes || return 1
+  export TLS_PORT_clientauth=$TLS_PORT
+}
+
+teardown_file() {
+  servers_teardown_file
 }
 
 setup() {
   common_setup
   C=$TLS_DIR
+}
+
+# tls_use NAME: the file's TLS server NAME (server, wronghost, expired: the certificate it
+# shows; clientauth: server's, and it requires a client certificate). Exports TLS_PORT and
+# RLOCK_TLS_URL, as tls_start does.
+tls_use() {
+  local port=TLS_PORT_$1
+  [[ -n ${!port-} ]] || fail "tls_use: no server $1"
+  SRV_TLS_CLI=(--insecure --cert "$TLS_DIR/client.pem" --key "$TLS_DIR/client.key")
+  export TLS_PORT=${!port}
+  export RLOCK_TLS_URL="rediss://127.0.0.1:$TLS_PORT"
 }
 
 teardown() {
@@ -38,7 +63,7 @@ assert_tls_error() {
 }
 
 @test "rediss:// with --cacert: run, acquire, status, list, extend and release work" {
-  tls_start server
+  tls_use server
   local u=(-u "$RLOCK_TLS_URL" --cacert "$C/ca.pem")
   run --separate-stderr rlock run k "${u[@]}" -- sh -c 'echo "held $RLOCK_KEY"'
   assert_success
@@ -64,13 +89,13 @@ assert_tls_error() {
 }
 
 @test "a CA bundle with an unrelated CA first verifies too" {
-  tls_start server
+  tls_use server
   run --separate-stderr rlock run k -u "$RLOCK_TLS_URL" --cacert "$C/bundle.pem" -- true
   assert_success
 }
 
 @test "run renews over one TLS connection: a child longer than the TTL keeps the lock" {
-  tls_start server
+  tls_use server
   # (Without renewals the lease would end 300ms before the child: the run would exit 76.)
   run --separate-stderr rlock run k -t 900ms -u "$RLOCK_TLS_URL" --cacert "$C/ca.pem" -- sleep 1.2
   assert_success
@@ -88,14 +113,14 @@ assert_tls_error() {
 }
 
 @test "without --cacert the system CAs are used: the test CA is not one of them (69)" {
-  tls_start server
+  tls_use server
   run --separate-stderr rlock run k -u "$RLOCK_TLS_URL" -- true
   assert_tls_error 'certificate'
   tls_lock_free k
 }
 
 @test "a server certificate from another CA is refused with 69 and a message about the certificate" {
-  tls_start server
+  tls_use server
   local t0 took
   t0=$(now_ms)
   run --separate-stderr rlock run k -u "$RLOCK_TLS_URL" --cacert "$C/ca2.pem" -- touch "$T/ran"
@@ -110,7 +135,7 @@ assert_tls_error() {
 }
 
 @test "a certificate for another host name is refused with 69 (host name mismatch)" {
-  tls_start wronghost
+  tls_use wronghost
   run --separate-stderr rlock run k -u "$RLOCK_TLS_URL" --cacert "$C/ca.pem" -- touch "$T/ran"
   assert_tls_error 'mismatch|host ?name|127\.0\.0\.1.*(not|does)|subject'
   assert_file_not_exist "$T/ran"
@@ -119,17 +144,17 @@ assert_tls_error() {
 
 @test "the certificate's DNS name is checked when the URL names the host (localhost)" {
   getent hosts localhost | grep -q '^127\.0\.0\.1' || skip "localhost does not resolve to 127.0.0.1 here"
-  tls_start server
+  tls_use server
   run --separate-stderr rlock run k -u "rediss://localhost:$TLS_PORT" --cacert "$C/ca.pem" -- true
   assert_success
-  tls_start wronghost
+  tls_use wronghost
   run --separate-stderr rlock run k -u "rediss://localhost:$TLS_PORT" --cacert "$C/ca.pem" -- true
   assert_error_exit 69
   [[ $stderr == *"rediss://localhost:$TLS_PORT"* ]] || fail "the error does not name the URL: '$stderr'"
 }
 
 @test "an expired server certificate is refused with 69" {
-  tls_start expired
+  tls_use expired
   run --separate-stderr rlock run k -u "$RLOCK_TLS_URL" --cacert "$C/ca.pem" -- touch "$T/ran"
   assert_tls_error 'expired'
   assert_file_not_exist "$T/ran"
@@ -138,7 +163,7 @@ assert_tls_error() {
 @test "--insecure connects despite a wrong CA, host name and expiry, with a warning on stderr" {
   local cert
   for cert in server wronghost expired; do
-    tls_start "$cert"
+    tls_use "$cert"
     run --separate-stderr rlock run k --insecure -u "$RLOCK_TLS_URL" --cacert "$C/ca2.pem" -- echo ran
     assert_success
     assert_output ran
@@ -146,12 +171,11 @@ assert_tls_error() {
     grep -qi 'warning' <<<"$stderr" || fail "no warning about --insecure: '$stderr'"
     grep -qiE 'insecure|verif' <<<"$stderr" || fail "the warning does not say what is insecure: '$stderr'"
     [[ $(wc -l <<<"$stderr") -le 2 ]] || fail "more than a warning: '$stderr'"
-    srv_kill "$TLS_PID"
   done
 }
 
 @test "a server that requires a client certificate: without --cert/--key 69, with them success" {
-  tls_start server --tls-auth-clients yes
+  tls_use clientauth
   # With TLS 1.3 the server refuses after the handshake, so how the refusal reaches the client
   # varies (an alert, or a closed connection): the message must give the reason every time.
   local i
@@ -173,7 +197,7 @@ assert_tls_error() {
 }
 
 @test "a client certificate from a CA the server does not trust is refused with 69" {
-  tls_start server --tls-auth-clients yes
+  tls_use clientauth
   run --separate-stderr rlock run k -u "$RLOCK_TLS_URL" --cacert "$C/ca.pem" \
     --cert "$C/client2.pem" --key "$C/client2.key" -- touch "$T/ran"
   assert_error_exit 69
@@ -181,7 +205,7 @@ assert_tls_error() {
 }
 
 @test "--cert without --key (or a key that does not match) is a configuration error (78)" {
-  tls_start server --tls-auth-clients yes
+  tls_use clientauth
   run --separate-stderr rlock run k -u "$RLOCK_TLS_URL" --cacert "$C/ca.pem" --cert "$C/client.pem" -- true
   # CLI11-level "requires --key" (64) or rlock's own check (78): a clear error either way.
   [[ $status == 64 || $status == 78 ]] || fail "expected 64 or 78, got $status: '$stderr'"
@@ -207,7 +231,7 @@ assert_tls_error() {
 }
 
 @test "a TLS port on a plain redis:// URL fails with 69 within the timeouts, no hang" {
-  tls_start server
+  tls_use server
   local t0 took
   t0=$(now_ms)
   run --separate-stderr timeout 10 rlock run k --connect-timeout 1s --io-timeout 1s \
@@ -219,7 +243,7 @@ assert_tls_error() {
 }
 
 @test "an unreadable --cacert, --cert or --key is a configuration error (78) naming the file" {
-  tls_start server --tls-auth-clients yes
+  tls_use clientauth
   local u=(-u "$RLOCK_TLS_URL")
   run --separate-stderr rlock run k "${u[@]}" --cacert "$T/no-such-ca.pem" -- touch "$T/ran"
   assert_error_exit 78
@@ -236,7 +260,7 @@ assert_tls_error() {
 }
 
 @test "a --cacert that is not a certificate is a configuration error (78)" {
-  tls_start server
+  tls_use server
   echo "not a certificate" >"$T/garbage.pem"
   run --separate-stderr rlock run k -u "$RLOCK_TLS_URL" --cacert "$T/garbage.pem" -- touch "$T/ran"
   assert_error_exit 78
@@ -244,7 +268,7 @@ assert_tls_error() {
 }
 
 @test "RLOCK_CACERT, RLOCK_CERT and RLOCK_TLS_KEY set the TLS options" {
-  tls_start server --tls-auth-clients yes
+  tls_use clientauth
   RLOCK_URL=$RLOCK_TLS_URL RLOCK_CACERT=$C/ca.pem RLOCK_CERT=$C/client.pem RLOCK_TLS_KEY=$C/client.key \
     run --separate-stderr rlock run k -- echo ran
   assert_success
@@ -260,7 +284,7 @@ assert_tls_error() {
 }
 
 @test "RLOCK_KEY (set by run for its child) is not taken as the TLS key: nested rlock over TLS works" {
-  tls_start server --tls-auth-clients yes
+  tls_use clientauth
   export RLOCK_URL=$RLOCK_TLS_URL RLOCK_CACERT=$C/ca.pem RLOCK_CERT=$C/client.pem RLOCK_TLS_KEY=$C/client.key
   run --separate-stderr rlock run outer -- sh -c 'rlock run inner -- sh -c "echo \$RLOCK_KEY"; rlock status outer >/dev/null && echo outer-held'
   assert_success
@@ -270,7 +294,7 @@ assert_tls_error() {
 }
 
 @test "RLOCK_INSECURE=1 skips verification with a warning" {
-  tls_start expired
+  tls_use expired
   RLOCK_INSECURE=1 run --separate-stderr rlock run k -u "$RLOCK_TLS_URL" --cacert "$C/ca.pem" -- echo ran
   assert_success
   assert_output ran
@@ -280,7 +304,7 @@ assert_tls_error() {
 }
 
 @test "the config file sets cacert, cert, key and insecure" {
-  tls_start server --tls-auth-clients yes
+  tls_use clientauth
   cat >"$T/rlock.toml" <<EOF
 url = "$RLOCK_TLS_URL"
 cacert = "$C/ca.pem"
@@ -298,8 +322,7 @@ EOF
   run --separate-stderr rlock run k -- echo ran
   assert_success
 
-  srv_kill "$TLS_PID"
-  tls_start expired
+  tls_use expired
   cat >"$T/insecure.toml" <<EOF
 url = "$RLOCK_TLS_URL"
 insecure = true
@@ -311,7 +334,7 @@ EOF
 }
 
 @test "an unreadable cacert from the config file is 78 too" {
-  tls_start server
+  tls_use server
   cat >"$T/rlock.toml" <<EOF
 url = "$RLOCK_TLS_URL"
 cacert = "$T/no-such-ca.pem"

@@ -291,12 +291,13 @@ CNF
 # tls_start CERTNAME [REDIS ARGS...]: a redis-server that speaks TLS only, with the certificate
 # CERTNAME.pem/.key from $TLS_DIR and the test CA as the CA for client certificates (client
 # certificates are not required unless REDIS ARGS say --tls-auth-clients yes). Exports
-# TLS_PORT, TLS_PID, REDIS_PID and RLOCK_TLS_URL=rediss://127.0.0.1:PORT.
+# TLS_PORT, TLS_PID, REDIS_PID and RLOCK_TLS_URL=rediss://127.0.0.1:PORT. Its name (and
+# directory) is tls-CERTNAME, or TLS_NAME when set (two servers with one certificate).
 tls_start() {
   local cert=$1
   shift
   SRV_TLS_CLI=(--insecure --cert "$TLS_DIR/client.pem" --key "$TLS_DIR/client.key")
-  srv_start "tls-$cert" --tls --tls-cert-file "$TLS_DIR/$cert.pem" --tls-key-file "$TLS_DIR/$cert.key" \
+  srv_start "${TLS_NAME:-tls-$cert}" --tls --tls-cert-file "$TLS_DIR/$cert.pem" --tls-key-file "$TLS_DIR/$cert.key" \
     --tls-ca-cert-file "$TLS_DIR/ca.pem" --tls-auth-clients no "$@" || fail "could not start a TLS redis-server"
   export TLS_PORT=$SRV_PORT TLS_PID=$SRV_PID
   export RLOCK_TLS_URL="rediss://127.0.0.1:$TLS_PORT"
