@@ -37,6 +37,21 @@ setup_file() {
   export PKG_VERSION
   PKG_SKIP_REASON=$(why_skip)
   export PKG_SKIP_REASON
+
+  # The source tarball's first build, here: its test builds it again, after the packages below
+  # were built, so in a later second.
+  PKG_SOURCE_STATUS=skip
+  if git -C "$RLOCK_SOURCE_DIR" rev-parse --git-dir >/dev/null 2>&1 && [[ -n $PKG_VERSION ]]; then
+    PKG_SOURCE_STATUS=0
+    cmake --build "$RLOCK_BUILD_DIR" --target package_source >"$PKG_OUT/package_source.log" 2>&1 ||
+      PKG_SOURCE_STATUS=$?
+    PKG_SOURCE_SECOND=${EPOCHREALTIME%[.,]*}
+    export PKG_SOURCE_SECOND
+    if [[ $PKG_SOURCE_STATUS == 0 ]]; then
+      mv "$RLOCK_BUILD_DIR/rlock-$PKG_VERSION.tar.gz" "$PKG_OUT/first.tar.gz" || PKG_SOURCE_STATUS=mv
+    fi
+  fi
+  export PKG_SOURCE_STATUS
   [[ -z $PKG_SKIP_REASON ]] || return 0
 
   # Build the packages once, into a temporary directory (-B), so that the build
@@ -375,13 +390,17 @@ system_rlock_state() {
   local tarball="$RLOCK_BUILD_DIR/rlock-$PKG_VERSION.tar.gz"
   local readme="$RLOCK_SOURCE_DIR/README.md"
 
-  run cmake --build "$RLOCK_BUILD_DIR" --target package_source
-  assert_success
-  mv "$tarball" "$PKG_OUT/first.tar.gz"
+  # The first build ran in setup_file.
+  if [[ $PKG_SOURCE_STATUS != 0 ]]; then
+    cat "$PKG_OUT/package_source.log" >&2
+    fail "the first make package_source failed ($PKG_SOURCE_STATUS)"
+  fi
   # Again in a later second, with a newer mtime on a tracked file (README.md, which
   # nothing builds from; its mtime is put back before any assertion).
+  while ((${EPOCHREALTIME%[.,]*} <= PKG_SOURCE_SECOND)); do
+    sleep 0.1
+  done
   touch -r "$readme" "$PKG_OUT/readme-mtime"
-  sleep 1
   touch "$readme"
   run cmake --build "$RLOCK_BUILD_DIR" --target package_source
   touch -r "$PKG_OUT/readme-mtime" "$readme"
