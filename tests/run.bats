@@ -238,9 +238,11 @@ wait_for_go() {
   bg holder rlock run k -- sh -c "$(wait_for_go)"
   wait_until test -e "$T/started" || fail "the child did not start: $(bg_err holder)"
   bg waiter rlock run k -w 20 -- sh -c 'echo "$RLOCK_FENCE" > "$0"' "$T/waiter-ran"
-  # The waiter is waiting, not running.
-  wait_until -t 0.5 test -e "$T/waiter-ran" && fail "the waiter ran while the lock was held"
+  # The waiter is waiting (queued), not running.
+  wait_until eval '[[ $(rcli zcard "$(lock_key k):q") == 1 ]] || bg_done waiter'
   pid_alive "$waiter_pid" || fail "the waiter gave up: $(bg_err waiter)"
+  [[ $(rcli zcard "$(lock_key k):q") == 1 ]] || fail "the waiter did not queue"
+  assert_file_not_exists "$T/waiter-ran"
   touch "$T/go"
   bg_wait holder
   assert_equal "$BG_STATUS" 0
