@@ -37,14 +37,14 @@ renewed() {
     jq -e --argjson n "$2" '(.holders | length) == $n and all(.holders[]; .ttl_ms + .held_for_ms > .lease_ms + 100)' >/dev/null
 }
 
-@test "a script holds its lock across steps with a 2s TTL, never loses it, and releases it; no keeper is left" {
-  # 4 steps of 0.6s, each checked at its end: the last check 2.4s in, past the TTL; over three
+@test "a script holds its lock across steps with a 1.5s TTL, never loses it, and releases it; no keeper is left" {
+  # 4 steps of 0.45s, each checked at its end: the last check 1.8s in, past the TTL; over three
   # renewals.
   cat >"$T/script.sh" <<'SCRIPT'
 set -e
-tok=$(rlock acquire k --keepalive -t 2s)
+tok=$(rlock acquire k --keepalive -t 1500ms)
 for i in 1 2 3 4; do
-  sleep 0.6
+  sleep 0.45
   [ "$(redis-cli -p "$REDIS_PORT" get 'rlock:{k}')" = "$tok" ] || { echo "lost at step $i"; exit 9; }
 done
 RLOCK_TOKEN=$tok rlock release k
