@@ -74,9 +74,14 @@ count_rlock_errors() {
   grep -c '^rlock: error: ' <<<"$1" || true
 }
 
-@test "acquire with too few replicas: 69, no token printed or written, the lock given back" {
+@test "acquire with too few replicas: 69 saying how many acknowledged, no token printed or written, the lock given back" {
+  local t0 took
+  t0=$(now_ms)
   run --separate-stderr rlock acquire k --wait-replicas 2 --wait-timeout 300ms
+  took=$(elapsed_ms "$t0")
   assert_error_exit 69
+  [[ $stderr == *"only 1 of 2 replicas acknowledged"* ]] || fail "$stderr"
+  ((took >= 250 && took < 2000)) || fail "took ${took}ms, expected about 300ms"
   lock_free k
   run --separate-stderr rlock acquire k --wait-replicas 2 --wait-timeout 300ms --token-file "$T/token"
   assert_error_exit 69
