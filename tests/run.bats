@@ -356,14 +356,14 @@ EOF
 @test "--max-hold stops the child and exits 76, or the --lost-exit-code" {
   local t0 took
   t0=$(now_ms)
-  bg holder rlock run k --max-hold 600ms -- sh -c 'echo $$ > "$0"; exec sleep 100' "$T/child"
+  bg holder rlock run k --max-hold 400ms -- sh -c 'echo $$ > "$0"; exec sleep 100' "$T/child"
   run rlock run j --max-hold 300ms --lost-exit-code 5 -- sleep 100
   assert_failure 5
   wait_until test -s "$T/child" || fail "the child did not start: $(bg_err holder)"
   bg_wait holder 10
   took=$(elapsed_ms "$t0")
   assert_equal "$BG_STATUS" 76
-  ((took >= 500 && took <= 3600)) || fail "--max-hold 600ms ended after ${took}ms"
+  ((took >= 350 && took <= 3400)) || fail "--max-hold 400ms ended after ${took}ms"
   assert pid_gone "$(cat "$T/child")"
   wait_until lock_free k || fail "the lock is still held after --max-hold ended the run"
 }
