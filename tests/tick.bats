@@ -71,7 +71,7 @@ sleep_until() {
   # epoch). Host h3's clock is 4s ahead, two thirds of the period (a clock 40s off under a job run
   # each minute): a tick taken from its own clock would be the next one.
   local t1 i key clock
-  t1=$(($(now_ms) + 500))
+  t1=$(($(now_ms) + 100))
   for i in 0 1 2 3; do
     sleep_until $((t1 + i * SPREAD_MS))
     clock=()
