@@ -126,7 +126,7 @@ _deleted_and_stubborn_gone() {
   start_family paused k -u "$paused_url" -t 3s --kill-after 1s
   local t_paused
   t_paused=$(now_ms)
-  start_family holder k -t 3s --kill-after 1s
+  start_family holder k -t 2s --kill-after 500ms
   nap 0.5
   kill -STOP "$paused_srv"
   # (INFO's uptime is in whole seconds: a hold of over 2s is surely older than the restart.)
