@@ -80,7 +80,8 @@ count_rlock_errors() {
   run --separate-stderr rlock acquire k --wait-replicas 2 --wait-timeout 300ms
   took=$(elapsed_ms "$t0")
   assert_error_exit 69
-  [[ $stderr == *"only 1 of 2 replicas acknowledged"* ]] || fail "$stderr"
+  # (The one replica may not acknowledge within 300ms on a loaded machine: 0 or 1.)
+  [[ $stderr =~ "only "[01]" of 2 replicas acknowledged rlock:{k} within 300ms" ]] || fail "$stderr"
   ((took >= 250 && took < 2000)) || fail "took ${took}ms, expected about 300ms"
   lock_free k
   run --separate-stderr rlock acquire k --wait-replicas 2 --wait-timeout 300ms --token-file "$T/token"
