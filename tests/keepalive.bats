@@ -309,9 +309,9 @@ SCRIPT
   assert lock_free k
 }
 
-@test "40 keepalive acquire/release cycles leave no keeper, descriptor or state file behind" {
+@test "20 keepalive acquire/release cycles leave no keeper, descriptor or state file behind" {
   local before after cycles
-  cycles=$(scaled 40)
+  cycles=$(scaled 20)
   before=$(ls /proc/$$/fd | wc -l)
   run bash -ec 'for i in $(seq 1 "$0"); do tok=$(rlock acquire k --keepalive -t 5s); RLOCK_TOKEN=$tok rlock release k; done; echo done' "$cycles"
   assert_success
