@@ -326,8 +326,8 @@ EOF
 # bats test_tags=scripts
 @test "renewals keep a short-TTL lock held past its TTL" {
   # The child holds the lock until the test says stop, so every intruder below runs while the
-  # lock must still be held: a TTL and a half of attempts (four renewals), then the child reads
-  # the lock's value.
+  # lock must still be held: 1.2s of attempts, past the TTL (three renewals), then the child
+  # reads the lock's value.
   bg holder rlock run k -t 1s -- sh -c \
     'echo "$RLOCK_TOKEN" > "$0.token"; while [ ! -e "$0.stop" ]; do sleep 0.1; done
      redis-cli -p "$REDIS_PORT" get "rlock:{k}" > "$0.end"' "$T/child"
@@ -336,12 +336,12 @@ EOF
   token=$(cat "$T/child.token")
   t0=$(now_ms)
   # Nobody else can take it meanwhile.
-  while (($(elapsed_ms "$t0") < 1500)); do
+  while (($(elapsed_ms "$t0") < 1200)); do
     pid_alive "$holder_pid" || fail "rlock exited while the child ran: $(bg_err holder)"
     run rlock run k -n -- touch "$T/intruder"
     assert_failure 75
     attempts=$((attempts + 1))
-    sleep 0.2
+    nap 0.2
   done
   touch "$T/child.stop"
   ((attempts >= 3)) || fail "only $attempts attempts were made while the child ran"
