@@ -30,15 +30,21 @@ keepers() {
 }
 no_keeper() { [[ -z $(keepers) ]]; }
 state_files() { find "$XDG_RUNTIME_DIR/rlock" -name '*.keeper' 2>/dev/null | wc -l; }
+# renewed KEY N: whether status shows N holders of KEY, each renewed since it took the lock (more
+# time left than the rest of the lease it took: a renewal, seen without waiting out the TTL).
+renewed() {
+  rlock status "$1" --json 2>/dev/null |
+    jq -e --argjson n "$2" '(.holders | length) == $n and all(.holders[]; .ttl_ms + .held_for_ms > .lease_ms + 100)' >/dev/null
+}
 
-@test "a script holds its lock across steps with a 2s TTL, never loses it, and releases it; no keeper is left" {
-  # 4 steps of 0.6s, each checked at its end: the last check 2.4s in, past the TTL; over three
+@test "a script holds its lock across steps with a 1.5s TTL, never loses it, and releases it; no keeper is left" {
+  # 4 steps of 0.45s, each checked at its end: the last check 1.8s in, past the TTL; over three
   # renewals.
   cat >"$T/script.sh" <<'SCRIPT'
 set -e
-tok=$(rlock acquire k --keepalive -t 2s)
+tok=$(rlock acquire k --keepalive -t 1500ms)
 for i in 1 2 3 4; do
-  sleep 0.6
+  sleep 0.45
   [ "$(redis-cli -p "$REDIS_PORT" get 'rlock:{k}')" = "$tok" ] || { echo "lost at step $i"; exit 9; }
 done
 RLOCK_TOKEN=$tok rlock release k
@@ -169,7 +175,7 @@ SCRIPT
 }
 
 @test "a lock taken over is never taken again: the keeper stops, signals with --signal, extend reports the loss" {
-  bg script bash -c 'trap "echo lost > $0.sig; exit 3" USR1; tok=$(rlock acquire k --keepalive -t 2s --signal USR1); echo "$tok" > "$0"; while :; do sleep 0.1; done' "$T/tok"
+  bg script bash -c 'trap "echo lost > $0.sig; exit 3" USR1; tok=$(rlock acquire k --keepalive -t 1s --signal USR1); echo "$tok" > "$0"; while :; do sleep 0.1; done' "$T/tok"
   wait_until test -s "$T/tok" || fail "the script did not get the lock: $(bg_err script)"
   local tok
   tok=$(cat "$T/tok")
@@ -217,11 +223,14 @@ SCRIPT
 }
 
 @test "keepalive works with --limit and with the queue" {
+  require_jq
   bg one bash -c 'tok=$(rlock acquire s --limit 2 --keepalive -t 2s); echo "$tok" > "$0"; sleep 1000' "$T/one"
   bg two bash -c 'tok=$(rlock acquire s --limit 2 --keepalive -t 2s); echo "$tok" > "$0"; sleep 1000' "$T/two"
   wait_until test -s "$T/one" && wait_until test -s "$T/two" || fail "two holders did not get slots"
   bg three bash -c 'tok=$(rlock acquire s --limit 2 --keepalive -t 2s -w 20); echo "$tok" > "$0"; sleep 1000' "$T/three"
-  sleep 2.2  # beyond the TTL: the keepers renew the two slots meanwhile
+  # The keepers renew the two slots (no renewal comes before TTL/3 less its jitter, 0.6s).
+  nap 0.5
+  wait_until -t 5 renewed s 2 || fail "the keepers did not renew both slots: $(rlock status s --json)"
   [[ ! -s $T/three ]] || fail "a third holder got in beside two kept slots"
   kill -KILL "$one_pid"
   wait_until -t 5 test -s "$T/three" || fail "the waiter did not get the slot freed by the dead script"
@@ -264,6 +273,7 @@ SCRIPT
   uid=$(id -u nobody)
   squat=/tmp/rlock-$uid
   [[ ! -e $squat ]] || skip "$squat exists already"
+  require_jq
   # Root (another user, for nobody) squats nobody's /tmp directory; cron sets no XDG_RUNTIME_DIR.
   mkdir -m 777 "$squat"
   other=$(mktemp -d /tmp/rlock-other.XXXXXX)
@@ -273,9 +283,22 @@ SCRIPT
   chmod 755 "$other"
   cp "$(readlink -f "$RLOCK_BIN")" "$other/rlock"
   chmod 755 "$other/rlock"
+  # As nobody: take the lock, show the keeper's state file, wait until the keeper renewed the lock
+  # (more time left than the rest of the lease it took), release it.
+  cat >"$other/script.sh" <<'SCRIPT'
+rlock=$1
+tok=$("$rlock" acquire k --keepalive -t 1500ms) && ls "$HOME/.rlock" || exit 9
+i=0
+until "$rlock" status k --json | jq -e '.ttl_ms + .held_for_ms > .lease_ms + 100' >/dev/null; do
+  i=$((i + 1))
+  [ "$i" -lt 100 ] || { echo "not renewed"; exit 9; }
+  sleep 0.05
+done
+RLOCK_TOKEN=$tok "$rlock" release k && echo released
+SCRIPT
+  chmod 644 "$other/script.sh"
   run bash -c 'cd / && setpriv --reuid=nobody --regid=nogroup --clear-groups env -u XDG_RUNTIME_DIR HOME="$1" \
-    RLOCK_URL="$RLOCK_URL" RLOCKTEST_MARK="$RLOCKTEST_MARK" sh -c '"'"'tok=$("$0" acquire k --keepalive -t 1500ms) &&
-    ls "$HOME/.rlock" && sleep 1.8 && RLOCK_TOKEN=$tok "$0" release k && echo released'"'"' "$2/rlock"' _ "$home" "$other"
+    RLOCK_URL="$RLOCK_URL" RLOCKTEST_MARK="$RLOCKTEST_MARK" sh "$2/script.sh" "$2/rlock"' _ "$home" "$other"
   local squatted
   squatted=$(ls -A "$squat")
   rm -rf "$squat" "$other"
@@ -286,9 +309,9 @@ SCRIPT
   assert lock_free k
 }
 
-@test "40 keepalive acquire/release cycles leave no keeper, descriptor or state file behind" {
+@test "20 keepalive acquire/release cycles leave no keeper, descriptor or state file behind" {
   local before after cycles
-  cycles=$(scaled 40)
+  cycles=$(scaled 20)
   before=$(ls /proc/$$/fd | wc -l)
   run bash -ec 'for i in $(seq 1 "$0"); do tok=$(rlock acquire k --keepalive -t 5s); RLOCK_TOKEN=$tok rlock release k; done; echo done' "$cycles"
   assert_success

@@ -41,7 +41,7 @@ _hold_started_or_done() { hold_started "$1" || bg_done "$1"; }
   # All 12 start at once: each waits for $T/start before it runs rlock.
   for i in $(seq 1 12); do
     HOLD_MODE=n bg "c$i" sh -c 'while [ ! -e "$0" ]; do sleep 0.01; done; exec "$@"' "$T/start" \
-      rlock run k --limit 3 -w 100 -- "$HOLD" "$HLOG" "c$i" 0.3
+      rlock run k --limit 3 -w 100 -- "$HOLD" "$HLOG" "c$i" 0.2
     names+=("c$i")
   done
   touch "$T/start"

@@ -71,15 +71,15 @@ sleep_until() {
   # epoch). Host h3's clock is 4s ahead, two thirds of the period (a clock 40s off under a job run
   # each minute): a tick taken from its own clock would be the next one.
   local t1 i key clock
-  t1=$(($(now_ms) + 500))
+  t1=$(($(now_ms) + 100))
   for i in 0 1 2 3; do
     sleep_until $((t1 + i * SPREAD_MS))
     clock=()
     [[ $i == 3 ]] && clock=("$T/clock_off" +4s)
-    # short: 0.3s, over before the next host fires (on a quiet machine); long: 2.5s, a second past
-    # the last host (1.5s) but within the period.
+    # short: 0.3s, over before the next host fires (on a quiet machine); long: 2s, half a second
+    # past the last host (1.5s) and within the period.
     bg "short_h$i" "${clock[@]}" "$T/on_host" "h$i" rlock run short -n --once-per 6s -- "$T/job.sh" short 0.3
-    bg "long_h$i" "${clock[@]}" "$T/on_host" "h$i" rlock run long -n --once-per 6s -- "$T/job.sh" long 2.5
+    bg "long_h$i" "${clock[@]}" "$T/on_host" "h$i" rlock run long -n --once-per 6s -- "$T/job.sh" long 2
   done
   local ran codes host
   for key in short long; do
@@ -158,10 +158,10 @@ sleep_until() {
 @test "once-per: a host that fires while the tick's first taker has not started waits, and runs the tick when that taker gives up" {
   redis_start
   # A takes the lock for the tick with --wait-replicas 1 on a server without replicas: it waits
-  # 2s for them, then gives the lock back (69). B fires meanwhile, for the same tick, willing to
+  # 1.5s for them, then gives the lock back (69). B fires meanwhile, for the same tick, willing to
   # wait: it queues while A still holds the tick pending (a start of rlock and one call, a few
   # hundred ms on a loaded machine), and runs the tick.
-  bg a rlock run k -n --once-per 1d --wait-replicas 1 --wait-timeout 2s -- "$T/job.sh" a 0
+  bg a rlock run k -n --once-per 1d --wait-replicas 1 --wait-timeout 1500ms -- "$T/job.sh" a 0
   wait_until lock_held k || fail "A did not take the lock: $(bg_err a)"
   run rlock status k --json
   assert_equal "$(jq -r '.holders[0].tick_state' <<<"$output")" pending

@@ -262,6 +262,20 @@ TEST_F(AcquireTest, ALeaseThatRunsOutFreesTheLockAndItsHolderLosesIt) {
   EXPECT_EQ(state().holders.at(0).holder.pid, "102");
 }
 
+// A lease that ran out with nobody taking the lock after it: its token neither extends nor
+// releases it, and extend does not bring the lock back.
+TEST_F(AcquireTest, AnExpiredLeaseNobodyTookIsNeitherExtendedNorReleased) {
+  Contender a = contender("101", Mode::exclusive, 1, 100ms);
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
+  ASSERT_TRUE(eventually([&] { return call({"EXISTS", name.lock_key()}).integer == 0; }));
+  EXPECT_FALSE(lock::extend(node, name, timing, a.token, Millis(10'000)));
+  EXPECT_FALSE(lock::extend(node, name, timing, a.token, std::nullopt));
+  EXPECT_EQ(call({"EXISTS", name.lock_key()}).integer, 0) << "extend brought the lock back";
+  EXPECT_FALSE(state().held);
+  EXPECT_FALSE(release(a));
+  EXPECT_FALSE(state().held);
+}
+
 TEST_F(AcquireTest, ForeignDataAtTheLockIsRefused) {
   call({"HSET", name.lock_key(), "f", "v"});
   try {
