@@ -28,6 +28,11 @@ setup_file() {
     T=$dir make_stub "$name"
   done
   command -v jq >/dev/null || T=$dir make_stub jq
+  # The password of every server of the file. README.md names a Redis Cluster (DOC_MAP): its nodes
+  # require that password, and are created while the tests before README.md's run (a new master
+  # says cluster_state:ok no sooner than 2s after it started).
+  export EXAMPLES_FILE_PASSWORD=pw$RANDOM$RANDOM
+  SRV_PASS=$EXAMPLES_FILE_PASSWORD cluster_start_bg 3
   # The `rlock` of the recipes: the binary, and a line "ID STATUS" in EXAMPLES_LOG for each
   # command of a recipe (not for the rlock commands that the binary's children run). ID is
   # EXAMPLES_ID, else FILE:LINE of the call (scripts read this file through BASH_ENV).
@@ -39,6 +44,10 @@ rlock() {
   return "$rc"
 }
 EOF
+}
+
+teardown_file() {
+  servers_teardown_file
 }
 
 setup() {
@@ -61,7 +70,7 @@ teardown() {
 # PASSWORD and SOCKET, and exports URL and PASSWORD as RLOCK_URL and RLOCK_PASSWORD, as a host's
 # configuration would give them to rlock.
 redis_up() {
-  PASSWORD=pw$RANDOM$RANDOM
+  PASSWORD=$EXAMPLES_FILE_PASSWORD
   SOCKET=$T/redis.sock
   export REDIS_PASS=$PASSWORD
   redis_start --requirepass "$PASSWORD" --unixsocket "$SOCKET" --unixsocketperm 700
@@ -87,7 +96,7 @@ redis_up() {
 #   tls           a TLS-only Redis (password PASSWORD) that requires a client certificate; its
 #                 certificate (for 127.0.0.1) is signed by the test CA
 #   sentinel1..3  the 3 sentinels of a master "mymaster" (password PASSWORD) with one replica
-#   cluster       a node of a Redis Cluster of 3 masters (password PASSWORD)
+#   cluster       a node of a Redis Cluster of 3 masters (password PASSWORD), made by setup_file
 #   redlock1..3   3 independent Redis masters (password PASSWORD): a Redlock quorum
 #   password      a file holding PASSWORD
 #   ca, cert, key the test CA, and a client certificate and its key, signed by that CA
@@ -257,7 +266,8 @@ doc_start() {
       DOC_FLUSH+=("$auth redis-cli -p $MASTER_PORT flushall")
       ;;
     cluster)
-      SRV_PASS=$PASSWORD cluster_start 3
+      # Created by setup_file, with the same password.
+      SRV_PASS=$PASSWORD cluster_wait
       DOC_TO[cluster]=127.0.0.1:${CLUSTER_PORTS%% *}
       for i in $CLUSTER_PORTS; do
         DOC_FLUSH+=("$auth redis-cli -p $i flushall")
