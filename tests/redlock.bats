@@ -75,15 +75,15 @@ check_loops() {
   assert_success
 }
 
-# 8 loops of 10 runs (fewer runs when scaled down): 80 runs, 60 of them after the kill.
+# 8 loops of 6 runs (fewer runs when scaled down): 48 runs, 36 of them after the kill.
 contention_size() {
   LOOPS=8
-  RUNS=$(redlock_scaled 10)
+  RUNS=$(redlock_scaled 6)
   TOTAL=$((LOOPS * RUNS))
 }
 
 # The loops run on all 5 masters for a quarter of their runs, then with 2 of them killed.
-@test "5 masters, 8 concurrent loops of 10 runs, 2 of the masters killed midway: every run succeeds, the counter is exact, no overlap, fences strictly increase" {
+@test "5 masters, 8 concurrent loops of 6 runs, 2 of the masters killed midway: every run succeeds, the counter is exact, no overlap, fences strictly increase" {
   contention_size
   masters_start 5
   write_section
