@@ -28,6 +28,11 @@ setup_file() {
     T=$dir make_stub "$name"
   done
   command -v jq >/dev/null || T=$dir make_stub jq
+  # The password of every server of the file. README.md names a Redis Cluster (DOC_MAP): its nodes
+  # require that password, and are created while the tests before README.md's run (a new master
+  # says cluster_state:ok no sooner than 2s after it started).
+  export EXAMPLES_FILE_PASSWORD=pw$RANDOM$RANDOM
+  SRV_PASS=$EXAMPLES_FILE_PASSWORD cluster_start_bg 3
   # The `rlock` of the recipes: the binary, and a line "ID STATUS" in EXAMPLES_LOG for each
   # command of a recipe (not for the rlock commands that the binary's children run). ID is
   # EXAMPLES_ID, else FILE:LINE of the call (scripts read this file through BASH_ENV).
@@ -39,6 +44,10 @@ rlock() {
   return "$rc"
 }
 EOF
+}
+
+teardown_file() {
+  servers_teardown_file
 }
 
 setup() {
@@ -61,7 +70,7 @@ teardown() {
 # PASSWORD and SOCKET, and exports URL and PASSWORD as RLOCK_URL and RLOCK_PASSWORD, as a host's
 # configuration would give them to rlock.
 redis_up() {
-  PASSWORD=pw$RANDOM$RANDOM
+  PASSWORD=$EXAMPLES_FILE_PASSWORD
   SOCKET=$T/redis.sock
   export REDIS_PASS=$PASSWORD
   redis_start --requirepass "$PASSWORD" --unixsocket "$SOCKET" --unixsocketperm 700
@@ -87,7 +96,7 @@ redis_up() {
 #   tls           a TLS-only Redis (password PASSWORD) that requires a client certificate; its
 #                 certificate (for 127.0.0.1) is signed by the test CA
 #   sentinel1..3  the 3 sentinels of a master "mymaster" (password PASSWORD) with one replica
-#   cluster       a node of a Redis Cluster of 3 masters (password PASSWORD)
+#   cluster       a node of a Redis Cluster of 3 masters (password PASSWORD), made by setup_file
 #   redlock1..3   3 independent Redis masters (password PASSWORD): a Redlock quorum
 #   password      a file holding PASSWORD
 #   ca, cert, key the test CA, and a client certificate and its key, signed by that CA
@@ -257,7 +266,8 @@ doc_start() {
       DOC_FLUSH+=("$auth redis-cli -p $MASTER_PORT flushall")
       ;;
     cluster)
-      SRV_PASS=$PASSWORD cluster_start 3
+      # Created by setup_file, with the same password.
+      SRV_PASS=$PASSWORD cluster_wait
       DOC_TO[cluster]=127.0.0.1:${CLUSTER_PORTS%% *}
       for i in $CLUSTER_PORTS; do
         DOC_FLUSH+=("$auth redis-cli -p $i flushall")
@@ -953,7 +963,9 @@ prom_alert() {
   run rlock metrics --expect nightly-report --textfile "$T/down.prom" --connect-timeout 200ms
   assert_equal "$status" 69
   # The test's time 0 is 26 hours before the first export; node_exporter serves the first file
-  # for 26h10m (its figures no longer refreshed after 26h: stale), then the second for 20m.
+  # for 26h15m (its figures no longer refreshed after 26h: stale), then the second for 20m. The
+  # rules are evaluated every 5 minutes: promtool evaluates every rule at each step, and 1-minute
+  # steps over 26 hours cost it 1.5s of CPU.
   local read_at
   read_at=$(sed -n 's/^rlock_read_timestamp_seconds //p' "$T/up.prom")
   [[ -n $read_at ]] || fail "no rlock_read_timestamp_seconds: $(cat "$T/up.prom")"
@@ -963,9 +975,9 @@ prom_alert() {
   ! cmp -s "$rules" "$T/rules.yml" || fail "no held-too-long threshold to scale in $rules"
   local on='instance="host1:9100", job="node"'
   {
-    printf 'rule_files: [rules.yml]\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:\n'
+    printf 'rule_files: [rules.yml]\nevaluation_interval: 5m\ntests:\n  - interval: 1m\n    input_series:\n'
     "$BATS_TEST_DIRNAME/helpers/prom-series" "$(bc <<<"$read_at - 26 * 3600")" "$on" \
-      "$T/up.prom:$((26 * 60 + 10))" "$T/down.prom:20"
+      "$T/up.prom:$((26 * 60 + 15))" "$T/down.prom:20"
     printf '    alert_rule_test:\n'
     # After 26h: never ran, failed, lost, held; the export is fresh.
     printf '      - eval_time: 26h\n        alertname: RlockMissedRun\n        exp_alerts:\n'
@@ -979,17 +991,17 @@ prom_alert() {
     prom_alert 'key: deploy, severity: warning' 'deploy has been held for over 2 hours'
     printf '      - eval_time: 26h\n        alertname: RlockMetricsStale\n        exp_alerts: []\n'
     printf '      - eval_time: 26h\n        alertname: RlockOverrun\n        exp_alerts: []\n'
-    # 8 minutes on, the file is the same: stale.
-    printf '      - eval_time: 26h8m\n        alertname: RlockMetricsStale\n        exp_alerts:\n'
+    # 10 minutes on, the file is the same: stale.
+    printf '      - eval_time: 26h10m\n        alertname: RlockMetricsStale\n        exp_alerts:\n'
     prom_alert 'instance: "host1:9100", job: node, severity: warning' \
       'rlock metrics on host1:9100: Redis did not answer, or no export for 5 minutes'
     # Redis gone: the export says rlock_up 0, and the job's series are gone: a missed run still.
-    printf '      - eval_time: 26h25m\n        alertname: RlockMetricsStale\n        exp_alerts:\n'
+    printf '      - eval_time: 26h30m\n        alertname: RlockMetricsStale\n        exp_alerts:\n'
     prom_alert 'instance: "host1:9100", job: node, severity: warning' \
       'rlock metrics on host1:9100: Redis did not answer, or no export for 5 minutes'
-    printf '      - eval_time: 26h25m\n        alertname: RlockMissedRun\n        exp_alerts:\n'
+    printf '      - eval_time: 26h30m\n        alertname: RlockMissedRun\n        exp_alerts:\n'
     prom_alert 'key: nightly-report, severity: critical' 'nightly-report has not succeeded for 25 hours'
-    printf '      - eval_time: 26h25m\n        alertname: RlockLastRunFailed\n        exp_alerts: []\n'
+    printf '      - eval_time: 26h30m\n        alertname: RlockLastRunFailed\n        exp_alerts: []\n'
   } >"$T/rules_test.yml"
   cd "$T"
   run promtool test rules rules_test.yml

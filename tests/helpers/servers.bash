@@ -443,15 +443,21 @@ cluster_start_bg() {
   CLUSTER_LOG=$(_srv_root)/cluster-create.log
   rm -f "$CLUSTER_LOG.status"
   # The status file is written last: "0" once the cluster is ready, else why not in the log.
+  # redis-cli and the subshell are recorded with the servers: a redis-cli still waiting for the
+  # nodes to join when they are killed (the tests that wait for the cluster were filtered out)
+  # would wait for ever, and keep bats waiting for its output.
   (
     rc=0
-    "${cli_auth[@]}" redis-cli --cluster create "${addrs[@]}" --cluster-replicas 0 --cluster-yes || rc=$?
+    "${cli_auth[@]}" redis-cli --cluster create "${addrs[@]}" --cluster-replicas 0 --cluster-yes &
+    _srv_record $!
+    wait $! || rc=$?
     if ((rc == 0)) && ! wait_until -t 20 cluster_ready; then
       echo "the cluster did not reach cluster_state:ok"
       rc=1
     fi
     echo "$rc" >"$CLUSTER_LOG.status"
   ) </dev/null >"$CLUSTER_LOG" 2>&1 3>&- &
+  _srv_record $!
   disown $! 2>/dev/null || true
 }
 

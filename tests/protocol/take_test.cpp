@@ -119,19 +119,38 @@ TEST_F(TakeTest, NoWaitWithAWaiterQueuedLeavesNoTraceAndTheWaiterIsServedAtTheRe
   EXPECT_EQ(state().holders.at(0).holder.pid, "101");
 }
 
-TEST_F(TakeTest, AWaitThatRunsOutLeavesTheQueue) {
-  ASSERT_EQ(acquire(contender("100")).outcome, Outcome::acquired);
-  Contender behind = contender("102");
-  auto b = backend();
+// A wait that runs out with another waiter behind it: it leaves its place at once, and the one
+// behind, now first, is served at the release, not at a later heartbeat.
+TEST_F(TakeTest, AWaitThatRunsOutLeavesTheQueueAndTheOneBehindIsServedAtTheRelease) {
+  Contender a = contender("100");
+  ASSERT_EQ(acquire(a).outcome, Outcome::acquired);
   auto start = std::chrono::steady_clock::now();
-  Attempt got = lock::take_lock(*b, name, wait_for(300ms), contender("101"), {}, hooks());
-  EXPECT_EQ(got.outcome, Outcome::busy);
-  EXPECT_GE(since(start), 290ms);
+  auto leaving = std::async(std::launch::async, [&] {
+    auto b = backend();
+    return lock::take_lock(*b, name, wait_for(500ms), contender("101"), {}, hooks());
+  });
+  ASSERT_TRUE(eventually([&] { return state().queue_length == 1; }));
+  Contender behind = contender("102");
+  Attempt ab = acquire(behind);
+  ASSERT_EQ(ab.outcome, Outcome::queued);
+  ASSERT_EQ(ab.position, 2) << "behind the one whose wait runs out";
+
+  ASSERT_EQ(leaving.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(leaving.get().outcome, Outcome::busy);
+  EXPECT_GE(since(start), 490ms);
   EXPECT_LT(since(start), 5s);
-  EXPECT_EQ(state().queue_length, 0) << "it left its place";
-  // Nobody is left in front of a later waiter.
-  Attempt later = acquire(behind);
-  EXPECT_EQ(later.position, 1);
+  LockState s = state();
+  EXPECT_EQ(s.queue_length, 1) << "it left its place";
+  ASSERT_EQ(s.waiters.size(), 1u);
+  EXPECT_EQ(s.waiters.at(0).holder.pid, "102");
+  EXPECT_EQ(s.waiters.at(0).position, 1);
+
+  // The one behind is not delayed: the release wakes it (a heartbeat far longer than the bound).
+  ASSERT_TRUE(release(a));
+  auto released = std::chrono::steady_clock::now();
+  EXPECT_EQ(step(behind, ab, 8s).outcome, Outcome::acquired);
+  EXPECT_LT(since(released), 3s);
+  EXPECT_EQ(state().holders.at(0).holder.pid, "102");
 }
 
 TEST_F(TakeTest, ANewerSupersedingRequestEndsTheWait) {
