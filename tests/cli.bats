@@ -9,8 +9,7 @@ load helpers/common
 load helpers/servers
 
 setup_file() {
-  srv_start shared || return 1
-  export SHARED_PORT=$SRV_PORT
+  shared_redis_start
 }
 
 teardown_file() {
@@ -19,9 +18,7 @@ teardown_file() {
 
 setup() {
   common_setup
-  export REDIS_PORT=$SHARED_PORT
-  export RLOCK_URL="redis://127.0.0.1:$REDIS_PORT"
-  rcli flushall >/dev/null || fail "the shared redis-server does not answer"
+  shared_redis
 }
 
 teardown() {

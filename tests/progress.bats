@@ -223,9 +223,6 @@ _later_position_says_1() {
 
 # --- in a CI -----------------------------------------------------------------------------------
 
-# Lines of the waiter's stderr that name PID.
-lines_naming() { grep -c "pid $2[ ;)]" "$T/$1.err" || true; }
-
 # Two waiters behind the holder and the next holder (w1), whose lines follow the queue: one on a
 # terminal (position 2), one in a CI (position 3).
 @test "in a CI: a line after about 2s, then one at once when the holder or the position changes; every byte escaped; on a terminal, the line follows the queue too" {

@@ -13,8 +13,7 @@ load ../helpers/servers
 load helpers/faults
 
 setup_file() {
-  srv_start shared || return 1
-  export SHARED_PORT=$SRV_PORT
+  shared_redis_start
 }
 
 teardown_file() {
@@ -23,17 +22,6 @@ teardown_file() {
 
 setup() {
   faults_setup
-}
-
-# shared_redis [MAXMEMORY POLICY]: the file's server, emptied, with that maxmemory and
-# maxmemory-policy (default: none, noeviction), and its statistics reset.
-shared_redis() {
-  export REDIS_PORT=$SHARED_PORT
-  export RLOCK_URL="redis://127.0.0.1:$REDIS_PORT"
-  local out
-  out=$(printf '%s\n' flushall "config set maxmemory ${1:-0}" "config set maxmemory-policy ${2:-noeviction}" \
-    "config resetstat" | rcli)
-  [[ $out == $'OK\nOK\nOK\nOK' ]] || fail "could not set up the shared redis-server: $out"
 }
 
 teardown() {

@@ -74,6 +74,29 @@ servers_teardown_file() {
 }
 
 # ---------------------------------------------------------------------------------------------
+# One plain redis-server for a whole file
+
+# shared_redis_start: in setup_file, one redis-server for the tests of the file that do not
+# stop, restart or reconfigure it beyond what shared_redis sets. Exports SHARED_PORT.
+shared_redis_start() {
+  srv_start shared || return 1
+  export SHARED_PORT=$SRV_PORT
+}
+
+# shared_redis [MAXMEMORY POLICY]: in a test (or setup), the file's server as the test's own
+# (REDIS_PORT, RLOCK_URL, as redis_start exports them), emptied, with that maxmemory and
+# maxmemory-policy (default: none, noeviction) and its statistics reset: one redis-cli.
+shared_redis() {
+  [[ -n ${SHARED_PORT:-} ]] || fail "shared_redis: no shared_redis_start in setup_file"
+  export REDIS_PORT=$SHARED_PORT
+  export RLOCK_URL="redis://127.0.0.1:$REDIS_PORT"
+  local out
+  out=$(printf '%s\n' flushall "config set maxmemory ${1:-0}" "config set maxmemory-policy ${2:-noeviction}" \
+    "config resetstat" | rcli)
+  [[ $out == $'OK\nOK\nOK\nOK' ]] || fail "could not set up the shared redis-server: $out"
+}
+
+# ---------------------------------------------------------------------------------------------
 # Ports
 
 # srv_free_port [BUS]: a port in 20000-54999 on which nothing listens; with BUS=1 the cluster bus
