@@ -260,13 +260,18 @@ Reply Client::eval(const Script& script, const std::vector<std::string>& keys, c
   ScriptWay way = first_way(script, m_functions);
   // Made and sent only if the answer is lost: the way of the exchange under way.
   UndoCommands sent;
-  if (undo) sent = [&] { return undo_commands(undo(), way); };
+  if (undo) sent = [&](const Connection& on) { return undo_commands(undo(), way, on); };
   Reply reply;
   for (;;) {
     std::vector<Reply> replies = routed(script_commands(script, way, keys, args), util::Millis(0), sent);
     std::optional<ScriptWay> next = next_way(way, replies);
     if (!next) {
       reply = std::move(replies.back());
+      // (EVAL and EVALSHA leave the script cached on the server: an undo on this connection
+      // may go by EVALSHA. Reconnected, it has run none.)
+      if ((way == ScriptWay::evalsha || way == ScriptWay::eval) && !reply.is_error()) {
+        current().ran(script.source.data());
+      }
       break;
     }
     if (*next == ScriptWay::load) log::verbose("loading rlock's function library into the server");

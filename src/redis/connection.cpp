@@ -406,7 +406,7 @@ void Connection::step_receiving() {
 
 void Connection::send_undo() {
   if (!m_request_sent || !m_undo || !m_socket.valid() || !m_wire.empty()) return;
-  const std::string undo = format_all((*m_undo)());
+  const std::string undo = format_all((*m_undo)(*this));
   m_undo = nullptr;
   // One try, never waiting: the socket is being given up.
   if (m_tls) {
@@ -606,13 +606,14 @@ std::optional<ScriptWay> next_way(ScriptWay way, const std::vector<Reply>& repli
   return std::nullopt;
 }
 
-std::vector<Command> undo_commands(const std::vector<ScriptCall>& calls, ScriptWay way) {
+std::vector<Command> undo_commands(const std::vector<ScriptCall>& calls, ScriptWay way, const Connection& on) {
   // A `load` exchange loaded the library ahead of its FCALL.
   ScriptWay same = way == ScriptWay::load ? ScriptWay::fcall : way;
   std::vector<Command> out;
   out.reserve(calls.size());
   for (const ScriptCall& c : calls) {
     ScriptWay w = same == ScriptWay::fcall ? first_way(*c.script, true) : same;
+    if (w == ScriptWay::evalsha && !on.has_run(c.script->source.data())) w = ScriptWay::eval;
     out.push_back(script_commands(*c.script, w, c.keys, c.args).front());
   }
   return out;

@@ -27,9 +27,10 @@ namespace rlock::redis {
 
 using Clock = util::BootClock;
 using Command = std::vector<std::string>;
+class Connection;
 // The commands to send after a request whose answer was lost (see Connection::pipeline), made
-// only when they are sent.
-using UndoCommands = std::function<std::vector<Command>()>;
+// only when they are sent, for the connection that sends them.
+using UndoCommands = std::function<std::vector<Command>(const Connection&)>;
 
 struct Timeouts {
   util::Millis connect{1000};  // name lookup, TCP or unix connect and TLS handshake together
@@ -74,11 +75,13 @@ struct ScriptCall {
 };
 // The scripts to run after a script whose answer was lost, made only when they are sent.
 using Undo = std::function<std::vector<ScriptCall>()>;
-// The commands of an undo sent right behind a script run the way `way`: the same way, so that it
-// costs the server no more than any call (FCALL, or EVALSHA; the library or the script is there,
-// as the request ahead of it loaded it or found it), but for `eval` (the script was not cached:
-// the scripts' sources).
-std::vector<Command> undo_commands(const std::vector<ScriptCall>& calls, ScriptWay way);
+// The commands of an undo sent on `on` right behind a script run the way `way`: the same way, so
+// that it costs the server no more than any call: FCALL (the library is there, as the request
+// ahead of it loaded it or found it), or EVALSHA of a script that `on` ran already. A script it
+// never ran may not be cached (EVALSHA keeps each script apart: the acquire's being there says
+// nothing of the release's), and an EVALSHA that found nothing would leave the hold behind: it
+// goes by EVAL of its source.
+std::vector<Command> undo_commands(const std::vector<ScriptCall>& calls, ScriptWay way, const Connection& on);
 // Whether rlock runs its scripts as functions where the server has them: unless the
 // environment's RLOCK_FUNCTIONS is 0 (read once).
 bool functions_wanted();

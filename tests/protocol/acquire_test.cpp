@@ -6,14 +6,14 @@ namespace {
 
 class AcquireTest : public ProtocolTest {
 protected:
-  // Runs the scripts of an undo (the release and the leave) once, so that the server knows them
-  // (the library, or the script cache), as on any server rlock has run on: by EVALSHA, one it
-  // never ran would answer NOSCRIPT.
-  void run_the_undo_scripts() {
+  // Runs the scripts of an undo (the release and the leave) once on `on`, as a client that took
+  // and gave back a hold before: by EVALSHA, the undo of a connection that ran them goes by
+  // EVALSHA too (one that did not: by EVAL, see AnUndoOnAServerThatNeverRanItsScriptsStillRuns).
+  void run_the_undo_scripts(lock::Node& on) {
     Contender first = contender("98");
-    ASSERT_EQ(acquire(first).outcome, Outcome::acquired);
-    ASSERT_TRUE(release(first));
-    lock::cancel(node, name, timing, first.token, false);
+    ASSERT_EQ(lock::try_acquire(on, name, timing, first, false, {}).outcome, Outcome::acquired);
+    ASSERT_TRUE(lock::release(on, name, timing, first.token, lock::Ending{}));
+    lock::cancel(on, name, timing, first.token, false);
   }
 };
 
@@ -143,14 +143,15 @@ Attempt lost_attempt(lock::Node& slow, const LockName& name, const Timing& timin
 }
 
 // The undo after an attempt whose answer was lost runs the scripts as every other call does (by
-// FCALL, or EVALSHA on Redis 6 or with RLOCK_FUNCTIONS=0), not by EVAL of their sources, which
-// would cost the server a parse of tens of kilobytes. The hold the lost attempt took is given
-// back, and the history says "returned", as for any hold given back unused.
+// FCALL, or EVALSHA on Redis 6 or with RLOCK_FUNCTIONS=0, where its connection ran them before),
+// not by EVAL of their sources, which would cost the server a parse of tens of kilobytes. The
+// hold the lost attempt took is given back, and the history says "returned", as for any hold
+// given back unused.
 TEST_F(AcquireTest, AHoldWhoseAnswerWasLostIsGivenBackByTheUndoAsReturned) {
   redis::Client slow_client(redis::parse_url(shared_server().url()), redis::Timeouts{1000ms, 100ms},
                             redis::TlsOptions{});
   lock::ClientNode slow(slow_client);
-  ASSERT_NO_FATAL_FAILURE(run_the_undo_scripts());
+  ASSERT_NO_FATAL_FAILURE(run_the_undo_scripts(slow));
   ASSERT_EQ(lock::try_acquire(slow, name, timing, contender("99"), false, {}).outcome, Outcome::acquired);
   call({"DEL", name.lock_key(), name.key_of(lock::Part::info), name.log_key()});
   int64_t evals = calls_of(slow_client, "eval");
@@ -173,7 +174,7 @@ TEST_F(AcquireTest, APlaceWhoseAnswerWasLostIsLeftByTheUndo) {
   redis::Client slow_client(redis::parse_url(shared_server().url()), redis::Timeouts{1000ms, 100ms},
                             redis::TlsOptions{});
   lock::ClientNode slow(slow_client);
-  ASSERT_NO_FATAL_FAILURE(run_the_undo_scripts());
+  ASSERT_NO_FATAL_FAILURE(run_the_undo_scripts(slow));
   Contender holder = contender("100");
   ASSERT_EQ(acquire(holder).outcome, Outcome::acquired);
   Contender w = contender("101");
@@ -181,6 +182,24 @@ TEST_F(AcquireTest, APlaceWhoseAnswerWasLostIsLeftByTheUndo) {
   ASSERT_TRUE(eventually([&] { return state().queue_length == 0; }, 2s)) << "the undo left the queue";
   EXPECT_TRUE(state().held);
   for (const auto& e : backend()->read_log(name, 100, "")) EXPECT_NE(e.kind, "lost");
+}
+
+// A server whose script cache holds the acquire's script but not the release's (flushed, then
+// loaded by the lost attempt itself; by EVALSHA, each script is cached apart): the undo still
+// gives the hold back, where an EVALSHA of the release would answer NOSCRIPT, unread, and leave
+// the hold until its lease ran out. (By FCALL, the library holds every script.)
+TEST_F(AcquireTest, AnUndoOnAServerThatNeverRanItsScriptsStillRuns) {
+  redis::Client slow_client(redis::parse_url(shared_server().url()), redis::Timeouts{1000ms, 100ms},
+                            redis::TlsOptions{});
+  lock::ClientNode slow(slow_client);
+  call({"SCRIPT", "FLUSH"});
+  // (The acquire's script, cached by this connection's first call.)
+  ASSERT_EQ(lock::try_acquire(slow, name, timing, contender("99"), false, {}).outcome, Outcome::acquired);
+  call({"DEL", name.lock_key(), name.key_of(lock::Part::info), name.log_key()});
+
+  Contender a = contender("101", Mode::exclusive, 1, 60s);
+  lost_attempt(slow, name, timing, a);
+  ASSERT_TRUE(eventually([&] { return !state().held; }, 2s)) << "the undo gave the hold back";
 }
 
 TEST_F(AcquireTest, EnclosingHoldReentersTheLock) {
