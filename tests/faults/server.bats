@@ -63,7 +63,9 @@ fence_of_a_run() {
 
 @test "a waiter survives a Redis pause longer than --io-timeout and gets the lock" {
   redis_start
-  acquire_token k -t 2s
+  # (A lease that outlasts the waiter's start and the 1.5s pause, so that the holder still holds
+  # when it gives the lock back: the waiter is woken by the release, not by the lease's end.)
+  acquire_token k -t 6s
   bg waiter rlock run -v k -w 20 --io-timeout 500ms -- "$CS" "$WLOG" waiter 0
   wait_until -t 10 grep -qi wait "$T/waiter.err" || fail "the waiter does not say it waits: $(bg_err waiter)"
   redis_pause
@@ -301,11 +303,12 @@ info_calls() {
 # --- a server too busy to answer -------------------------------------------------------------------
 
 # warm_server_asleep: a server that has rlock's scripts in its cache (an earlier run, so that a
-# queued EVALSHA runs), then sleeps 1.5s (DEBUG SLEEP).
+# queued EVALSHA runs), then sleeps 2.5s (DEBUG SLEEP). (redis_debug_sleep returns once a ping
+# has gone unanswered for 0.3s: the requests sent after it have about 2s of the sleep left.)
 warm_server_asleep() {
   redis_start --enable-debug-command yes
   rlock run k -- true || fail "the warm-up run failed"
-  redis_debug_sleep 1.5
+  redis_debug_sleep 2.5
 }
 
 # no_orphan_once_awake KEY...: the server wakes, and each KEY is free within 2s: the timed-out
@@ -319,7 +322,7 @@ no_orphan_once_awake() {
   done
 }
 
-# Three requests to one server asleep for 1.5s (they pay the same sleep):
+# Three requests to one server asleep for 2.5s (they pay the same sleep):
 #   run:     a run whose acquire timed out (server busy) leaves no lock behind (k)
 #   acquire: an acquire that timed out (server busy) leaves no lock behind (k2)
 #   late:    an acquire answered after its 1s lease, as counted from when it was sent, could
