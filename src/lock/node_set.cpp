@@ -165,9 +165,6 @@ std::vector<NodeAnswer> ClientNodeSet::eval(const redis::Script& script, const s
     // not waited for, where each one's request is sure to run: sent in full (request_sent), and
     // by EVAL, or by a function library or script that its connection already ran (an answer
     // asking for another way would be lost unread).
-    auto code_of = [&](redis::ScriptWay w) -> const void* {
-      return w == redis::ScriptWay::evalsha ? script.source.data() : script.library.data();
-    };
     std::vector<bool> waited(round.size(), true);
     redis::Enough enough;
     if (decided) {
@@ -178,7 +175,7 @@ std::vector<NodeAnswer> ClientNodeSet::eval(const redis::Script& script, const s
           now[i] = {};
           if (!so_far[k]) {
             if (!round[k]->request_sent()) return false;
-            if (*way[i] != redis::ScriptWay::eval && !round[k]->has_run(code_of(*way[i]))) return false;
+            if (*way[i] != redis::ScriptWay::eval && !round[k]->has_run(redis::code_of(script, *way[i]))) return false;
             continue;
           }
           if (so_far[k]->error) {
@@ -215,7 +212,7 @@ std::vector<NodeAnswer> ClientNodeSet::eval(const redis::Script& script, const s
         continue;
       }
       if (!next && way_run != redis::ScriptWay::eval && !outcomes[k].replies.back().is_error()) {
-        round[k]->ran(code_of(way_run));
+        round[k]->ran(redis::code_of(script, way_run));
       }
       bool moved = false;
       out[i] = answer_of(i, std::move(outcomes[k].replies.back()), &moved);

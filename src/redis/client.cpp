@@ -269,9 +269,8 @@ Reply Client::eval(const Script& script, const std::vector<std::string>& keys, c
       reply = std::move(replies.back());
       // (EVAL and EVALSHA leave the script cached on the server: an undo on this connection
       // may go by EVALSHA. Reconnected, it has run none.)
-      if ((way == ScriptWay::evalsha || way == ScriptWay::eval) && !reply.is_error()) {
-        current().ran(script.source.data());
-      }
+      if ((way == ScriptWay::evalsha || way == ScriptWay::eval) && !reply.is_error())
+        current().ran(code_of(script, way));
       break;
     }
     if (*next == ScriptWay::load) log::verbose("loading rlock's function library into the server");

@@ -613,7 +613,7 @@ std::vector<Command> undo_commands(const std::vector<ScriptCall>& calls, ScriptW
   out.reserve(calls.size());
   for (const ScriptCall& c : calls) {
     ScriptWay w = same == ScriptWay::fcall ? first_way(*c.script, true) : same;
-    if (w == ScriptWay::evalsha && !on.has_run(c.script->source.data())) w = ScriptWay::eval;
+    if (w == ScriptWay::evalsha && !on.has_run(code_of(*c.script, w))) w = ScriptWay::eval;
     out.push_back(script_commands(*c.script, w, c.keys, c.args).front());
   }
   return out;

@@ -60,6 +60,11 @@ enum class ScriptWay { fcall, load, evalsha, eval };
 
 // The first way for script: FCALL when `functions` and the script has a function, else EVALSHA.
 ScriptWay first_way(const Script& script, bool functions);
+// What a connection that ran script the way `way` has the server keep (Connection::ran): the
+// function library (FCALL, load), or the script's own source (EVAL, EVALSHA: each one cached apart).
+inline const void* code_of(const Script& script, ScriptWay way) {
+  return way == ScriptWay::fcall || way == ScriptWay::load ? script.library.data() : script.source.data();
+}
 // The commands of one way: one, or two for `load` (the library, then the FCALL).
 std::vector<Command> script_commands(const Script& script, ScriptWay way, const std::vector<std::string>& keys,
                                      const std::vector<std::string>& args);
